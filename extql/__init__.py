@@ -1,0 +1,53 @@
+"""extql: AMD Quark's ExtendedQuantizeLinear / ExtendedDequantizeLinear, fast and exact.
+
+* :func:`quantize_linear` / :func:`dequantize_linear` -- the NumPy API.
+* :func:`get_library_path` / :func:`register` -- the native onnxruntime ops.
+
+The ONNX tools (fallbacks, passes, reference ops) import onnx only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._version import __version__
+from .numpy_api import dequantize_linear, get_num_threads, quantize_linear, set_num_threads
+from .types import DOMAIN, LEGACY_DOMAIN
+
+__all__ = [
+    "__version__",
+    "DOMAIN",
+    "LEGACY_DOMAIN",
+    "quantize_linear",
+    "dequantize_linear",
+    "set_num_threads",
+    "get_num_threads",
+    "have_openmp",
+]
+
+
+def have_openmp() -> bool:
+    """True when the kernels were compiled with OpenMP (else they run serially)."""
+    from . import _kernels
+
+    return _kernels.have_openmp()
+
+
+# Submodules and names that need onnx / onnxruntime, loaded on first use so
+# that ``import extql`` stays light.  name -> (module, attribute or None).
+_LAZY: dict[str, tuple[str, str | None]] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        mod = importlib.import_module(module, __name__)
+        value = mod if attr is None else getattr(mod, attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'extql' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

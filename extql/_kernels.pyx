@@ -1,0 +1,564 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: cdivision=True, initializedcheck=False, nonecheck=False
+"""The quantize / dequantize kernels: the one implementation of the math.
+
+Every path of extql (the NumPy API, the onnxruntime custom op) ends here.
+Inputs are validated by the caller; the kernels take dense buffers, a type
+code (ONNX's TensorProto numbering) and the [outer, D, inner] view of the
+tensor.  The element loops are written over one fused type so that each of
+the eight quantized types gets its own specialised, vectorisable loop.
+
+The C entry points (``extql_*``, declared in ``src/extql_kernels.h``) use no
+Python object and no module state, so the onnxruntime shim can call them
+from its own threads without the module ever having been imported.  For
+that reason every constant below is a C macro, not a Cython global (Cython
+globals are only set when the module is imported).
+"""
+
+from libc.stdint cimport (
+    int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
+)
+from libc.math cimport fabsf, copysignf
+from cython.parallel cimport prange
+
+cdef extern from "extql_kernels.h":
+    enum:
+        EXTQL_UINT8
+        EXTQL_INT8
+        EXTQL_UINT16
+        EXTQL_INT16
+        EXTQL_INT32
+        EXTQL_FLOAT16
+        EXTQL_UINT32
+        EXTQL_BFLOAT16
+        EXTQL_PARALLEL_MIN_ELEMENTS
+
+cdef extern from *:
+    """
+    #include <string.h>
+    #include <stdlib.h>
+    #ifdef _OPENMP
+    #include <omp.h>
+    #define EXTQL_HAVE_OPENMP 1
+    static int extql_cores(void) { return omp_get_num_procs(); }
+    #else
+    #define EXTQL_HAVE_OPENMP 0
+    static int extql_cores(void) { return 1; }
+    #endif
+
+    /* The two 16-bit float types, as distinct C types for the fused type. */
+    typedef struct { uint16_t bits; } extql_float16_t;
+    typedef struct { uint16_t bits; } extql_bfloat16_t;
+
+    static inline uint32_t extql_f32_bits(float f) {
+        uint32_t u; memcpy(&u, &f, sizeof u); return u;
+    }
+    static inline float extql_bits_f32(uint32_t u) {
+        float f; memcpy(&f, &u, sizeof f); return f;
+    }
+
+    /* Float constants must be float literals: a double literal would turn
+       the float arithmetic around it into double arithmetic. */
+    #define EXTQL_TWO23 8388608.0f          /* 2^23: floats above are integers */
+    #define EXTQL_HALF 0.5f                  /* ulp 2^-24: float16 subnormals */
+    #define EXTQL_F16_MAX 65504.0f
+    #define EXTQL_BF16_MAX 3.38953139e38f   /* 0x7F7F0000 */
+
+    /* Thread count: 0 means not chosen yet (see extql_get_num_threads). */
+    static int extql_threads_setting = 0;
+    """
+    ctypedef struct float16_t "extql_float16_t":
+        uint16_t bits
+    ctypedef struct bfloat16_t "extql_bfloat16_t":
+        uint16_t bits
+    uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
+    float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
+    const float TWO23 "EXTQL_TWO23"
+    const float HALF "EXTQL_HALF"
+    const float F16_MAX "EXTQL_F16_MAX"
+    const float BF16_MAX "EXTQL_BF16_MAX"
+    const int HAVE_OPENMP "EXTQL_HAVE_OPENMP"
+    int extql_cores() noexcept nogil
+    int threads_setting "extql_threads_setting"
+
+cdef extern from "<stdlib.h>" nogil:
+    char *getenv(const char *name)
+    long strtol(const char *s, char **end, int base)
+
+
+ctypedef fused qtype_t:
+    int8_t
+    uint8_t
+    int16_t
+    uint16_t
+    int32_t
+    uint32_t
+    float16_t
+    bfloat16_t
+
+
+# ---------------------------------------------------------------------------
+# Scalar conversions (inlined into the loops; branch-free selects only)
+# ---------------------------------------------------------------------------
+
+cdef inline float round_half_even(float v) noexcept nogil:
+    """Round to the nearest integer, ties to even, in float32.
+
+    For |v| < 2^23, (|v| + 2^23) - 2^23 rounds in the default rounding mode
+    (nearest even) because the sum's ulp is 1; larger floats, inf and NaN are
+    returned as they are.  Unlike rintf this vectorises on baseline SSE2.
+    """
+    cdef float a = fabsf(v)
+    cdef float r = copysignf((a + TWO23) - TWO23, v)
+    return r if a < TWO23 else v
+
+
+cdef inline uint16_t float_to_half_bits(float v) noexcept nogil:
+    """float32 -> float16 bits, round to nearest even; |v| <= 65504 or NaN."""
+    cdef uint32_t u = f32_bits(v)
+    cdef uint32_t sign = (u >> 16) & 0x8000u
+    cdef uint32_t a = u & 0x7FFFFFFFu
+    # Normal: re-bias the exponent (127 -> 15), round at bit 13 to even.
+    cdef uint32_t normal = (a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13
+    # Subnormal (|v| < 2^-14): adding 0.5 (ulp 2^-24) rounds the mantissa.
+    cdef uint32_t sub = f32_bits(bits_f32(a) + HALF) - 0x3F000000u
+    # NaN stays NaN: quiet bit set, top payload bits kept (as NumPy does).
+    cdef uint32_t nan = 0x7E00u | ((a >> 13) & 0x3FFu)
+    cdef uint32_t h = sub if a < 0x38800000u else normal
+    h = nan if a > 0x7F800000u else h
+    return <uint16_t>(h | sign)
+
+
+cdef inline float half_bits_to_float(uint16_t h) noexcept nogil:
+    """float16 bits -> float32, exact (subnormals, inf and NaN included)."""
+    cdef uint32_t sign = (<uint32_t>h & 0x8000u) << 16
+    cdef uint32_t em = (<uint32_t>h & 0x7FFFu) << 13
+    cdef uint32_t exp = em & 0x0F800000u
+    # Normal: re-bias the exponent (15 -> 127); inf/NaN: to 255.
+    cdef uint32_t normal = em + 0x38000000u
+    normal = normal + 0x38000000u if exp == 0x0F800000u else normal
+    # Subnormal or zero: let the FPU normalise m * 2^-24.
+    cdef uint32_t sub = f32_bits(
+        bits_f32(em + 0x38800000u) - bits_f32(0x38800000u))
+    cdef uint32_t a = sub if exp == 0 else normal
+    return bits_f32(a | sign)
+
+
+cdef inline uint16_t float_to_bfloat16_bits(float v) noexcept nogil:
+    """float32 -> bfloat16 bits, round to nearest even; NaN -> quiet NaN."""
+    cdef uint32_t u = f32_bits(v)
+    cdef uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16
+    cdef uint32_t nan = (u >> 16) | 0x0040u
+    return <uint16_t>(nan if (u & 0x7FFFFFFFu) > 0x7F800000u else r)
+
+
+cdef inline float bfloat16_bits_to_float(uint16_t b) noexcept nogil:
+    return bits_f32(<uint32_t>b << 16)
+
+
+cdef inline float zero_point_as_float(qtype_t zp) noexcept nogil:
+    if qtype_t is float16_t:
+        return half_bits_to_float(zp.bits)
+    elif qtype_t is bfloat16_t:
+        return bfloat16_bits_to_float(zp.bits)
+    else:
+        return <float>zp
+
+
+cdef inline qtype_t zero_of(qtype_t *like) noexcept nogil:
+    """The zero point 0 of the type (used when no zero point is given)."""
+    cdef qtype_t z
+    if qtype_t is float16_t or qtype_t is bfloat16_t:
+        z.bits = 0
+    else:
+        z = 0
+    return z
+
+
+# ---------------------------------------------------------------------------
+# One element
+# ---------------------------------------------------------------------------
+
+cdef inline qtype_t quantize_one(float x, float s, qtype_t zp) noexcept nogil:
+    """y = saturate(round_half_even(x / s) + zp), per the contract."""
+    cdef float v = x / s
+    cdef float f
+    cdef double d
+    cdef qtype_t y
+    if qtype_t is float16_t or qtype_t is bfloat16_t:
+        v = v + zero_point_as_float(zp)
+        if qtype_t is float16_t:
+            v = F16_MAX if v > F16_MAX else v       # NaN compares false: stays
+            v = -F16_MAX if v < -F16_MAX else v
+            y.bits = float_to_half_bits(v)
+        else:
+            v = BF16_MAX if v > BF16_MAX else v
+            v = -BF16_MAX if v < -BF16_MAX else v
+            y.bits = float_to_bfloat16_bits(v)
+        return y
+    elif qtype_t is int32_t or qtype_t is uint32_t:
+        # The sum of an integral float and a 32-bit integer is exact in
+        # double; NaN fails the first comparison and becomes the lowest value.
+        d = <double>round_half_even(v) + <double>zp
+        if qtype_t is int32_t:
+            d = d if d > -2147483648.0 else -2147483648.0
+            d = d if d < 2147483647.0 else 2147483647.0
+            return <int32_t>d
+        else:
+            d = d if d > 0.0 else 0.0
+            d = d if d < 4294967295.0 else 4294967295.0
+            # Convert through int32 (vectorisable) by shifting the range.
+            return <uint32_t>(<int32_t>(d - 2147483648.0)) ^ 0x80000000u
+    else:
+        # 8- and 16-bit types: once |r| >= 2^24 the float sum may round, but
+        # it then lies far outside the type's range and saturates the same.
+        f = round_half_even(v) + <float>zp
+        if qtype_t is int8_t:
+            f = f if f > <float>-128 else <float>-128
+            f = f if f < <float>127 else <float>127
+        elif qtype_t is uint8_t:
+            f = f if f > <float>0 else <float>0
+            f = f if f < <float>255 else <float>255
+        elif qtype_t is int16_t:
+            f = f if f > <float>-32768 else <float>-32768
+            f = f if f < <float>32767 else <float>32767
+        else:
+            f = f if f > <float>0 else <float>0
+            f = f if f < <float>65535 else <float>65535
+        return <qtype_t><int32_t>f
+
+
+cdef inline float dequantize_one(qtype_t x, float s, qtype_t zp) noexcept nogil:
+    """y = float32(x - zp) * s: the difference exact, then one rounding."""
+    if qtype_t is float16_t or qtype_t is bfloat16_t:
+        return (zero_point_as_float(x) - zero_point_as_float(zp)) * s
+    elif qtype_t is int32_t or qtype_t is uint32_t:
+        # |x - zp| < 2^33 is exact in double; the cast rounds once to float.
+        return <float>(<double>x - <double>zp) * s
+    else:
+        return <float>(<int32_t>x - <int32_t>zp) * s
+
+
+# ---------------------------------------------------------------------------
+# Runs of elements: one scale (a block) or one scale per element (columns)
+# ---------------------------------------------------------------------------
+
+cdef void quantize_block(const float *x, qtype_t *y, Py_ssize_t n, float s,
+                         qtype_t zp) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        y[i] = quantize_one(x[i], s, zp)
+
+
+cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
+                           const float *s, const qtype_t *zp) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef qtype_t zero = zero_of(y)
+    if zp == NULL:
+        for i in range(n):
+            y[i] = quantize_one(x[i], s[i], zero)
+    else:
+        for i in range(n):
+            y[i] = quantize_one(x[i], s[i], zp[i])
+
+
+cdef void dequantize_block(const qtype_t *x, float *y, Py_ssize_t n, float s,
+                           qtype_t zp) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        y[i] = dequantize_one(x[i], s, zp)
+
+
+cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
+                             const float *s, const qtype_t *zp) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef qtype_t zero = zero_of(<qtype_t *>x)
+    if zp == NULL:
+        for i in range(n):
+            y[i] = dequantize_one(x[i], s[i], zero)
+    else:
+        for i in range(n):
+            y[i] = dequantize_one(x[i], s[i], zp[i])
+
+
+# ---------------------------------------------------------------------------
+# Ranges of the flat tensor, walked as runs that share a scale
+# ---------------------------------------------------------------------------
+
+cdef void quantize_range(const float *x, const float *scale,
+                         const qtype_t *zp, qtype_t *y, int64_t D,
+                         int64_t inner, int64_t start,
+                         int64_t stop) noexcept nogil:
+    cdef int64_t i = start, run, row, d, off
+    cdef qtype_t zero = zero_of(y)
+    if inner == 1 and D > 1:
+        # The channel changes every element (axis = last): runs along D.
+        while i < stop:
+            d = i % D
+            run = D - d if D - d < stop - i else stop - i
+            quantize_columns(x + i, y + i, run, scale + d,
+                             NULL if zp == NULL else zp + d)
+            i += run
+    else:
+        while i < stop:
+            row = i // inner
+            d = row % D
+            off = i - row * inner
+            run = inner - off if inner - off < stop - i else stop - i
+            quantize_block(x + i, y + i, run, scale[d],
+                           zero if zp == NULL else zp[d])
+            i += run
+
+
+cdef void dequantize_range(const qtype_t *x, const float *scale,
+                           const qtype_t *zp, float *y, int64_t D,
+                           int64_t inner, int64_t start,
+                           int64_t stop) noexcept nogil:
+    cdef int64_t i = start, run, row, d, off
+    cdef qtype_t zero = zero_of(<qtype_t *>x)
+    if inner == 1 and D > 1:
+        while i < stop:
+            d = i % D
+            run = D - d if D - d < stop - i else stop - i
+            dequantize_columns(x + i, y + i, run, scale + d,
+                               NULL if zp == NULL else zp + d)
+            i += run
+    else:
+        while i < stop:
+            row = i // inner
+            d = row % D
+            off = i - row * inner
+            run = inner - off if inner - off < stop - i else stop - i
+            dequantize_block(x + i, y + i, run, scale[d],
+                             zero if zp == NULL else zp[d])
+            i += run
+
+
+# ---------------------------------------------------------------------------
+# C entry points (src/extql_kernels.h)
+# ---------------------------------------------------------------------------
+
+cdef public int extql_quantize_range(
+        int qtype, const float *x, const float *scale, const void *zero_point,
+        void *y, int64_t D, int64_t inner, int64_t start,
+        int64_t stop) noexcept nogil:
+    if qtype == EXTQL_INT8:
+        quantize_range(x, scale, <const int8_t *>zero_point, <int8_t *>y,
+                       D, inner, start, stop)
+    elif qtype == EXTQL_UINT8:
+        quantize_range(x, scale, <const uint8_t *>zero_point, <uint8_t *>y,
+                       D, inner, start, stop)
+    elif qtype == EXTQL_INT16:
+        quantize_range(x, scale, <const int16_t *>zero_point, <int16_t *>y,
+                       D, inner, start, stop)
+    elif qtype == EXTQL_UINT16:
+        quantize_range(x, scale, <const uint16_t *>zero_point,
+                       <uint16_t *>y, D, inner, start, stop)
+    elif qtype == EXTQL_INT32:
+        quantize_range(x, scale, <const int32_t *>zero_point, <int32_t *>y,
+                       D, inner, start, stop)
+    elif qtype == EXTQL_UINT32:
+        quantize_range(x, scale, <const uint32_t *>zero_point,
+                       <uint32_t *>y, D, inner, start, stop)
+    elif qtype == EXTQL_FLOAT16:
+        quantize_range(x, scale, <const float16_t *>zero_point,
+                       <float16_t *>y, D, inner, start, stop)
+    elif qtype == EXTQL_BFLOAT16:
+        quantize_range(x, scale, <const bfloat16_t *>zero_point,
+                       <bfloat16_t *>y, D, inner, start, stop)
+    else:
+        return -1
+    return 0
+
+
+cdef public int extql_dequantize_range(
+        int qtype, const void *x, const float *scale, const void *zero_point,
+        float *y, int64_t D, int64_t inner, int64_t start,
+        int64_t stop) noexcept nogil:
+    if qtype == EXTQL_INT8:
+        dequantize_range(<const int8_t *>x, scale,
+                         <const int8_t *>zero_point, y, D, inner, start, stop)
+    elif qtype == EXTQL_UINT8:
+        dequantize_range(<const uint8_t *>x, scale,
+                         <const uint8_t *>zero_point, y, D, inner, start, stop)
+    elif qtype == EXTQL_INT16:
+        dequantize_range(<const int16_t *>x, scale,
+                         <const int16_t *>zero_point, y, D, inner, start, stop)
+    elif qtype == EXTQL_UINT16:
+        dequantize_range(<const uint16_t *>x, scale,
+                         <const uint16_t *>zero_point, y, D, inner, start,
+                         stop)
+    elif qtype == EXTQL_INT32:
+        dequantize_range(<const int32_t *>x, scale,
+                         <const int32_t *>zero_point, y, D, inner, start, stop)
+    elif qtype == EXTQL_UINT32:
+        dequantize_range(<const uint32_t *>x, scale,
+                         <const uint32_t *>zero_point, y, D, inner, start,
+                         stop)
+    elif qtype == EXTQL_FLOAT16:
+        dequantize_range(<const float16_t *>x, scale,
+                         <const float16_t *>zero_point, y, D, inner, start,
+                         stop)
+    elif qtype == EXTQL_BFLOAT16:
+        dequantize_range(<const bfloat16_t *>x, scale,
+                         <const bfloat16_t *>zero_point, y, D, inner, start,
+                         stop)
+    else:
+        return -1
+    return 0
+
+
+cdef inline bint known_type(int qtype) noexcept nogil:
+    return (qtype == EXTQL_INT8 or qtype == EXTQL_UINT8
+            or qtype == EXTQL_INT16 or qtype == EXTQL_UINT16
+            or qtype == EXTQL_INT32 or qtype == EXTQL_UINT32
+            or qtype == EXTQL_FLOAT16 or qtype == EXTQL_BFLOAT16)
+
+
+cdef inline int threads_for(int64_t n, int nthreads) noexcept nogil:
+    """How many threads to use on n elements (1 below the parallel minimum)."""
+    if nthreads <= 0:
+        nthreads = extql_get_num_threads()
+    if not HAVE_OPENMP or n < EXTQL_PARALLEL_MIN_ELEMENTS:
+        return 1
+    # Give every thread at least half the parallel minimum.
+    if n // (EXTQL_PARALLEL_MIN_ELEMENTS // 2) < nthreads:
+        nthreads = <int>(n // (EXTQL_PARALLEL_MIN_ELEMENTS // 2))
+    return nthreads if nthreads > 1 else 1
+
+
+cdef inline int64_t split_point(int64_t n, int t, int nt) noexcept nogil:
+    """Start of thread t's share of n elements, aligned to 64 elements."""
+    if t >= nt:
+        return n
+    return ((n // nt) * t) & ~(<int64_t>63)
+
+
+cdef public int extql_quantize(
+        int qtype, const float *x, const float *scale, const void *zero_point,
+        void *y, int64_t n, int64_t D, int64_t inner,
+        int nthreads) noexcept nogil:
+    cdef int t, nt
+    if not known_type(qtype):
+        return -1
+    nt = threads_for(n, nthreads)
+    if nt == 1:
+        return extql_quantize_range(qtype, x, scale, zero_point, y, D, inner,
+                                    0, n)
+    for t in prange(nt, schedule="static", num_threads=nt):
+        extql_quantize_range(qtype, x, scale, zero_point, y, D, inner,
+                             split_point(n, t, nt), split_point(n, t + 1, nt))
+    return 0
+
+
+cdef public int extql_dequantize(
+        int qtype, const void *x, const float *scale, const void *zero_point,
+        float *y, int64_t n, int64_t D, int64_t inner,
+        int nthreads) noexcept nogil:
+    cdef int t, nt
+    if not known_type(qtype):
+        return -1
+    nt = threads_for(n, nthreads)
+    if nt == 1:
+        return extql_dequantize_range(qtype, x, scale, zero_point, y, D,
+                                      inner, 0, n)
+    for t in prange(nt, schedule="static", num_threads=nt):
+        extql_dequantize_range(qtype, x, scale, zero_point, y, D, inner,
+                               split_point(n, t, nt),
+                               split_point(n, t + 1, nt))
+    return 0
+
+
+cdef public int extql_get_num_threads() noexcept nogil:
+    cdef char *env
+    cdef long v
+    cdef int n = threads_setting
+    if n > 0:
+        return n
+    env = getenv("EXTQL_NUM_THREADS")
+    if env != NULL:
+        v = strtol(env, NULL, 10)
+        if 0 < v <= 4096:
+            return <int>v
+    n = extql_cores()
+    return n if n > 0 else 1
+
+
+cdef public void extql_set_num_threads(int n) noexcept nogil:
+    global threads_setting
+    threads_setting = n if n > 0 else 0
+
+
+cdef public int extql_have_openmp() noexcept nogil:
+    return HAVE_OPENMP
+
+
+# ---------------------------------------------------------------------------
+# Python entry points: validated, contiguous arrays from extql.numpy_api
+# ---------------------------------------------------------------------------
+
+def quantize(int qtype, const float[::1] x, const float[::1] scale,
+             const uint8_t[::1] zero_point, uint8_t[::1] y, int64_t D,
+             int64_t inner, int nthreads=0):
+    """Quantize the float32 buffer ``x`` into the byte buffer ``y``.
+
+    ``zero_point`` and ``y`` are byte views of arrays of the element type
+    ``qtype``; ``zero_point`` may be None.  Called by extql.numpy_api, which
+    has checked every length; the GIL is released for the whole loop.
+    """
+    cdef int64_t n = x.shape[0]
+    cdef const float *xp = &x[0] if n > 0 else NULL
+    cdef const void *zp = NULL
+    cdef void *yp = &y[0] if n > 0 else NULL
+    cdef int rc
+    if n == 0:
+        return
+    if zero_point is not None and zero_point.shape[0] > 0:
+        zp = &zero_point[0]
+    with nogil:
+        rc = extql_quantize(qtype, xp, &scale[0], zp, yp, n, D, inner,
+                            nthreads)
+    if rc != 0:
+        raise TypeError(f"extql kernel: unknown element type {qtype}")
+
+
+def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
+               const uint8_t[::1] zero_point, float[::1] y, int64_t D,
+               int64_t inner, int nthreads=0):
+    """Dequantize the byte buffer ``x`` (element type ``qtype``) into ``y``."""
+    cdef int64_t n = y.shape[0]
+    cdef const void *xp = NULL
+    cdef const void *zp = NULL
+    cdef float *yp = NULL
+    cdef int rc
+    if n == 0:
+        return
+    xp = &x[0]
+    yp = &y[0]
+    if zero_point is not None and zero_point.shape[0] > 0:
+        zp = &zero_point[0]
+    with nogil:
+        rc = extql_dequantize(qtype, xp, &scale[0], zp, yp, n, D, inner,
+                              nthreads)
+    if rc != 0:
+        raise TypeError(f"extql kernel: unknown element type {qtype}")
+
+
+def get_num_threads():
+    """The number of threads the kernels use by default."""
+    return extql_get_num_threads()
+
+
+def set_num_threads(int n):
+    """Set the default thread count (n <= 0: back to the default)."""
+    extql_set_num_threads(n)
+
+
+def have_openmp():
+    """True when the kernels were compiled with OpenMP."""
+    return bool(HAVE_OPENMP)
+
+
+def cores():
+    """The number of cores available to the process (1 without OpenMP)."""
+    return extql_cores()

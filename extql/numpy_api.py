@@ -1,0 +1,207 @@
+"""The NumPy API: validation and dtype dispatch in front of the kernels.
+
+``quantize_linear`` and ``dequantize_linear`` follow the contract in
+DESIGN.md bit for bit.  Everything that can be wrong with the inputs is found
+here, before the kernels run, and reported as a ``TypeError`` (a wrong type)
+or a ``ValueError`` (a wrong shape or axis) whose message names the operator.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from . import _kernels
+from .types import QTYPES, QType, qtype_of
+
+__all__ = ["quantize_linear", "dequantize_linear", "set_num_threads", "get_num_threads"]
+
+QUANTIZE = "ExtendedQuantizeLinear"
+DEQUANTIZE = "ExtendedDequantizeLinear"
+_TYPE_NAMES = ", ".join(QTYPES)
+
+
+def _has_dtype(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "dtype")
+
+
+def _float32(op: str, name: str, value: Any) -> np.ndarray:
+    """An ndarray of float32: NumPy input must be float32 already; Python
+    numbers and sequences are converted."""
+    if _has_dtype(value):
+        arr = np.asarray(value)
+        if arr.dtype != np.float32:
+            raise TypeError(f"{op}: {name} must be float32, got {arr.dtype}")
+        return arr
+    try:
+        return np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{op}: {name} must be float32 numbers: {exc}") from None
+
+
+def _granularity(
+    op: str, shape: tuple[int, ...], scale: np.ndarray, zero_point: np.ndarray | None, axis: Any
+) -> tuple[int, int]:
+    """Check scale, zero point and axis against x's shape; return (D, inner).
+
+    Per-tensor quantization is D = 1, inner = size; per-axis quantization of
+    shape (..., D, inner...) walks channel (i // inner) % D.
+    """
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{op}: axis must be an integer, got {type(axis).__name__}") from None
+    if scale.ndim >= 2:
+        raise ValueError(f"{op}: the scale must be a scalar or 1-D, got shape {scale.shape}")
+    per_tensor = scale.size == 1
+    if zero_point is not None:
+        if per_tensor:
+            if zero_point.ndim >= 2 or zero_point.size != 1:
+                raise ValueError(
+                    f"{op}: the zero point must have the shape of the scale {scale.shape}, "
+                    f"got {zero_point.shape}"
+                )
+        elif zero_point.shape != scale.shape:
+            raise ValueError(
+                f"{op}: the zero point must have the shape of the scale {scale.shape}, "
+                f"got {zero_point.shape}"
+            )
+    size = int(np.prod(shape, dtype=np.int64))
+    if per_tensor:
+        return 1, size
+    rank = len(shape)
+    if rank == 0:
+        raise ValueError(
+            f"{op}: a per-axis scale of shape {scale.shape} needs x of rank >= 1, got a scalar"
+        )
+    if not -rank <= axis < rank:
+        raise ValueError(f"{op}: axis {axis} is out of range for x of rank {rank}")
+    axis %= rank
+    if scale.shape[0] != shape[axis]:
+        raise ValueError(
+            f"{op}: the scale has {scale.shape[0]} elements but x has {shape[axis]} "
+            f"along axis {axis} (shape {shape})"
+        )
+    inner = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    return shape[axis], inner
+
+
+def _bytes(arr: np.ndarray) -> np.ndarray:
+    """A flat uint8 view of a C-contiguous array (what the kernels take)."""
+    return arr.reshape(-1).view(np.uint8)
+
+
+def quantize_linear(
+    x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1
+) -> np.ndarray:
+    """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
+
+    ``x`` and ``y_scale`` are float32.  The zero point's dtype (int8, uint8,
+    int16, uint16, int32, uint32, float16 or ``ml_dtypes.bfloat16``) is the
+    output type; without one the output is uint8 with zero point 0.  A scalar
+    (or one-element) scale quantizes per tensor, a 1-D scale per axis
+    ``axis``.  Integers: NaN gives the lowest value, +-inf saturate.  float16 /
+    bfloat16: ``x / s + zp`` in float32, saturated to the largest finite value,
+    rounded to nearest even; NaN stays NaN.
+    """
+    op = QUANTIZE
+    x_arr = _float32(op, "x", x)
+    scale = _float32(op, "y_scale", y_scale)
+    if y_zero_point is None:
+        qt, zp = QTYPES["uint8"], None
+    else:
+        if not _has_dtype(y_zero_point):
+            raise TypeError(
+                f"{op}: y_zero_point must be a NumPy array or scalar of one of {_TYPE_NAMES} "
+                f"(it sets the output type; a Python {type(y_zero_point).__name__} does not), "
+                "for example np.int8(0)"
+            )
+        zp = np.asarray(y_zero_point)
+        qt = qtype_of(zp.dtype)
+        if qt is None:
+            raise TypeError(f"{op}: y_zero_point must be one of {_TYPE_NAMES}, got {zp.dtype}")
+    D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
+    y = np.empty(x_arr.shape, dtype=qt.dtype)
+    _kernels.quantize(
+        qt.onnx,
+        np.ascontiguousarray(x_arr).reshape(-1),
+        np.ascontiguousarray(scale).reshape(-1),
+        None if zp is None else _bytes(np.ascontiguousarray(zp)),
+        _bytes(y),
+        D,
+        inner,
+    )
+    return y
+
+
+def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
+    """The zero point as an array of x's type; a Python number is taken as
+    that type when it fits exactly."""
+    if _has_dtype(value):
+        zp = np.asarray(value)
+        if zp.dtype != qt.dtype:
+            raise TypeError(
+                f"{op}: x_zero_point must have the dtype of x ({qt.name}), got {zp.dtype}"
+            )
+        return zp
+    try:
+        raw = np.asarray(value)
+        zp = raw.astype(qt.dtype)
+        exact = np.array_equal(zp.astype(np.float64), raw.astype(np.float64), equal_nan=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"{op}: x_zero_point must be numbers of type {qt.name}: {exc}") from None
+    if not exact:
+        raise ValueError(f"{op}: x_zero_point {value!r} is not representable as {qt.name}")
+    return zp
+
+
+def dequantize_linear(
+    x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = 1
+) -> np.ndarray:
+    """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
+
+    ``x`` is one of the eight quantized types (bfloat16 as
+    ``ml_dtypes.bfloat16``), the zero point (optional, default 0) has x's
+    dtype and the scale's shape, the scale is float32.  The difference is
+    exact and rounds once to float32 before one float32 multiply; the result
+    is float32 with x's shape.
+    """
+    op = DEQUANTIZE
+    if not _has_dtype(x):
+        raise TypeError(
+            f"{op}: x must be a NumPy array of one of {_TYPE_NAMES}, got {type(x).__name__}"
+        )
+    x_arr = np.asarray(x)
+    qt = qtype_of(x_arr.dtype)
+    if qt is None:
+        raise TypeError(f"{op}: x must be one of {_TYPE_NAMES}, got {x_arr.dtype}")
+    scale = _float32(op, "x_scale", x_scale)
+    zp = None if x_zero_point is None else _dequantize_zero_point(op, x_zero_point, qt)
+    D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
+    y = np.empty(x_arr.shape, dtype=np.float32)
+    _kernels.dequantize(
+        qt.onnx,
+        _bytes(np.ascontiguousarray(x_arr)),
+        np.ascontiguousarray(scale).reshape(-1),
+        None if zp is None else _bytes(np.ascontiguousarray(zp)),
+        y.reshape(-1),
+        D,
+        inner,
+    )
+    return y
+
+
+def set_num_threads(n: int | None) -> None:
+    """Set the number of threads the kernels use (None or 0: the default,
+    which is ``EXTQL_NUM_THREADS`` or the number of cores)."""
+    n = 0 if n is None else operator.index(n)
+    if n < 0:
+        raise ValueError(f"extql.set_num_threads: n must be >= 0, got {n}")
+    _kernels.set_num_threads(n)
+
+
+def get_num_threads() -> int:
+    """The number of threads the kernels use for large tensors."""
+    return _kernels.get_num_threads()

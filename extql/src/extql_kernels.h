@@ -1,0 +1,73 @@
+/*
+ * extql_kernels.h - the C-level entry points of extql's kernels.
+ *
+ * The kernels are written in Cython (extql/_kernels.pyx) and compiled into the
+ * extension extql._extql; these functions are exported from it with C linkage.
+ * They touch no Python object, never take the GIL and need no module
+ * initialisation, so a C caller (the onnxruntime custom-op shim) can call them
+ * from any thread.
+ *
+ * Element types are numbered as ONNX's TensorProto.DataType.  Tensors are
+ * dense and C-contiguous.  For per-tensor quantization pass D = 1 and
+ * inner = n; for per-axis quantization of a tensor of shape
+ * [outer, D, inner] (D = the length of the quantized axis) pass D and inner:
+ * element i uses scale[(i / inner) % D].  A NULL zero point means 0.
+ */
+#ifndef EXTQL_KERNELS_H
+#define EXTQL_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  EXTQL_UINT8 = 2,
+  EXTQL_INT8 = 3,
+  EXTQL_UINT16 = 4,
+  EXTQL_INT16 = 5,
+  EXTQL_INT32 = 6,
+  EXTQL_FLOAT16 = 10,
+  EXTQL_UINT32 = 12,
+  EXTQL_BFLOAT16 = 16
+};
+
+/* Tensors smaller than this many elements are processed on one thread. */
+#define EXTQL_PARALLEL_MIN_ELEMENTS 65536
+
+/* Quantize elements [start, stop) of x into y (element type qtype).
+ * Returns 0, or -1 when qtype is not one of the eight types. */
+int extql_quantize_range(int qtype, const float *x, const float *scale,
+                         const void *zero_point, void *y, int64_t D,
+                         int64_t inner, int64_t start, int64_t stop);
+
+/* Dequantize elements [start, stop) of x (element type qtype) into y. */
+int extql_dequantize_range(int qtype, const void *x, const float *scale,
+                           const void *zero_point, float *y, int64_t D,
+                           int64_t inner, int64_t start, int64_t stop);
+
+/* The whole tensor of n elements, split statically over nthreads OpenMP
+ * threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
+ * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread. */
+int extql_quantize(int qtype, const float *x, const float *scale,
+                   const void *zero_point, void *y, int64_t n, int64_t D,
+                   int64_t inner, int nthreads);
+int extql_dequantize(int qtype, const void *x, const float *scale,
+                     const void *zero_point, float *y, int64_t n, int64_t D,
+                     int64_t inner, int nthreads);
+
+/* The thread count the kernels use by default: set by
+ * extql_set_num_threads(), else the EXTQL_NUM_THREADS environment variable,
+ * else the number of cores available to the process. */
+int extql_get_num_threads(void);
+/* n >= 1 sets the count; n <= 0 returns to the default. */
+void extql_set_num_threads(int n);
+/* 1 when the kernels were compiled with OpenMP, else 0 (serial only). */
+int extql_have_openmp(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EXTQL_KERNELS_H */
