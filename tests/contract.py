@@ -1,0 +1,108 @@
+"""An independent implementation of the numeric contract (DESIGN.md), in
+plain NumPy + ml_dtypes, written from the text and sharing no code with extql.
+
+Tests compare every path of extql (NumPy API, onnxruntime kernel, fallbacks,
+reference ops) against these functions, bit for bit.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+#: name -> (dtype, low, high); float types carry their largest finite value.
+TYPES: dict[str, tuple[np.dtype, float, float]] = {
+    "int8": (np.dtype(np.int8), -128, 127),
+    "uint8": (np.dtype(np.uint8), 0, 255),
+    "int16": (np.dtype(np.int16), -32768, 32767),
+    "uint16": (np.dtype(np.uint16), 0, 65535),
+    "int32": (np.dtype(np.int32), -(2**31), 2**31 - 1),
+    "uint32": (np.dtype(np.uint32), 0, 2**32 - 1),
+    "float16": (np.dtype(np.float16), -65504.0, 65504.0),
+    "bfloat16": (BF16, -3.3895313892515355e38, 3.3895313892515355e38),
+}
+INT_TYPES = [n for n in TYPES if not n.startswith(("float", "bfloat"))]
+FLOAT_TYPES = ["float16", "bfloat16"]
+
+
+def type_name(dtype: np.dtype) -> str:
+    for name, (dt, _, _) in TYPES.items():
+        if dt == np.dtype(dtype):
+            return name
+    raise KeyError(dtype)
+
+
+def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """Broadcast a per-tensor (size 1) or per-axis (1-D) parameter against x."""
+    v = np.asarray(v)
+    if v.size == 1:
+        return v.reshape(())
+    shape = [1] * ndim
+    shape[axis % ndim] = v.shape[0]
+    return v.reshape(shape)
+
+
+def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None) -> np.ndarray:
+    """Expected ExtendedQuantizeLinear output."""
+    x = np.asarray(x, dtype=np.float32)
+    scale = np.asarray(scale, dtype=np.float32)
+    if zero_point is None:
+        dtype = np.dtype(np.uint8) if dtype is None else np.dtype(dtype)
+        zero_point = np.zeros(scale.shape, dtype)
+    zp = np.asarray(zero_point)
+    name = type_name(zp.dtype)
+    dt, lo, hi = TYPES[name]
+    s = _along(scale, x.ndim, axis)
+    z = _along(zp, x.ndim, axis)
+    with np.errstate(all="ignore"):
+        v = np.divide(x, s, dtype=np.float32)  # one IEEE float32 division
+        if name in FLOAT_TYPES:
+            v = np.add(v, z.astype(np.float32), dtype=np.float32)
+            v = np.where(np.isnan(v), v, np.clip(v, np.float32(lo), np.float32(hi)))
+            return np.asarray(v.astype(dt), dtype=dt).reshape(x.shape)
+        r = np.rint(v).astype(np.float64)  # half to even; exact in float64
+        total = r + z.astype(np.float64)  # exact while |r| < 2^53
+        # r may be huge (up to 3.4e38); the sum is then far outside any range
+        # and saturates whatever its rounding.  NaN -> lo; +-inf saturate.
+        total = np.where(np.isnan(total), lo, np.clip(total, lo, hi))
+        return total.astype(np.int64).astype(dt).reshape(x.shape)
+
+
+def dequantize(x, scale, zero_point=None, axis: int = 1) -> np.ndarray:
+    """Expected ExtendedDequantizeLinear output (float32)."""
+    x = np.asarray(x)
+    scale = np.asarray(scale, dtype=np.float32)
+    name = type_name(x.dtype)
+    zp = np.zeros(scale.shape, x.dtype) if zero_point is None else np.asarray(zero_point)
+    s = _along(scale, x.ndim, axis)
+    z = _along(zp, x.ndim, axis)
+    with np.errstate(all="ignore"):
+        if name in FLOAT_TYPES:
+            d = np.subtract(x.astype(np.float32), z.astype(np.float32), dtype=np.float32)
+        else:
+            d = (x.astype(np.int64) - z.astype(np.int64)).astype(np.float32)
+        return np.multiply(d, s, dtype=np.float32).reshape(x.shape)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """The raw bits of an array, for exact comparison (NaN payloads included)."""
+    a = np.ascontiguousarray(a)
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind in "fV" or a.dtype == BF16 else a
+
+
+def assert_same_bits(actual: np.ndarray, expected: np.ndarray, what: str = "") -> None:
+    """Same dtype, shape and bits; on failure show the first differing elements."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    a, e = bits(actual).reshape(-1), bits(expected).reshape(-1)
+    bad = np.flatnonzero(a != e)
+    if bad.size:
+        i = bad[:8]
+        raise AssertionError(
+            f"{what}: {bad.size} of {a.size} elements differ; at {i.tolist()}: "
+            f"got {actual.reshape(-1)[i].tolist()} expected {expected.reshape(-1)[i].tolist()}"
+        )
