@@ -1,0 +1,120 @@
+"""Every bad input is rejected with a TypeError/ValueError naming the operator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from contract import BF16
+
+import extql
+
+F32 = np.float32
+Q = "ExtendedQuantizeLinear"
+DQ = "ExtendedDequantizeLinear"
+X = np.zeros((2, 3, 4), F32)
+
+QUANTIZE_CASES = [
+    # (description, args, kwargs, exception, message pattern)
+    ("x float64", (X.astype(np.float64), F32(1), np.int8(0)), {}, TypeError, "x must be float32"),
+    ("x int32", (X.astype(np.int32), F32(1), np.int8(0)), {}, TypeError, "x must be float32"),
+    ("x float16", (X.astype(np.float16), F32(1)), {}, TypeError, "x must be float32"),
+    ("x strings", (["a", "b"], F32(1)), {}, TypeError, "x must be float32"),
+    ("scale float64", (X, np.float64(1), np.int8(0)), {}, TypeError, "y_scale must be float32"),
+    ("scale int", (X, np.int32(1), np.int8(0)), {}, TypeError, "y_scale must be float32"),
+    ("scale bfloat16", (X, np.ones((), BF16)), {}, TypeError, "y_scale must be float32"),
+    ("zp float32", (X, F32(1), F32(0)), {}, TypeError, "y_zero_point must be one of"),
+    ("zp int64", (X, F32(1), np.int64(0)), {}, TypeError, "y_zero_point must be one of"),
+    ("zp bool", (X, F32(1), np.bool_(0)), {}, TypeError, "y_zero_point must be one of"),
+    ("zp python int", (X, F32(1), 0), {}, TypeError, "does not"),
+    ("zp python list", (X, F32(1), [0, 0, 0]), {}, TypeError, "y_zero_point must be a NumPy"),
+    ("zp shape vs scalar scale", (X, F32(1), np.zeros(3, np.int8)), {}, ValueError,
+     "zero point must have the shape of the scale"),
+    ("zp shape vs 1-D scale", (X, np.ones(3, F32), np.zeros(2, np.int8)), {}, ValueError,
+     "zero point must have the shape of the scale"),
+    ("zp scalar vs 1-D scale", (X, np.ones(3, F32), np.int8(0)), {}, ValueError,
+     "zero point must have the shape of the scale"),
+    ("zp rank 2", (X, F32(1), np.zeros((1, 1), np.int8)), {}, ValueError,
+     "zero point must have the shape of the scale"),
+    ("scale rank 2", (X, np.ones((3, 1), F32), np.zeros((3, 1), np.int8)), {}, ValueError,
+     "scale must be a scalar or 1-D"),
+    ("scale rank 2 one element", (X, np.ones((1, 1), F32)), {}, ValueError,
+     "scale must be a scalar or 1-D"),
+    ("axis too large", (X, np.ones(3, F32), np.zeros(3, np.int8)), {"axis": 3}, ValueError,
+     "axis 3 is out of range for x of rank 3"),
+    ("axis too small", (X, np.ones(3, F32), np.zeros(3, np.int8)), {"axis": -4}, ValueError,
+     "axis -4 is out of range"),
+    ("axis float", (X, np.ones(3, F32)), {"axis": 1.0}, TypeError, "axis must be an integer"),
+    ("axis string", (X, np.ones(3, F32)), {"axis": "1"}, TypeError, "axis must be an integer"),
+    ("scale length", (X, np.ones(4, F32), np.zeros(4, np.int8)), {"axis": 1}, ValueError,
+     "the scale has 4 elements but x has 3 along axis 1"),
+    ("empty scale", (X, np.ones(0, F32)), {}, ValueError, "the scale has 0 elements"),
+    ("per-axis scale on a scalar x", (F32(1), np.ones(3, F32)), {}, ValueError,
+     "needs x of rank >= 1"),
+    ("rank-1 x, default axis 1", (np.zeros(3, F32), np.ones(3, F32)), {}, ValueError,
+     "axis 1 is out of range for x of rank 1"),
+]
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,exc,pattern", [c[1:] for c in QUANTIZE_CASES], ids=[c[0] for c in QUANTIZE_CASES]
+)
+def test_quantize_rejects(args, kwargs, exc, pattern):
+    with pytest.raises(exc, match=pattern) as info:
+        extql.quantize_linear(*args, **kwargs)
+    assert str(info.value).startswith(Q + ":")
+
+
+QX = np.zeros((2, 3, 4), np.int8)
+DEQUANTIZE_CASES = [
+    ("x float32", (X, F32(1)), {}, TypeError, "x must be one of"),
+    ("x int64", (QX.astype(np.int64), F32(1)), {}, TypeError, "x must be one of"),
+    ("x bool", (QX.astype(bool), F32(1)), {}, TypeError, "x must be one of"),
+    ("x python list", ([1, 2, 3], F32(1)), {}, TypeError, "x must be a NumPy array"),
+    ("scale float64", (QX, np.float64(1)), {}, TypeError, "x_scale must be float32"),
+    ("scale float16", (QX, np.float16(1)), {}, TypeError, "x_scale must be float32"),
+    ("zp dtype", (QX, F32(1), np.uint8(0)), {}, TypeError,
+     r"x_zero_point must have the dtype of x \(int8\), got uint8"),
+    ("zp float for int x", (QX, F32(1), np.float16(0)), {}, TypeError,
+     "x_zero_point must have the dtype of x"),
+    ("zp python int out of range", (QX, F32(1), 200), {}, ValueError, "not representable"),
+    ("zp python float for int x", (QX, F32(1), 1.5), {}, ValueError, "not representable"),
+    ("zp shape", (QX, np.ones(3, F32), np.zeros(4, np.int8)), {}, ValueError,
+     "zero point must have the shape of the scale"),
+    ("scale rank 2", (QX, np.ones((3, 1), F32)), {}, ValueError, "scale must be a scalar or 1-D"),
+    ("axis", (QX, np.ones(3, F32)), {"axis": 7}, ValueError, "axis 7 is out of range"),
+    ("scale length", (QX, np.ones(2, F32)), {"axis": -1}, ValueError,
+     "the scale has 2 elements but x has 4 along axis 2"),
+]
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,exc,pattern",
+    [c[1:] for c in DEQUANTIZE_CASES],
+    ids=[c[0] for c in DEQUANTIZE_CASES],
+)
+def test_dequantize_rejects(args, kwargs, exc, pattern):
+    with pytest.raises(exc, match=pattern) as info:
+        extql.dequantize_linear(*args, **kwargs)
+    assert str(info.value).startswith(DQ + ":")
+
+
+def test_per_tensor_ignores_bad_axis():
+    # The contract: axis is ignored for a per-tensor scale, whatever it is.
+    for axis in (-100, 100):
+        extql.quantize_linear(X, F32(1), np.int8(0), axis=axis)
+        extql.quantize_linear(X, np.ones(1, F32), np.zeros(1, np.int8), axis=axis)
+        extql.dequantize_linear(QX, F32(1), np.int8(0), axis=axis)
+
+
+def test_per_tensor_zero_point_forms_are_interchangeable():
+    # () and [1] are both a per-tensor zero point (as in onnxruntime).
+    a = extql.quantize_linear(X + 3, F32(1), np.zeros((1,), np.int8))
+    b = extql.quantize_linear(X + 3, np.ones(1, F32), np.int8(0))
+    np.testing.assert_array_equal(a, b)
+
+
+def test_set_num_threads_rejects_negative():
+    with pytest.raises(ValueError, match="set_num_threads"):
+        extql.set_num_threads(-1)
+    with pytest.raises(TypeError):
+        extql.set_num_threads(1.5)

@@ -1,0 +1,292 @@
+"""The NumPy API against the independent expectation of the contract."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from contract import (
+    FLOAT_TYPES,
+    INT_TYPES,
+    TYPES,
+    assert_same_bits,
+    dequantize,
+    quantize,
+)
+
+import extql
+
+ALL_TYPES = list(TYPES)
+F32 = np.float32
+
+# Values that exercise every rule: ties, NaN, infinities, signed zeros,
+# subnormals, huge and tiny magnitudes, and the edges of each range.
+SPECIAL = np.array(
+    [
+        0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 127.5, 128.5, -128.5, -129.5,
+        254.5, 255.5, 32766.5, 32767.5, -32768.5, 65534.5, 65535.5, 65536.0,
+        2.0**24 + 2, 2.0**31, 2.0**31 - 128, -(2.0**31), 2.0**32, 2.0**32 - 256,
+        1e-45, -1e-45, 1.17e-38, 1e30, -1e30, 3.4e38, -3.4e38,
+        65504.0, 65519.0, 65520.0, -65520.0, 6e-8, 3e-8, 2.9e-8,
+        3.3895313e38, 3.3961776e38, np.nan, -np.nan, np.inf, -np.inf,
+    ],
+    dtype=F32,
+)
+
+
+def _zero_point(name: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    dt, lo, hi = TYPES[name]
+    if name in FLOAT_TYPES:
+        return (rng.standard_normal(shape) * 4).astype(dt)
+    return rng.integers(lo, hi, size=shape, endpoint=True, dtype=np.int64).astype(dt)
+
+
+def _check_both(x, s, zp, axis, name):
+    """Quantize then dequantize, each against the contract."""
+    got = extql.quantize_linear(x, s, zp, axis=axis)
+    want = quantize(x, s, zp, axis, None if zp is not None else np.uint8)
+    assert_same_bits(got, want, f"quantize {name} axis={axis}")
+    back = extql.dequantize_linear(want, s, zp, axis=axis)
+    assert_same_bits(back, dequantize(want, s, zp, axis), f"dequantize {name} axis={axis}")
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize("scale", [1.0, 0.37, 3.0, -2.0, 1e-30, 1e30, 0.0])
+def test_special_values_per_tensor(name, scale):
+    rng = np.random.default_rng(0)
+    zp = _zero_point(name, (), rng)
+    for s in (F32(scale), np.array([scale], F32)):
+        _check_both(SPECIAL, s, zp, 1, name)
+        _check_both(SPECIAL, s, zp.reshape(1), 1, name)
+    # No zero point: quantize gives uint8; dequantize reads zero point 0.
+    got = extql.quantize_linear(SPECIAL, F32(scale))
+    assert_same_bits(got, quantize(SPECIAL, F32(scale)), "no zero point")
+    q = quantize(SPECIAL, F32(scale), zp)
+    assert_same_bits(
+        extql.dequantize_linear(q, F32(scale)), dequantize(q, F32(scale)), "no zero point"
+    )
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize(
+    "shape,axis",
+    [((3, 5, 7), 0), ((3, 5, 7), 1), ((3, 5, 7), 2), ((3, 5, 7), -1), ((3, 5, 7), -3),
+     ((4, 9), 1), ((9,), 0), ((2, 3, 4, 5), 2), ((1, 300, 1), 1)],
+)
+def test_per_axis(name, shape, axis):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 200).astype(F32)
+    flat = x.reshape(-1)
+    flat[: min(flat.size, SPECIAL.size)] = SPECIAL[: flat.size]
+    d = shape[axis]
+    s = (rng.random(d) * 2 + 0.01).astype(F32)
+    s[0] = 0.5
+    zp = _zero_point(name, (d,), rng)
+    _check_both(x, s, zp, axis, name)
+    _check_both(x, s, None, axis, name)
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_ties_round_half_to_even(name):
+    k = np.arange(-300, 300, dtype=F32)
+    x = k + F32(0.5)
+    dt = TYPES[name][0]
+    got = extql.quantize_linear(x, F32(1.0), np.zeros((), dt))
+    if name in INT_TYPES:
+        lo, hi = TYPES[name][1:]
+        expect = np.clip(np.where(k % 2 == 0, k, k + 1), lo, hi).astype(dt)
+        np.testing.assert_array_equal(got, expect)
+    assert_same_bits(got, quantize(x, F32(1.0), np.zeros((), dt)), name)
+
+
+def test_division_is_not_a_reciprocal_multiply():
+    # x = (k + 0.5) * s lands next to a tie, where x / s and x * (1 / s)
+    # often round to different integers: the contract is the division.
+    rng = np.random.default_rng(2)
+    s = (rng.random(200_000) * 3 + 0.01).astype(F32)
+    k = rng.integers(-1000, 1000, 200_000).astype(F32)
+    x = ((k + F32(0.5)) * s).astype(F32)
+    div = x / s
+    mul = x * (F32(1) / s)
+    differ = np.rint(div) != np.rint(mul)
+    assert differ.sum() > 100, "test data must contain cases where the two differ"
+    for i in np.flatnonzero(differ)[:200]:
+        got = extql.quantize_linear(x[i : i + 1], s[i], np.int32(0))
+        assert got[0] == np.rint(div[i]), (x[i], s[i])
+
+
+@pytest.mark.parametrize(
+    "name,r,zp,expected",
+    [
+        ("int32", 2.0**25, 1, 2**25 + 1),  # float32 r + zp would round to 2^25
+        ("int32", -(2.0**25), -3, -(2**25) - 3),
+        ("int32", 2.0**31 - 256, 200, 2**31 - 56),
+        ("int32", 2.0**30, 2**31 - 1, 2**31 - 1),  # saturates
+        ("int32", -(2.0**30), -(2**31), -(2**31)),
+        ("uint32", 2.0**31, 2**31 - 1, 2**32 - 1),
+        ("uint32", 2.0**31, 12345, 2**31 + 12345),
+        ("uint32", -1.0, 2**32 - 1, 2**32 - 2),
+        ("uint32", -(2.0**31), 2**31 + 7, 7),
+    ],
+)
+def test_exact_zero_point_addition(name, r, zp, expected):
+    dt = TYPES[name][0]
+    got = extql.quantize_linear(np.array([r], F32), F32(1), np.array(zp, dt))
+    assert int(got[0]) == expected
+    assert_same_bits(got, quantize(np.array([r], F32), F32(1), np.array(zp, dt)), name)
+
+
+@pytest.mark.parametrize(
+    "name,x,zp,expected",
+    [
+        ("int32", 2**31 - 1, -(2**31), 4294967296.0),  # 2^32 - 1 rounds once
+        ("int32", 16777217, 0, 16777216.0),
+        ("uint32", 2**32 - 1, 0, 4294967296.0),
+        ("uint32", 0, 2**32 - 1, -4294967296.0),
+        ("uint32", 16777219, 2, 16777216.0),
+    ],
+)
+def test_exact_zero_point_difference(name, x, zp, expected):
+    dt = TYPES[name][0]
+    got = extql.dequantize_linear(np.array([x], dt), F32(1), np.array(zp, dt))
+    assert got.dtype == np.float32 and got[0] == F32(expected)
+
+
+def test_float16_bfloat16_saturation_and_nan():
+    x = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 65519.0, 65520.0, 3.4e38], F32)
+    h = extql.quantize_linear(x, F32(1), np.float16(0))
+    assert h.dtype == np.float16
+    np.testing.assert_array_equal(h[[0, 2, 5, 6]], np.float16(65504))
+    np.testing.assert_array_equal(h[[1, 3]], np.float16(-65504))
+    assert np.isnan(h[4])
+    b = extql.quantize_linear(x, F32(1), np.zeros((), TYPES["bfloat16"][0]))
+    big = np.array(0x7F7F, np.uint16).view(TYPES["bfloat16"][0])
+    assert b[2] == big and b[3] == -big and b[7] == big and np.isnan(float(b[4]))
+
+
+def test_float16_scale_is_used():
+    # Quark's library ignores the scale for float16: extql must not.
+    x = np.array([1.0, 2.0, 3.0], F32)
+    got = extql.quantize_linear(x, F32(0.5), np.float16(1))
+    np.testing.assert_array_equal(got, np.array([3.0, 5.0, 7.0], np.float16))
+
+
+def test_subnormal_float16_rounding():
+    # Every float16 subnormal and the ties between them.
+    k = np.arange(0, 2048, dtype=np.float64)
+    x = (k * 2.0**-25).astype(F32)  # half-steps of the float16 subnormal spacing
+    x = np.concatenate([x, -x])
+    assert_same_bits(
+        extql.quantize_linear(x, F32(1), np.float16(0)),
+        quantize(x, F32(1), np.float16(0)),
+        "float16 subnormals",
+    )
+
+
+def test_every_float16_and_bfloat16_dequantizes_exactly():
+    bits = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
+    for name in FLOAT_TYPES:
+        q = bits.view(TYPES[name][0])
+        for s in (F32(1), F32(0.3)):
+            assert_same_bits(extql.dequantize_linear(q, s), dequantize(q, s), name)
+
+
+@pytest.mark.parametrize("name", INT_TYPES)
+def test_every_integer_input_dequantizes(name):
+    dt, lo, hi = TYPES[name]
+    if hi - lo < 2**17:
+        q = np.arange(lo, hi + 1).astype(dt)
+    else:
+        rng = np.random.default_rng(3)
+        q = np.concatenate([rng.integers(lo, hi, 100_000, endpoint=True), [lo, hi, 0]]).astype(dt)
+    zp = _zero_point(name, (), np.random.default_rng(4))
+    for s in (F32(1), F32(0.0123), F32(-7.5)):
+        assert_same_bits(extql.dequantize_linear(q, s, zp), dequantize(q, s, zp), name)
+
+
+@pytest.mark.parametrize("name", ["int8", "uint16", "int32", "float16", "bfloat16"])
+def test_layouts_and_array_likes(name):
+    dt = TYPES[name][0]
+    rng = np.random.default_rng(5)
+    base = (rng.standard_normal((6, 8, 10)) * 50).astype(F32)
+    zp = _zero_point(name, (8,), rng)
+    s = (rng.random(8) + 0.1).astype(F32)
+    for x in (base[:, :, ::2], base.transpose(2, 1, 0).copy().transpose(2, 1, 0), base[::-1]):
+        assert not x.flags.c_contiguous or x is base
+        _check_both(x, s, zp, 1, name)
+    # Strided scale and zero point.
+    s2 = np.repeat(s, 2)[::2]
+    _check_both(base, s2, zp, 1, name)
+    # 0-d input, empty inputs, Python lists.
+    zp0 = np.zeros((), dt)
+    _check_both(np.array(3.7, F32), F32(0.5), zp0, 1, name)
+    for shape, axis in [((0,), 0), ((2, 0, 3), 1), ((2, 3, 0), 1), ((0, 4), 1)]:
+        x = np.zeros(shape, F32)
+        ss = np.ones(shape[axis], F32) if shape[axis] != 1 else F32(1)
+        z = np.zeros(np.shape(ss), dt)
+        y = extql.quantize_linear(x, ss, z, axis=axis)
+        assert y.shape == shape and y.dtype == dt
+        back = extql.dequantize_linear(y, ss, z, axis=axis)
+        assert back.shape == shape and back.dtype == F32
+    y = extql.quantize_linear([1.0, 2.5, -3.5], 1.0, np.zeros((), dt))
+    assert_same_bits(y, quantize(np.array([1.0, 2.5, -3.5], F32), F32(1), zp0), name)
+    y = extql.quantize_linear([[1.0, 2.0], [3.0, 4.0]], [0.5, 2.0], np.zeros(2, dt), axis=1)
+    assert y.shape == (2, 2)
+
+
+def test_rank1_scalar_scale_ignores_axis():
+    x = np.linspace(-10, 10, 11, dtype=F32)
+    for axis in (0, 1, 5, -7):
+        got = extql.quantize_linear(x, F32(0.5), np.int8(1), axis=axis)
+        assert_same_bits(got, quantize(x, F32(0.5), np.int8(1)), f"axis={axis}")
+
+
+def test_dequantize_python_number_zero_point():
+    q = np.array([0, 10, 255], np.uint8)
+    assert_same_bits(
+        extql.dequantize_linear(q, F32(0.5), 128),
+        dequantize(q, F32(0.5), np.uint8(128)),
+        "python int zero point",
+    )
+    with pytest.raises(ValueError, match="ExtendedDequantizeLinear.*not representable"):
+        extql.dequantize_linear(q, F32(0.5), 300)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_parallel_split_is_exact(name, threads):
+    # Large enough to run in parallel; shapes whose rows straddle the
+    # per-thread split points, both per-tensor and per-axis (incl. last axis).
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal((3, 7, 9973)) * 500).astype(F32)
+    x.reshape(-1)[::1001] = np.nan
+    zp = _zero_point(name, (), rng)
+    old = extql.get_num_threads()
+    try:
+        extql.set_num_threads(threads)
+        assert extql.get_num_threads() == threads
+        _check_both(x, F32(0.25), zp, 1, name)
+        for axis in (1, 2, 0):
+            d = x.shape[axis]
+            s = (rng.random(d) + 0.05).astype(F32)
+            _check_both(x, s, _zero_point(name, (d,), rng), axis, name)
+    finally:
+        extql.set_num_threads(0)
+    assert extql.get_num_threads() == old
+
+
+@pytest.mark.parametrize(
+    "shape,scale_len,axis",
+    list(itertools.product([(2, 3, 4)], [2, 3, 4], [0, 1, 2, -1, -2, -3])),
+)
+def test_scale_length_is_checked(shape, scale_len, axis):
+    x = np.zeros(shape, F32)
+    s = np.ones(scale_len, F32)
+    if shape[axis] == scale_len:
+        extql.quantize_linear(x, s, np.zeros(scale_len, np.int8), axis=axis)
+    else:
+        with pytest.raises(ValueError, match=r"ExtendedQuantizeLinear: the scale has"):
+            extql.quantize_linear(x, s, np.zeros(scale_len, np.int8), axis=axis)
+        with pytest.raises(ValueError, match=r"ExtendedDequantizeLinear: the scale has"):
+            extql.dequantize_linear(np.zeros(shape, np.int8), s, axis=axis)
