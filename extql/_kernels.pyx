@@ -297,7 +297,7 @@ cdef void quantize_range(const float *x, const float *scale,
             d = i % D
             run = D - d if D - d < stop - i else stop - i
             quantize_columns(x + i, y + i, run, scale + d,
-                             NULL if zp == NULL else zp + d)
+                             zp + d if zp != NULL else zp)
             i += run
     else:
         while i < stop:
@@ -321,7 +321,7 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
             d = i % D
             run = D - d if D - d < stop - i else stop - i
             dequantize_columns(x + i, y + i, run, scale + d,
-                               NULL if zp == NULL else zp + d)
+                               zp + d if zp != NULL else zp)
             i += run
     else:
         while i < stop:

@@ -290,3 +290,15 @@ def test_scale_length_is_checked(shape, scale_len, axis):
             extql.quantize_linear(x, s, np.zeros(scale_len, np.int8), axis=axis)
         with pytest.raises(ValueError, match=r"ExtendedDequantizeLinear: the scale has"):
             extql.dequantize_linear(np.zeros(shape, np.int8), s, axis=axis)
+
+
+def test_kernel_rejects_unknown_type_code():
+    # The kernels' own guard, below the NumPy API's validation.
+    from extql import _kernels
+
+    x = np.zeros(4, F32)
+    with pytest.raises(TypeError, match="unknown element type 1"):
+        _kernels.quantize(1, x, np.ones(1, F32), None, np.zeros(4, np.uint8), 1, 4)
+    with pytest.raises(TypeError, match="unknown element type 11"):
+        _kernels.dequantize(11, np.zeros(4, np.uint8), np.ones(1, F32), None, x, 1, 4)
+    assert isinstance(_kernels.have_openmp(), bool) and _kernels.cores() >= 1
