@@ -18,7 +18,6 @@ globals are only set when the module is imported).
 from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 )
-from libc.math cimport fabsf, copysignf
 from cython.parallel cimport prange
 
 cdef extern from "extql_kernels.h":
@@ -59,7 +58,10 @@ cdef extern from *:
 
     /* Float constants must be float literals: a double literal would turn
        the float arithmetic around it into double arithmetic. */
-    #define EXTQL_TWO23 8388608.0f          /* 2^23: floats above are integers */
+    /* x + 1.5*2^k - 1.5*2^k rounds |x| <= 2^(k-1) to an integer, ties to
+       even, in the default rounding mode (the sum's ulp is 1). */
+    #define EXTQL_MAGIC23 12582912.0f
+    #define EXTQL_MAGIC52 6755399441055744.0
     #define EXTQL_HALF 0.5f                  /* ulp 2^-24: float16 subnormals */
     #define EXTQL_F16_MAX 65504.0f
     #define EXTQL_BF16_MAX 3.38953139e38f   /* 0x7F7F0000 */
@@ -73,7 +75,8 @@ cdef extern from *:
         uint16_t bits
     uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
     float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
-    const float TWO23 "EXTQL_TWO23"
+    const float MAGIC23 "EXTQL_MAGIC23"
+    const double MAGIC52 "EXTQL_MAGIC52"
     const float HALF "EXTQL_HALF"
     const float F16_MAX "EXTQL_F16_MAX"
     const float BF16_MAX "EXTQL_BF16_MAX"
@@ -100,18 +103,6 @@ ctypedef fused qtype_t:
 # ---------------------------------------------------------------------------
 # Scalar conversions (inlined into the loops; branch-free selects only)
 # ---------------------------------------------------------------------------
-
-cdef inline float round_half_even(float v) noexcept nogil:
-    """Round to the nearest integer, ties to even, in float32.
-
-    For |v| < 2^23, (|v| + 2^23) - 2^23 rounds in the default rounding mode
-    (nearest even) because the sum's ulp is 1; larger floats, inf and NaN are
-    returned as they are.  Unlike rintf this vectorises on baseline SSE2.
-    """
-    cdef float a = fabsf(v)
-    cdef float r = copysignf((a + TWO23) - TWO23, v)
-    return r if a < TWO23 else v
-
 
 cdef inline uint16_t float_to_half_bits(float v) noexcept nogil:
     """float32 -> float16 bits, round to nearest even; |v| <= 65504 or NaN."""
@@ -147,9 +138,11 @@ cdef inline float half_bits_to_float(uint16_t h) noexcept nogil:
 cdef inline uint16_t float_to_bfloat16_bits(float v) noexcept nogil:
     """float32 -> bfloat16 bits, round to nearest even; NaN -> quiet NaN."""
     cdef uint32_t u = f32_bits(v)
-    cdef uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16
-    cdef uint32_t nan = (u >> 16) | 0x0040u
-    return <uint16_t>(nan if (u & 0x7FFFFFFFu) > 0x7F800000u else r)
+    # Arithmetic shifts keep the result in int16's range, which SSE2 can
+    # pack; the low 16 bits are the same as with logical shifts.
+    cdef int32_t r = <int32_t>(u + 0x7FFFu + ((u >> 16) & 1u)) >> 16
+    cdef int32_t nan = (<int32_t>u >> 16) | 0x0040
+    return <uint16_t><int16_t>(nan if (u & 0x7FFFFFFFu) > 0x7F800000u else r)
 
 
 cdef inline float bfloat16_bits_to_float(uint16_t b) noexcept nogil:
@@ -182,8 +175,8 @@ cdef inline qtype_t zero_of(qtype_t *like) noexcept nogil:
 cdef inline qtype_t quantize_one(float x, float s, qtype_t zp) noexcept nogil:
     """y = saturate(round_half_even(x / s) + zp), per the contract."""
     cdef float v = x / s
-    cdef float f
-    cdef double d
+    cdef float zf, flo, fhi
+    cdef double zd, d, lo, hi
     cdef qtype_t y
     if qtype_t is float16_t or qtype_t is bfloat16_t:
         v = v + zero_point_as_float(zp)
@@ -197,35 +190,49 @@ cdef inline qtype_t quantize_one(float x, float s, qtype_t zp) noexcept nogil:
             y.bits = float_to_bfloat16_bits(v)
         return y
     elif qtype_t is int32_t or qtype_t is uint32_t:
-        # The sum of an integral float and a 32-bit integer is exact in
-        # double; NaN fails the first comparison and becomes the lowest value.
-        d = <double>round_half_even(v) + <double>zp
+        # In double: clamp x / s to [lo - zp, hi - zp] (NaN fails the first
+        # comparison and becomes the lower bound), round to even, add zp.
+        # The bounds are integers, so the rounded value stays inside them,
+        # and every step is exact in double.
+        zd = <double>zp
         if qtype_t is int32_t:
-            d = d if d > -2147483648.0 else -2147483648.0
-            d = d if d < 2147483647.0 else 2147483647.0
+            lo = -2147483648.0 - zd
+            hi = 2147483647.0 - zd
+        else:
+            lo = 0.0 - zd
+            hi = 4294967295.0 - zd
+        d = <double>v
+        d = d if d > lo else lo
+        d = d if d < hi else hi
+        d = ((d + MAGIC52) - MAGIC52) + zd
+        if qtype_t is int32_t:
             return <int32_t>d
         else:
-            d = d if d > 0.0 else 0.0
-            d = d if d < 4294967295.0 else 4294967295.0
             # Convert through int32 (vectorisable) by shifting the range.
             return <uint32_t>(<int32_t>(d - 2147483648.0)) ^ 0x80000000u
     else:
-        # 8- and 16-bit types: once |r| >= 2^24 the float sum may round, but
-        # it then lies far outside the type's range and saturates the same.
-        f = round_half_even(v) + <float>zp
+        # The same in float32, exact for the 8- and 16-bit ranges.
+        zf = <float>zp
         if qtype_t is int8_t:
-            f = f if f > <float>-128 else <float>-128
-            f = f if f < <float>127 else <float>127
+            flo = <float>-128 - zf
+            fhi = <float>127 - zf
         elif qtype_t is uint8_t:
-            f = f if f > <float>0 else <float>0
-            f = f if f < <float>255 else <float>255
+            flo = <float>0 - zf
+            fhi = <float>255 - zf
         elif qtype_t is int16_t:
-            f = f if f > <float>-32768 else <float>-32768
-            f = f if f < <float>32767 else <float>32767
+            flo = <float>-32768 - zf
+            fhi = <float>32767 - zf
         else:
-            f = f if f > <float>0 else <float>0
-            f = f if f < <float>65535 else <float>65535
-        return <qtype_t><int32_t>f
+            flo = <float>0 - zf
+            fhi = <float>65535 - zf
+        v = v if v > flo else flo
+        v = v if v < fhi else fhi
+        v = ((v + MAGIC23) - MAGIC23) + zf
+        if qtype_t is uint16_t:
+            # Through int16 (SSE2 packs signed words) by shifting the range.
+            return <uint16_t>(<int16_t><int32_t>(v - <float>32768)) ^ 0x8000u
+        else:
+            return <qtype_t><int32_t>v
 
 
 cdef inline float dequantize_one(qtype_t x, float s, qtype_t zp) noexcept nogil:
