@@ -1,0 +1,20 @@
+# C-level entry points of the kernels, for other Cython code:
+#     from extql._kernels cimport extql_quantize_range
+# C callers include src/extql_kernels.h instead.  See _kernels.pyx.
+from libc.stdint cimport int64_t
+
+cdef public int extql_quantize_range(
+    int qtype, const float *x, const float *scale, const void *zero_point,
+    void *y, int64_t D, int64_t inner, int64_t start, int64_t stop) noexcept nogil
+cdef public int extql_dequantize_range(
+    int qtype, const void *x, const float *scale, const void *zero_point,
+    float *y, int64_t D, int64_t inner, int64_t start, int64_t stop) noexcept nogil
+cdef public int extql_quantize(
+    int qtype, const float *x, const float *scale, const void *zero_point,
+    void *y, int64_t n, int64_t D, int64_t inner, int nthreads) noexcept nogil
+cdef public int extql_dequantize(
+    int qtype, const void *x, const float *scale, const void *zero_point,
+    float *y, int64_t n, int64_t D, int64_t inner, int nthreads) noexcept nogil
+cdef public int extql_get_num_threads() noexcept nogil
+cdef public void extql_set_num_threads(int n) noexcept nogil
+cdef public int extql_have_openmp() noexcept nogil
