@@ -13,8 +13,10 @@ platform.  Environment switches:
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import sys
+import sysconfig
 import tempfile
 
 import numpy  # noqa: F401  (build requirement: keeps the ABI of the build env)
@@ -22,7 +24,25 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+try:
+    from setuptools.errors import CompileError
+except ImportError:  # setuptools < 59
+    from distutils.errors import CompileError
+
 SRC = os.path.join("extql", "src")
+
+# The symbols the kernels' translation unit exports (renamed in its AVX2 copy).
+_EXPORTED = [
+    "PyInit__kernels",
+    "__pyx_module_is_main_extql___kernels",
+    "extql_quantize_range",
+    "extql_dequantize_range",
+    "extql_quantize",
+    "extql_dequantize",
+    "extql_get_num_threads",
+    "extql_set_num_threads",
+    "extql_have_openmp",
+]
 
 
 def _flag(name: str) -> bool:
@@ -65,7 +85,40 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + (omp_compile if use_omp else [])
             ext.extra_link_args = omp_link if use_omp else []
+            self._add_avx2_variant(ext)
         super().build_extensions()
+
+    def _add_avx2_variant(self, ext: Extension) -> None:
+        """Compile the kernels a second time for AVX2/FMA/F16C (x86-64, GCC or
+        Clang), with that copy's exported names suffixed ``_avx2``; the
+        baseline copy calls it when the CPU has those instructions (see
+        extql/src/extql_isa.h)."""
+        machine = platform.machine().lower()
+        if (
+            self.compiler.compiler_type != "unix"
+            or machine not in ("x86_64", "amd64")
+            or "arm64" in os.environ.get("ARCHFLAGS", "")
+            or "universal2" in sysconfig.get_platform()
+            or _flag("EXTQL_NO_DISPATCH")
+        ):
+            return
+        sources = [s for s in ext.sources if s.endswith("_kernels.c")]
+        renames = [(name, name + "_avx2") for name in _EXPORTED]
+        try:
+            objects = self.compiler.compile(
+                sources,
+                output_dir=os.path.join(self.build_temp, "avx2"),
+                macros=ext.define_macros + [("EXTQL_VARIANT_AVX2", "1")] + renames,
+                include_dirs=ext.include_dirs,
+                extra_postargs=ext.extra_compile_args + ["-mavx2", "-mfma", "-mf16c"],
+                depends=ext.depends,
+            )
+        except CompileError as exc:
+            print(f"extql: no AVX2 variant ({exc})", file=sys.stderr)
+            return
+        print("extql: building the AVX2/FMA/F16C variant", file=sys.stderr)
+        ext.extra_objects = list(ext.extra_objects or []) + objects
+        ext.define_macros = ext.define_macros + [("EXTQL_HAVE_AVX2_VARIANT", "1")]
 
 
 def _extensions() -> list[Extension]:
@@ -78,6 +131,7 @@ def _extensions() -> list[Extension]:
         "extql._kernels",
         sources=[os.path.join("extql", "_kernels.pyx")],
         include_dirs=[SRC],
+        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h")],
         define_macros=macros,
     )
     return cythonize([kernels], compiler_directives=directives)

@@ -30,6 +30,8 @@ def _info(args: argparse.Namespace) -> int:
         ("platform", f"{platform.system()} {platform.machine()}"),
         ("numpy", importlib.import_module("numpy").__version__),
         ("openmp", "yes" if _kernels.have_openmp() else "no (kernels run serially)"),
+        ("kernels", f"{_kernels.isa()} (available: {', '.join(_kernels.available_isas())}; "
+                    "EXTQL_ISA=baseline forces the baseline)"),
         ("cores", str(_kernels.cores())),
         ("threads", f"{numpy_api.get_num_threads()} (EXTQL_NUM_THREADS="
                     f"{os.environ.get('EXTQL_NUM_THREADS', 'unset')})"),

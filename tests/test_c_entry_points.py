@@ -86,3 +86,13 @@ def test_cython_callers_see_the_entry_points():
         assert name in _kernels.__pyx_capi__
     assert LIB.extql_get_num_threads() == _kernels.get_num_threads()
     assert LIB.extql_have_openmp() == int(_kernels.have_openmp())
+
+
+def test_isa_selection(kernel_isa):
+    assert _kernels.isa() == kernel_isa
+    assert "baseline" in _kernels.available_isas()
+    import pytest as _pytest
+
+    with _pytest.raises(ValueError, match="unknown instruction set"):
+        _kernels.set_isa("sse9")
+    _kernels.set_isa(kernel_isa)

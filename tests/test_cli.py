@@ -69,3 +69,12 @@ def test_console_script_runs():
         [sys.executable, "-m", "extql.cli", "info"], capture_output=True, text=True, check=True
     )
     assert "openmp" in out.stdout
+
+
+def test_environment_variable_forces_the_baseline_kernels():
+    env = dict(os.environ, EXTQL_ISA="baseline")
+    out = subprocess.run(
+        [sys.executable, "-c", "from extql import _kernels; print(_kernels.isa())"],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip() == "baseline"
