@@ -22,7 +22,8 @@
  *  ... 238    up to version 14 (KernelInfo_GetInputCount = 230, _GetInputTypeInfo = 234)
  *  ... 254    version 15       (KernelInfo_GetNodeName = 244)
  *  ... 265    version 16
- *  ... 275    version 17       (ShapeInferContext_* = 267..270, KernelContext_ParallelFor = 274)
+ *  ... 275    version 17       (KernelContext_ParallelFor = 274)
+ *  ... 279    version 18
  * onnxruntime 1.N provides API version N.
  */
 #ifndef EXTQL_ORT_API_H
@@ -52,7 +53,7 @@ typedef struct OrtSessionOptions OrtSessionOptions;
 typedef struct OrtCustomOpDomain OrtCustomOpDomain;
 typedef struct OrtKernelInfo OrtKernelInfo;
 typedef struct OrtKernelContext OrtKernelContext;
-typedef struct OrtShapeInferContext OrtShapeInferContext;
+typedef struct OrtShapeInferContext OrtShapeInferContext; /* never used */
 typedef struct OrtCustomOp OrtCustomOp;
 typedef struct OrtApi OrtApi;
 
@@ -108,16 +109,12 @@ struct OrtApi {
   EXTQL_ORT_STATUS CastTypeInfoToTensorInfo)(const OrtTypeInfo *type_info,
                                              const OrtTensorTypeAndShapeInfo **out); /* 55 */
   EXTQL_ORT_STATUS GetOnnxTypeFromTypeInfo)(const OrtTypeInfo *type_info, int *out);
-  EXTQL_ORT_STATUS CreateTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo **out);
-  EXTQL_ORT_STATUS SetTensorElementType)(OrtTensorTypeAndShapeInfo *info, int type);
-  EXTQL_ORT_STATUS SetDimensions)(OrtTensorTypeAndShapeInfo *info, const int64_t *dims,
-                                  size_t count);                                  /* 59 */
+  void *slots_57_59[3];
   EXTQL_ORT_STATUS GetTensorElementType)(const OrtTensorTypeAndShapeInfo *info, int *out);
   EXTQL_ORT_STATUS GetDimensionsCount)(const OrtTensorTypeAndShapeInfo *info, size_t *out);
   EXTQL_ORT_STATUS GetDimensions)(const OrtTensorTypeAndShapeInfo *info, int64_t *dims,
                                   size_t count);                                  /* 62 */
-  EXTQL_ORT_STATUS GetSymbolicDimensions)(const OrtTensorTypeAndShapeInfo *info,
-                                          const char *dim_params[], size_t count);
+  void *slot_63;
   EXTQL_ORT_STATUS GetTensorShapeElementCount)(const OrtTensorTypeAndShapeInfo *info,
                                                size_t *out);                      /* 64 */
   EXTQL_ORT_STATUS GetTensorTypeAndShape)(const OrtValue *value,
@@ -151,19 +148,7 @@ struct OrtApi {
   void *slots_236_243[8];
   EXTQL_ORT_STATUS KernelInfo_GetNodeName)(const OrtKernelInfo *info, char *out,
                                            size_t *size);                         /* 244 */
-  void *slots_245_266[22];
-  EXTQL_ORT_STATUS ShapeInferContext_GetInputCount)(const OrtShapeInferContext *ctx,
-                                                    size_t *out);                 /* 267 */
-  EXTQL_ORT_STATUS ShapeInferContext_GetInputTypeShape)(const OrtShapeInferContext *ctx,
-                                                        size_t index,
-                                                        OrtTensorTypeAndShapeInfo **out);
-  void *slot_269;
-  EXTQL_ORT_STATUS ShapeInferContext_SetOutputTypeShape)(const OrtShapeInferContext *ctx,
-                                                         size_t index,
-                                                         const OrtTensorTypeAndShapeInfo *info);
-  EXTQL_ORT_STATUS SetSymbolicDimensions)(OrtTensorTypeAndShapeInfo *info,
-                                          const char *dim_params[], size_t count); /* 271 */
-  void *slots_272_273[2];
+  void *slots_245_273[29];
   EXTQL_ORT_STATUS KernelContext_ParallelFor)(const OrtKernelContext *ctx,
                                               void (*fn)(void *data, size_t index),
                                               size_t total, size_t num_batch,
@@ -177,7 +162,7 @@ struct OrtApi {
 #define EXTQL_ORT_API_KERNEL_INFO_TYPES 14 /* KernelInfo_GetInput/OutputTypeInfo */
 #define EXTQL_ORT_API_NODE_NAME 15         /* KernelInfo_GetNodeName */
 #define EXTQL_ORT_API_COMPUTE_V2 16        /* OrtCustomOp::CreateKernelV2 / KernelComputeV2 */
-#define EXTQL_ORT_API_PARALLEL_FOR 17      /* KernelContext_ParallelFor, ShapeInferContext_* */
+#define EXTQL_ORT_API_PARALLEL_FOR 17      /* KernelContext_ParallelFor */
 
 /* The custom-op callback table.  onnxruntime reads the members of the
  * version written in `version` (and never more), so the shim writes the
@@ -209,7 +194,7 @@ struct OrtCustomOp {
   OrtStatus *(EXTQL_ORT_CALL *CreateKernelV2)(const OrtCustomOp *op, const OrtApi *api,
                                                const OrtKernelInfo *info, void **kernel);
   OrtStatus *(EXTQL_ORT_CALL *KernelComputeV2)(void *kernel, OrtKernelContext *ctx);
-  /* version 17 */
+  /* version 17 (InferOutputShapeFn left NULL: see ort_shim.c) */
   OrtStatus *(EXTQL_ORT_CALL *InferOutputShapeFn)(const OrtCustomOp *op,
                                                    OrtShapeInferContext *ctx);
   int(EXTQL_ORT_CALL *GetStartVersion)(const OrtCustomOp *op);
@@ -239,13 +224,9 @@ EXTQL_ORT_SLOT(AddCustomOpDomain, 28);
 EXTQL_ORT_SLOT(GetTensorMutableData, 51);
 EXTQL_ORT_SLOT(CastTypeInfoToTensorInfo, 55);
 EXTQL_ORT_SLOT(GetOnnxTypeFromTypeInfo, 56);
-EXTQL_ORT_SLOT(CreateTensorTypeAndShapeInfo, 57);
-EXTQL_ORT_SLOT(SetTensorElementType, 58);
-EXTQL_ORT_SLOT(SetDimensions, 59);
 EXTQL_ORT_SLOT(GetTensorElementType, 60);
 EXTQL_ORT_SLOT(GetDimensionsCount, 61);
 EXTQL_ORT_SLOT(GetDimensions, 62);
-EXTQL_ORT_SLOT(GetSymbolicDimensions, 63);
 EXTQL_ORT_SLOT(GetTensorShapeElementCount, 64);
 EXTQL_ORT_SLOT(GetTensorTypeAndShape, 65);
 EXTQL_ORT_SLOT(KernelInfoGetAttribute_int64, 86);
@@ -262,10 +243,6 @@ EXTQL_ORT_SLOT(KernelInfo_GetOutputCount, 231);
 EXTQL_ORT_SLOT(KernelInfo_GetInputTypeInfo, 234);
 EXTQL_ORT_SLOT(KernelInfo_GetOutputTypeInfo, 235);
 EXTQL_ORT_SLOT(KernelInfo_GetNodeName, 244);
-EXTQL_ORT_SLOT(ShapeInferContext_GetInputCount, 267);
-EXTQL_ORT_SLOT(ShapeInferContext_GetInputTypeShape, 268);
-EXTQL_ORT_SLOT(ShapeInferContext_SetOutputTypeShape, 270);
-EXTQL_ORT_SLOT(SetSymbolicDimensions, 271);
 EXTQL_ORT_SLOT(KernelContext_ParallelFor, 274);
 #undef EXTQL_ORT_SLOT
 

@@ -11,6 +11,12 @@
  * natively on the CPU execution provider.  The compute path calls the C entry
  * points of extql_kernels.h: no Python object, no GIL.
  *
+ * Shapes.  No InferOutputShapeFn is registered: onnxruntime 1.17 dereferences
+ * a null type for an absent optional input before calling it (a crash for an
+ * empty zero-point name), and before API 24 the callback cannot tell an
+ * input of unknown rank from a scalar, so it would declare wrong shapes.
+ * The output's element type is inferred from the registrations (below).
+ *
  * Types.  Each operator is registered as nine OrtCustomOps of one name: eight
  * typed ones (quantize: x float, scale float, zero point T -> y T; dequantize:
  * x T, scale float, zero point T -> y float, T one of the eight types) and a
@@ -30,12 +36,13 @@
  * throws or reads outside a buffer: each input's element count and shape
  * come from onnxruntime and are checked before a kernel touches them.
  *
- * Threads.  On onnxruntime >= 1.17 (API 17) the work is split into ranges run
- * by KernelContext_ParallelFor on the session's own intra-op thread pool, so
- * it honours intra_op_num_threads and never oversubscribes; with older
- * runtimes the kernels' OpenMP entry points run with extql's thread setting
- * (EXTQL_NUM_THREADS / extql.set_num_threads).  Tensors below
- * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread.
+ * Threads.  The work is split into ranges of the flat tensor run by
+ * KernelContext_ParallelFor on the session's own intra-op thread pool, so it
+ * honours the session's intra_op_num_threads, never adds threads of its own
+ * (no oversubscription, no OpenMP team shared between sessions) and runs
+ * inline when the session has one thread.  Tensors below
+ * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread.  (extql's own
+ * thread setting, EXTQL_NUM_THREADS, is for the NumPy API only.)
  *
  * Attributes are read once, when the kernel is created.  `axis` defaults to
  * 1, as the operator documents say.  (Quark's own custom-op library silently
@@ -53,10 +60,15 @@
 #include <windows.h>
 #endif
 
-/* The oldest onnxruntime API the shim works with: KernelComputeV2 (16) is the
- * first way a C custom op can fail a run with a status. */
-#define EXTQL_MIN_API 16
-#define EXTQL_MIN_ORT_VERSION "1.16"
+/* The oldest onnxruntime the shim supports, and the C API version it asks
+ * for.  API 16 brought KernelComputeV2 (before it a C custom op cannot fail a
+ * run with a status) and API 17 KernelContext_ParallelFor, but onnxruntime
+ * 1.16 and 1.17 cannot infer the output type of a node whose optional zero
+ * point is an empty name (their custom-op type inference rejects every
+ * registration when an input is absent), so 1.18 is the first release on
+ * which every form of the operators works. */
+#define EXTQL_MIN_API 18
+#define EXTQL_MIN_ORT_VERSION "1.18"
 
 enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 
@@ -93,8 +105,6 @@ static const struct {
 /* Process-wide registration state, built once by the first RegisterCustomOps
  * (under g_lock) and kept for the life of the process: onnxruntime requires
  * a domain to outlive every session that uses it. */
-static const OrtApi *g_api;
-static uint32_t g_api_version;
 static OrtCustomOpDomain *g_domains[2];
 static volatile long g_lock;
 
@@ -382,7 +392,6 @@ typedef struct {
   const OrtApi *api;
   int kind;
   int64_t axis;
-  int parallel_for; /* KernelContext_ParallelFor may be called */
   char label[192];  /* "ExtendedQuantizeLinear (node 'q')" */
 } ExtqlKernel;
 
@@ -502,7 +511,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     if (n < EXTQL_PARALLEL_MIN_ELEMENTS) {
       job.chunk = n;
       run_chunk(&job, 0);
-    } else if (k->parallel_for) {
+    } else {
       /* Ranges of at least half the parallel minimum, 64-element aligned,
        * handed out one by one by onnxruntime's intra-op pool (which runs
        * them inline when the session has a single thread). */
@@ -515,13 +524,6 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
         st = wrap(api, label, st);
         goto done;
       }
-    } else {
-      int rc = k->kind == OP_QUANTIZE
-                   ? extql_quantize(qtype, (const float *)px, (const float *)ps, pz, py, n, D,
-                                    inner, 0)
-                   : extql_dequantize(qtype, px, (const float *)ps, pz, (float *)py, n, D,
-                                      inner, 0);
-      if (rc != 0) job.failed = 1;
     }
     if (job.failed)
       st = fail(api, label, EXTQL_ORT_FAIL, "the kernel does not know element type %d", qtype);
@@ -551,7 +553,6 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   if (k == NULL) return api->CreateStatus(EXTQL_ORT_FAIL, "extql: out of memory");
   k->api = api;
   k->kind = op->kind;
-  k->parallel_for = op->base.version >= EXTQL_ORT_API_PARALLEL_FOR;
   label = k->label;
 
   /* The label: operator and node name (onnxruntime's own messages name the
@@ -726,7 +727,7 @@ static OrtStatus *too_old(const OrtApiBase *base, const char *version) {
   const OrtApi *api1 = base->GetApi(1); /* every runtime provides version 1 */
   snprintf(msg, sizeof msg,
            "extql: onnxruntime %s is too old for extql's custom ops: they need onnxruntime >= "
-           "%s (C API version %d), the first whose custom ops can report errors; "
+           "%s (C API version %d), the first release that runs every form of them; "
            "upgrade onnxruntime (pip install -U onnxruntime)",
            version ? version : "(unknown version)", EXTQL_MIN_ORT_VERSION, EXTQL_MIN_API);
   if (api1 == NULL) return NULL; /* cannot even report it */
@@ -759,7 +760,7 @@ error:
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {
   const char *version;
-  uint32_t level, want;
+  uint32_t level;
   const OrtApi *api;
   OrtStatus *st = NULL;
   int d;
@@ -767,24 +768,16 @@ EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *opti
   if (base == NULL) return NULL; /* nothing to report through */
   version = base->GetVersionString ? base->GetVersionString() : NULL;
   level = api_version_of(version);
+  /* Check the version string first: GetApi of an unknown version prints a
+   * complaint of its own on stderr before returning NULL. */
   if (level != 0 && level < EXTQL_MIN_API) return too_old(base, version);
-  /* Ask for the newest API the shim can use, when the runtime has it. */
-  want = level >= EXTQL_ORT_CUSTOM_OP_VERSION || level == 0 ? EXTQL_ORT_CUSTOM_OP_VERSION : level;
-  api = base->GetApi(want);
-  if (api == NULL && want > EXTQL_MIN_API) {
-    want = EXTQL_MIN_API;
-    api = base->GetApi(want);
-  }
+  api = base->GetApi(EXTQL_MIN_API);
   if (api == NULL) return too_old(base, version);
 
   lock_acquire();
   if (g_domains[0] == NULL) {
-    init_ops(want);
+    init_ops(EXTQL_ORT_CUSTOM_OP_VERSION);
     st = build_domains(api);
-    if (st == NULL) {
-      g_api = api;
-      g_api_version = want;
-    }
   }
   lock_release();
   if (st != NULL) return st;
@@ -795,7 +788,3 @@ EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *opti
   }
   return NULL;
 }
-
-/* For extql.ort.info_rows(): the API version the shim was registered with
- * (0 before the first registration). */
-EXTQL_EXPORT unsigned extql_ort_api_version(void) { return g_api_version; }
