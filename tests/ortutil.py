@@ -66,7 +66,7 @@ def tensor(name: str, value: np.ndarray) -> TensorProto:
         return helper.make_tensor(
             name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
         )
-    return onnx.numpy_helper.from_array(np.ascontiguousarray(value), name)
+    return onnx.numpy_helper.from_array(np.array(value, order="C"), name)  # keeps 0-d
 
 
 def value_info(name: str, elem_type: int | None, shape: Sequence[int] | None = None):
@@ -104,7 +104,9 @@ def session(
 
 
 def _ortvalue(arr: np.ndarray) -> Any:
-    arr = np.ascontiguousarray(arr)
+    arr = np.asarray(arr)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy()  # (np.ascontiguousarray would turn 0-d into 1-d)
     if arr.dtype == BF16:
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
             arr.view(np.uint16), TensorProto.BFLOAT16

@@ -119,7 +119,9 @@ struct OrtApi {
                                                size_t *out);                      /* 64 */
   EXTQL_ORT_STATUS GetTensorTypeAndShape)(const OrtValue *value,
                                           OrtTensorTypeAndShapeInfo **out);       /* 65 */
-  void *slots_66_85[20];
+  void *slots_66_84[19];
+  EXTQL_ORT_STATUS KernelInfoGetAttribute_float)(const OrtKernelInfo *info, const char *name,
+                                                 float *out);                     /* 85 */
   EXTQL_ORT_STATUS KernelInfoGetAttribute_int64)(const OrtKernelInfo *info, const char *name,
                                                  int64_t *out);                   /* 86 */
   void *slot_87;
@@ -229,6 +231,7 @@ EXTQL_ORT_SLOT(GetDimensionsCount, 61);
 EXTQL_ORT_SLOT(GetDimensions, 62);
 EXTQL_ORT_SLOT(GetTensorShapeElementCount, 64);
 EXTQL_ORT_SLOT(GetTensorTypeAndShape, 65);
+EXTQL_ORT_SLOT(KernelInfoGetAttribute_float, 85);
 EXTQL_ORT_SLOT(KernelInfoGetAttribute_int64, 86);
 EXTQL_ORT_SLOT(KernelContext_GetInputCount, 88);
 EXTQL_ORT_SLOT(KernelContext_GetOutputCount, 89);

@@ -568,11 +568,21 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   else
     snprintf(k->label, sizeof k->label, "%s", op->name);
 
-  /* axis: an int attribute, default 1. */
+  /* axis: an int attribute, default 1 (absent: 1; of another type: an
+   * error, not a silent default). */
   st = api->KernelInfoGetAttribute_int64(info, "axis", &axis);
   if (st != NULL) {
+    float f;
     api->ReleaseStatus(st);
     axis = 1;
+    st = api->KernelInfoGetAttribute_float(info, "axis", &f);
+    if (st == NULL) {
+      st = fail(api, label, EXTQL_ORT_INVALID_GRAPH, "the attribute axis must be an integer, got %g",
+                (double)f);
+      free(k);
+      return st;
+    }
+    api->ReleaseStatus(st);
   }
   k->axis = axis;
 
