@@ -38,7 +38,9 @@ EXPECT: dict[str, tuple[str, str]] = {
     "dq_scale_rank2": (DQ, "the scale must be a scalar or 1-D, got shape (3, 1)"),
     "q_zp_shape_per_axis": (Q, "the zero point must have the shape of the scale (3,), got (2,)"),
     "dq_zp_shape_per_tensor": (DQ, "the zero point must have the shape of the scale (), got (2,)"),
-    "q_zp_rank2_per_tensor": (Q, "the zero point must have the shape of the scale (1,), got (1, 1)"),
+    "q_zp_rank2_per_tensor": (
+        Q, "the zero point must have the shape of the scale (1,), got (1, 1)"
+    ),
     "q_zp_scalar_per_axis": (Q, "the zero point must have the shape of the scale (3,), got ()"),
     "q_scalar_x_per_axis": (Q, "needs x of rank >= 1, got a scalar"),
     "q_runtime_scale_length": (Q, "the scale has 7 elements but x has 3 along axis 1"),
@@ -53,7 +55,6 @@ EXPECT: dict[str, tuple[str, str]] = {
 def _cases():
     """name -> (model, feeds); built in the child only."""
     import onnx
-    from onnx import TensorProto as TP
     from onnx import helper
     from ortutil import make_model, tensor, value_info
 
