@@ -146,13 +146,16 @@ def node_model(
     params: str = "const",
     declare_output: bool = True,
     out_dtype: np.dtype | None = None,
+    widen_bf16: bool = True,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], np.dtype]:
     """One Extended (or legacy) node.
 
     zp_form: "given" (zp is an input), "absent" (two inputs), "empty" (an
     empty third name).  params: "const" (scale and zero point are
     initializers) or "input" (graph inputs).  Returns the model, the feeds
-    and the output dtype it must produce.
+    and the output dtype it must produce.  widen_bf16=False keeps a
+    bfloat16 output as it is even where it cannot be fetched (to look at its
+    inferred type).
     """
     name = LEGACY[op] if legacy else op
     domain = LEGACY_DOMAIN if legacy else DOMAIN
@@ -170,7 +173,7 @@ def node_model(
     elif zp_form == "empty":
         names.append("")
     inputs, inits, feeds = [], [], {}
-    bf16_out = np.dtype(out_dtype) == BF16 and not HAVE_TYPED_ORTVALUE
+    bf16_out = np.dtype(out_dtype) == BF16 and not HAVE_TYPED_ORTVALUE and widen_bf16
     for n, v in values.items():
         const = n != "x" and params == "const"
         if v.dtype == BF16 and not HAVE_TYPED_ORTVALUE:
