@@ -24,6 +24,8 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "have_openmp",
+    "get_library_path",
+    "register",
 ]
 
 
@@ -36,7 +38,10 @@ def have_openmp() -> bool:
 
 # Submodules and names that need onnx / onnxruntime, loaded on first use so
 # that ``import extql`` stays light.  name -> (module, attribute or None).
-_LAZY: dict[str, tuple[str, str | None]] = {}
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "get_library_path": (".ort", "get_library_path"),
+    "register": (".ort", "register"),
+}
 
 
 def __getattr__(name: str) -> Any:
