@@ -132,9 +132,8 @@ def _extensions() -> list[Extension]:
         # The onnxruntime custom-op shim is part of the same shared object:
         # it exports RegisterCustomOps and calls the kernels' C entry points.
         sources=[os.path.join("extql", "_kernels.pyx"), os.path.join(SRC, "ort_shim.c")],
-        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "ort_api.h")],
+        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h", "ort_api.h")],
         include_dirs=[SRC],
-        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h")],
         define_macros=macros,
     )
     return cythonize([kernels], compiler_directives=directives)

@@ -155,12 +155,13 @@ cdef inline float half_bits_to_float(uint16_t h) noexcept nogil:
 
 
 cdef inline uint16_t float_to_bfloat16_bits(float v) noexcept nogil:
-    """float32 -> bfloat16 bits, round to nearest even; NaN -> quiet NaN."""
+    """float32 -> bfloat16 bits, round to nearest even; NaN -> sign | 0x7FC0
+    (the canonical quiet NaN, as ml_dtypes gives)."""
     cdef uint32_t u = f32_bits(v)
     # Arithmetic shifts keep the result in int16's range, which SSE2 can
     # pack; the low 16 bits are the same as with logical shifts.
     cdef int32_t r = <int32_t>(u + 0x7FFFu + ((u >> 16) & 1u)) >> 16
-    cdef int32_t nan = (<int32_t>u >> 16) | 0x0040
+    cdef int32_t nan = ((<int32_t>u >> 16) & ~0x7FFF) | 0x7FC0  # sign | 0x7FC0
     return <uint16_t><int16_t>(nan if (u & 0x7FFFFFFFu) > 0x7F800000u else r)
 
 

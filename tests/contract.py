@@ -92,14 +92,28 @@ def bits(a: np.ndarray) -> np.ndarray:
     return a.view(f"u{a.dtype.itemsize}") if a.dtype.kind in "fV" or a.dtype == BF16 else a
 
 
+def _isnan(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f" or a.dtype == BF16:
+        return np.isnan(a.astype(np.float32))
+    return np.zeros(a.shape, bool)
+
+
 def assert_same_bits(actual: np.ndarray, expected: np.ndarray, what: str = "") -> None:
-    """Same dtype, shape and bits; on failure show the first differing elements."""
+    """Same dtype, shape and bits; on failure show the first differing elements.
+
+    Every bit counts, NaN payloads included, with one exception: where both
+    arrays hold a NaN, any NaN matches.  IEEE 754 leaves open which payload
+    an operation returns when two NaNs meet (x86 returns the first operand's
+    and compilers may swap the operands of a multiply), so no implementation
+    can promise those bits.
+    """
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     a, e = bits(actual).reshape(-1), bits(expected).reshape(-1)
-    bad = np.flatnonzero(a != e)
+    both_nan = _isnan(actual).reshape(-1) & _isnan(expected).reshape(-1)
+    bad = np.flatnonzero((a != e) & ~both_nan)
     if bad.size:
         i = bad[:8]
         raise AssertionError(

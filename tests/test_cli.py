@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 import extql
-from extql import cli
+from extql import _kernels, cli
 
 
 def test_info_reports_versions_openmp_and_threads(capsys):
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
-    assert f"extql     {extql.__version__}" in out or extql.__version__ in out
-    assert "openmp" in out and ("yes" in out or "no" in out)
-    assert f"threads   {extql.get_num_threads()}" in out
+    assert re.search(rf"^extql\s+{re.escape(extql.__version__)}$", out, re.M)
+    assert re.search(r"^openmp\s+(yes|no)", out, re.M)
+    assert re.search(rf"^threads\s+{extql.get_num_threads()} ", out, re.M)
+    assert re.search(rf"^kernels\s+{_kernels.isa()} ", out, re.M)
 
 
 def test_version_flag(capsys):

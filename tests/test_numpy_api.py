@@ -302,3 +302,20 @@ def test_kernel_rejects_unknown_type_code():
     with pytest.raises(TypeError, match="unknown element type 11"):
         _kernels.dequantize(11, np.zeros(4, np.uint8), np.ones(1, F32), None, x, 1, 4)
     assert isinstance(_kernels.have_openmp(), bool) and _kernels.cores() >= 1
+
+
+def test_nan_payloads_survive_when_only_x_is_nan():
+    # One NaN operand: IEEE propagates its (quieted) payload; the float16
+    # result keeps the top payload bits as NumPy does, bfloat16 the
+    # canonical quiet NaN as ml_dtypes does, and dequantize keeps x's NaN.
+    payloads = np.array([0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFFFE000, 0x7F800001],
+                        np.uint32)
+    x = payloads.view(F32)
+    h = extql.quantize_linear(x, F32(3), np.float16(1))
+    np.testing.assert_array_equal(h.view(np.uint16), [0x7E00, 0xFE00, 0x7E09, 0xFFFF, 0x7E00])
+    b = extql.quantize_linear(x, F32(3), np.zeros((), TYPES["bfloat16"][0]))
+    np.testing.assert_array_equal(b.view(np.uint16), [0x7FC0, 0xFFC0, 0x7FC0, 0xFFC0, 0x7FC0])
+    hb = np.array([0x7E01, 0xFD00, 0x7C01], np.uint16)
+    y = extql.dequantize_linear(hb.view(np.float16), F32(2), np.float16(0.5))
+    # (0xFD00 and 0x7C01 are signalling NaNs: arithmetic quiets them.)
+    np.testing.assert_array_equal(y.view(np.uint32), [0x7FC02000, 0xFFE00000, 0x7FC02000])
