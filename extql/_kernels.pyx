@@ -85,9 +85,6 @@ cdef extern from *:
     int threads_setting "extql_threads_setting"
 
 cdef extern from "extql_isa.h":
-    const bint F16C "EXTQL_F16C"
-    void f16c_pack8 "extql_f16c_pack8"(const float *v, uint16_t *h) noexcept nogil
-    void f16c_unpack8 "extql_f16c_unpack8"(const uint16_t *h, float *v) noexcept nogil
     bint use_avx2 "EXTQL_USE_AVX2"() noexcept nogil
     int isa_supported "extql_isa_supported"(int isa) noexcept nogil
     int ISA_BASELINE "EXTQL_ISA_BASELINE"
@@ -102,6 +99,94 @@ cdef extern from "extql_isa.h":
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t D, int64_t inner, int64_t start,
         int64_t stop) noexcept nogil
+    int bench_copy_range_avx2 "extql_bench_copy_range_avx2"(
+        int in_size, int out_size, const void *src, void *dst, int64_t start,
+        int64_t stop) noexcept nogil
+
+cdef extern from "extql_avx2.h":
+    # The AVX2 copy's element loops (0 and no-ops in the baseline copy);
+    # each returns how many leading elements it wrote.
+    const bint AVX2_LOOPS "EXTQL_AVX2_LOOPS"
+    int64_t q_block_int8 "extql_avx2_q_block_int8"(
+        const float *x, int8_t *y, int64_t n, float s, int8_t zp) noexcept nogil
+    int64_t q_cols_int8 "extql_avx2_q_cols_int8"(
+        const float *x, int8_t *y, int64_t n, const float *s,
+        const int8_t *zp) noexcept nogil
+    int64_t dq_block_int8 "extql_avx2_dq_block_int8"(
+        const int8_t *x, float *y, int64_t n, float s, int8_t zp) noexcept nogil
+    int64_t dq_cols_int8 "extql_avx2_dq_cols_int8"(
+        const int8_t *x, float *y, int64_t n, const float *s,
+        const int8_t *zp) noexcept nogil
+    int64_t q_block_uint8 "extql_avx2_q_block_uint8"(
+        const float *x, uint8_t *y, int64_t n, float s, uint8_t zp) noexcept nogil
+    int64_t q_cols_uint8 "extql_avx2_q_cols_uint8"(
+        const float *x, uint8_t *y, int64_t n, const float *s,
+        const uint8_t *zp) noexcept nogil
+    int64_t dq_block_uint8 "extql_avx2_dq_block_uint8"(
+        const uint8_t *x, float *y, int64_t n, float s, uint8_t zp) noexcept nogil
+    int64_t dq_cols_uint8 "extql_avx2_dq_cols_uint8"(
+        const uint8_t *x, float *y, int64_t n, const float *s,
+        const uint8_t *zp) noexcept nogil
+    int64_t q_block_int16 "extql_avx2_q_block_int16"(
+        const float *x, int16_t *y, int64_t n, float s, int16_t zp) noexcept nogil
+    int64_t q_cols_int16 "extql_avx2_q_cols_int16"(
+        const float *x, int16_t *y, int64_t n, const float *s,
+        const int16_t *zp) noexcept nogil
+    int64_t dq_block_int16 "extql_avx2_dq_block_int16"(
+        const int16_t *x, float *y, int64_t n, float s, int16_t zp) noexcept nogil
+    int64_t dq_cols_int16 "extql_avx2_dq_cols_int16"(
+        const int16_t *x, float *y, int64_t n, const float *s,
+        const int16_t *zp) noexcept nogil
+    int64_t q_block_uint16 "extql_avx2_q_block_uint16"(
+        const float *x, uint16_t *y, int64_t n, float s, uint16_t zp) noexcept nogil
+    int64_t q_cols_uint16 "extql_avx2_q_cols_uint16"(
+        const float *x, uint16_t *y, int64_t n, const float *s,
+        const uint16_t *zp) noexcept nogil
+    int64_t dq_block_uint16 "extql_avx2_dq_block_uint16"(
+        const uint16_t *x, float *y, int64_t n, float s, uint16_t zp) noexcept nogil
+    int64_t dq_cols_uint16 "extql_avx2_dq_cols_uint16"(
+        const uint16_t *x, float *y, int64_t n, const float *s,
+        const uint16_t *zp) noexcept nogil
+    int64_t q_block_int32 "extql_avx2_q_block_int32"(
+        const float *x, int32_t *y, int64_t n, float s, int32_t zp) noexcept nogil
+    int64_t q_cols_int32 "extql_avx2_q_cols_int32"(
+        const float *x, int32_t *y, int64_t n, const float *s,
+        const int32_t *zp) noexcept nogil
+    int64_t dq_block_int32 "extql_avx2_dq_block_int32"(
+        const int32_t *x, float *y, int64_t n, float s, int32_t zp) noexcept nogil
+    int64_t dq_cols_int32 "extql_avx2_dq_cols_int32"(
+        const int32_t *x, float *y, int64_t n, const float *s,
+        const int32_t *zp) noexcept nogil
+    int64_t q_block_uint32 "extql_avx2_q_block_uint32"(
+        const float *x, uint32_t *y, int64_t n, float s, uint32_t zp) noexcept nogil
+    int64_t q_cols_uint32 "extql_avx2_q_cols_uint32"(
+        const float *x, uint32_t *y, int64_t n, const float *s,
+        const uint32_t *zp) noexcept nogil
+    int64_t dq_block_uint32 "extql_avx2_dq_block_uint32"(
+        const uint32_t *x, float *y, int64_t n, float s, uint32_t zp) noexcept nogil
+    int64_t dq_cols_uint32 "extql_avx2_dq_cols_uint32"(
+        const uint32_t *x, float *y, int64_t n, const float *s,
+        const uint32_t *zp) noexcept nogil
+    int64_t q_block_f16 "extql_avx2_q_block_f16"(
+        const float *x, uint16_t *y, int64_t n, float s, float zf) noexcept nogil
+    int64_t q_cols_f16 "extql_avx2_q_cols_f16"(
+        const float *x, uint16_t *y, int64_t n, const float *s,
+        const uint16_t *zp) noexcept nogil
+    int64_t dq_block_f16 "extql_avx2_dq_block_f16"(
+        const uint16_t *x, float *y, int64_t n, float s, float zf) noexcept nogil
+    int64_t dq_cols_f16 "extql_avx2_dq_cols_f16"(
+        const uint16_t *x, float *y, int64_t n, const float *s,
+        const uint16_t *zp) noexcept nogil
+    int64_t q_block_bf16 "extql_avx2_q_block_bf16"(
+        const float *x, uint16_t *y, int64_t n, float s, float zf) noexcept nogil
+    int64_t q_cols_bf16 "extql_avx2_q_cols_bf16"(
+        const float *x, uint16_t *y, int64_t n, const float *s,
+        const uint16_t *zp) noexcept nogil
+    int64_t dq_block_bf16 "extql_avx2_dq_block_bf16"(
+        const uint16_t *x, float *y, int64_t n, float s, float zf) noexcept nogil
+    int64_t dq_cols_bf16 "extql_avx2_dq_cols_bf16"(
+        const uint16_t *x, float *y, int64_t n, const float *s,
+        const uint16_t *zp) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     char *getenv(const char *name)
@@ -272,64 +357,111 @@ cdef inline float dequantize_one(qtype_t x, float s, qtype_t zp) noexcept nogil:
 
 cdef void quantize_block(const float *x, qtype_t *y, Py_ssize_t n, float s,
                          qtype_t zp) noexcept nogil:
-    cdef Py_ssize_t i = 0, j
-    cdef float tile[8]
-    cdef float v, zf
-    if qtype_t is float16_t:
-        if F16C:
-            # The same float32 steps as quantize_one, 8 at a time, then the
-            # hardware's round-to-nearest-even conversion.
-            zf = zero_point_as_float(zp)
-            while i + 8 <= n:
-                for j in range(8):
-                    v = x[i + j] / s + zf
-                    v = F16_MAX if v > F16_MAX else v
-                    tile[j] = -F16_MAX if v < -F16_MAX else v
-                f16c_pack8(tile, <uint16_t *>(y + i))
-                i += 8
-    while i < n:
+    cdef Py_ssize_t i, i0 = 0
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = q_block_int8(x, y, n, s, zp)
+        elif qtype_t is uint8_t:
+            i0 = q_block_uint8(x, y, n, s, zp)
+        elif qtype_t is int16_t:
+            i0 = q_block_int16(x, y, n, s, zp)
+        elif qtype_t is uint16_t:
+            i0 = q_block_uint16(x, y, n, s, zp)
+        elif qtype_t is int32_t:
+            i0 = q_block_int32(x, y, n, s, zp)
+        elif qtype_t is uint32_t:
+            i0 = q_block_uint32(x, y, n, s, zp)
+        elif qtype_t is float16_t:
+            i0 = q_block_f16(x, <uint16_t *>y, n, s, zero_point_as_float(zp))
+        else:
+            i0 = q_block_bf16(x, <uint16_t *>y, n, s, zero_point_as_float(zp))
+    for i in range(i0, n):
         y[i] = quantize_one(x[i], s, zp)
-        i += 1
 
 
 cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
                            const float *s, const qtype_t *zp) noexcept nogil:
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, i0 = 0
     cdef qtype_t zero = zero_of(y)
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = q_cols_int8(x, y, n, s, zp)
+        elif qtype_t is uint8_t:
+            i0 = q_cols_uint8(x, y, n, s, zp)
+        elif qtype_t is int16_t:
+            i0 = q_cols_int16(x, y, n, s, zp)
+        elif qtype_t is uint16_t:
+            i0 = q_cols_uint16(x, y, n, s, zp)
+        elif qtype_t is int32_t:
+            i0 = q_cols_int32(x, y, n, s, zp)
+        elif qtype_t is uint32_t:
+            i0 = q_cols_uint32(x, y, n, s, zp)
+        elif qtype_t is float16_t:
+            i0 = q_cols_f16(x, <uint16_t *>y, n, s, <const uint16_t *>zp)
+        else:
+            i0 = q_cols_bf16(x, <uint16_t *>y, n, s, <const uint16_t *>zp)
     if zp == NULL:
-        for i in range(n):
+        for i in range(i0, n):
             y[i] = quantize_one(x[i], s[i], zero)
     else:
-        for i in range(n):
+        for i in range(i0, n):
             y[i] = quantize_one(x[i], s[i], zp[i])
 
 
 cdef void dequantize_block(const qtype_t *x, float *y, Py_ssize_t n, float s,
                            qtype_t zp) noexcept nogil:
-    cdef Py_ssize_t i = 0, j
-    cdef float zf
-    if qtype_t is float16_t:
-        if F16C:
-            zf = zero_point_as_float(zp)
-            while i + 8 <= n:
-                f16c_unpack8(<const uint16_t *>(x + i), y + i)
-                for j in range(8):
-                    y[i + j] = (y[i + j] - zf) * s
-                i += 8
-    while i < n:
+    cdef Py_ssize_t i, i0 = 0
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = dq_block_int8(x, y, n, s, zp)
+        elif qtype_t is uint8_t:
+            i0 = dq_block_uint8(x, y, n, s, zp)
+        elif qtype_t is int16_t:
+            i0 = dq_block_int16(x, y, n, s, zp)
+        elif qtype_t is uint16_t:
+            i0 = dq_block_uint16(x, y, n, s, zp)
+        elif qtype_t is int32_t:
+            i0 = dq_block_int32(x, y, n, s, zp)
+        elif qtype_t is uint32_t:
+            i0 = dq_block_uint32(x, y, n, s, zp)
+        elif qtype_t is float16_t:
+            i0 = dq_block_f16(<const uint16_t *>x, y, n, s,
+                              zero_point_as_float(zp))
+        else:
+            i0 = dq_block_bf16(<const uint16_t *>x, y, n, s,
+                               zero_point_as_float(zp))
+    for i in range(i0, n):
         y[i] = dequantize_one(x[i], s, zp)
-        i += 1
 
 
 cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
                              const float *s, const qtype_t *zp) noexcept nogil:
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, i0 = 0
     cdef qtype_t zero = zero_of(<qtype_t *>x)
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = dq_cols_int8(x, y, n, s, zp)
+        elif qtype_t is uint8_t:
+            i0 = dq_cols_uint8(x, y, n, s, zp)
+        elif qtype_t is int16_t:
+            i0 = dq_cols_int16(x, y, n, s, zp)
+        elif qtype_t is uint16_t:
+            i0 = dq_cols_uint16(x, y, n, s, zp)
+        elif qtype_t is int32_t:
+            i0 = dq_cols_int32(x, y, n, s, zp)
+        elif qtype_t is uint32_t:
+            i0 = dq_cols_uint32(x, y, n, s, zp)
+        elif qtype_t is float16_t:
+            i0 = dq_cols_f16(<const uint16_t *>x, y, n, s,
+                             <const uint16_t *>zp)
+        else:
+            i0 = dq_cols_bf16(<const uint16_t *>x, y, n, s,
+                              <const uint16_t *>zp)
     if zp == NULL:
-        for i in range(n):
+        for i in range(i0, n):
             y[i] = dequantize_one(x[i], s[i], zero)
     else:
-        for i in range(n):
+        for i in range(i0, n):
             y[i] = dequantize_one(x[i], s[i], zp[i])
 
 
@@ -461,6 +593,46 @@ cdef public int extql_dequantize_range(
         dequantize_range(<const bfloat16_t *>x, scale,
                          <const bfloat16_t *>zero_point, y, D, inner, start,
                          stop)
+    else:
+        return -1
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# The copy kernel of `extql bench`: the memory-bandwidth yardstick
+# ---------------------------------------------------------------------------
+
+cdef public int extql_bench_copy_range(
+        int in_size, int out_size, const void *src, void *dst, int64_t start,
+        int64_t stop) noexcept nogil:
+    """Elements [start, stop) of a width-changing copy: read each in_size-byte
+    element of src, write an out_size-byte element of dst (its low bytes, or
+    zero-extended), no arithmetic.  It moves exactly the bytes a quantize
+    (4 -> 1, 2, 4) or dequantize (1, 2, 4 -> 4) of the same tensor moves, with
+    the same loads and stores, so its speed is the memory-bandwidth limit the
+    kernels are measured against.  Not part of the public C API."""
+    cdef int64_t i
+    cdef const uint32_t *s32 = <const uint32_t *>src
+    cdef const uint16_t *s16 = <const uint16_t *>src
+    cdef const uint8_t *s8 = <const uint8_t *>src
+    cdef uint32_t *d32 = <uint32_t *>dst
+    if use_avx2():
+        return bench_copy_range_avx2(in_size, out_size, src, dst, start, stop)
+    if in_size == 4 and out_size == 1:
+        for i in range(start, stop):
+            (<uint8_t *>dst)[i] = <uint8_t>s32[i]
+    elif in_size == 4 and out_size == 2:
+        for i in range(start, stop):
+            (<uint16_t *>dst)[i] = <uint16_t>s32[i]
+    elif in_size == 4 and out_size == 4:
+        for i in range(start, stop):
+            d32[i] = s32[i]
+    elif in_size == 1 and out_size == 4:
+        for i in range(start, stop):
+            d32[i] = s8[i]
+    elif in_size == 2 and out_size == 4:
+        for i in range(start, stop):
+            d32[i] = s16[i]
     else:
         return -1
     return 0
@@ -600,6 +772,34 @@ def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
                               nthreads)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype}")
+
+
+def bench_copy(const uint8_t[::1] src, uint8_t[::1] dst, int in_size,
+               int out_size, int nthreads=1):
+    """The copy kernel of ``extql bench`` (see extql_bench_copy_range) over
+    the whole buffers, split over nthreads OpenMP threads as extql_quantize
+    splits a tensor.  src holds n elements of in_size bytes, dst n of
+    out_size bytes."""
+    cdef int64_t n = src.shape[0] // in_size
+    cdef int t, nt, rc = 0
+    if in_size not in (1, 2, 4) or out_size not in (1, 2, 4):
+        raise ValueError("bench_copy: element sizes must be 1, 2 or 4")
+    if dst.shape[0] != n * out_size or src.shape[0] != n * in_size:
+        raise ValueError("bench_copy: buffer sizes do not match")
+    if n == 0:
+        return
+    nt = threads_for(n, nthreads if nthreads > 0 else 1)
+    with nogil:
+        if nt == 1:
+            rc = extql_bench_copy_range(in_size, out_size, &src[0], &dst[0], 0,
+                                        n)
+        else:
+            for t in prange(nt, schedule="static", num_threads=nt):
+                extql_bench_copy_range(in_size, out_size, &src[0], &dst[0],
+                                       split_point(n, t, nt),
+                                       split_point(n, t + 1, nt))
+    if rc != 0:
+        raise ValueError("bench_copy: unsupported element sizes")
 
 
 def get_num_threads():
