@@ -37,6 +37,8 @@ _EXPORTED = [
     "__pyx_module_is_main_extql___kernels",
     "extql_quantize_range",
     "extql_dequantize_range",
+    "extql_quantize_range_ex",
+    "extql_dequantize_range_ex",
     "extql_quantize",
     "extql_dequantize",
     "extql_get_num_threads",

@@ -11,11 +11,15 @@ module once per kernel variant.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 
 import extql
+from extql import _kernels
+from extql.types import QTYPES
 
 F32 = np.float32
 ALL_TYPES = list(TYPES)
@@ -212,3 +216,134 @@ def test_dequantize_nan_payloads_at_every_lane(name):
         y2 = extql.dequantize_linear(qm.reshape(-1, 32), np.full(32, 2, F32),
                                      np.full(32, 0.5, F32).astype(dt))
         np.testing.assert_array_equal(y2.view(np.uint32).reshape(-1)[isnan], want[isnan])
+
+
+# ---------------------------------------------------------------------------
+# Non-temporal stores (EXTQL_STREAM): the _ex range functions, called as a C
+# caller would, on small buffers at every alignment.
+# ---------------------------------------------------------------------------
+
+_LIB = ctypes.CDLL(_kernels.__file__)
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+_LIB.extql_quantize_range_ex.argtypes = [ctypes.c_int, _P, _P, _P, _P, _I64, _I64, _I64, _I64,
+                                         ctypes.c_int]
+_LIB.extql_dequantize_range_ex.argtypes = list(_LIB.extql_quantize_range_ex.argtypes)
+_STREAM = 1
+
+
+def _ptr(a):
+    return None if a is None else a.ctypes.data
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize("layout", ["tensor", "last", "blocks"])
+def test_streaming_stores_give_the_same_bits(name, layout):
+    rng = np.random.default_rng(30)
+    code = QTYPES[name].onnx
+    dt = TYPES[name][0]
+    for n_rows, d in [(1, 1), (3, 40), (2, 129), (5, 64)]:
+        inner = 7 if layout == "blocks" else 1
+        if layout == "tensor":
+            shape, axis, pshape = (n_rows * d * 3,), 0, ()
+        elif layout == "last":
+            shape, axis, pshape = (n_rows, d), 1, (d,)
+        else:
+            shape, axis, pshape = (n_rows, d, inner), 1, (d,)
+        size = int(np.prod(shape))
+        s = _scales(rng, max(1, int(np.prod(pshape)))).reshape(pshape)
+        zp = _zero_points(name, rng, s.size).reshape(pshape)
+        D = 1 if layout == "tensor" else d
+        inn = size if layout == "tensor" else inner
+        for offset in range(0, 8, 3):
+            x = _misaligned(_random_f32(rng, size).reshape(shape), offset)
+            y = _misaligned(np.zeros(shape, dt), (offset * 5) % 8)
+            for start, stop in [(0, size), (size // 3, size)]:
+                y[...] = 0
+                rc = _LIB.extql_quantize_range_ex(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), D,
+                                                  inn, start, stop, _STREAM)
+                assert rc == 0
+                want = quantize(x, s, zp, axis)
+                assert_same_bits(y.reshape(-1)[start:], want.reshape(-1)[start:],
+                                 f"stream quantize {name} {layout} n={size} [{start}:]")
+            q = _misaligned(_random_q(name, rng, size).reshape(shape), offset)
+            out = _misaligned(np.zeros(shape, F32), (offset * 3) % 8)
+            rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), _ptr(s), _ptr(zp), _ptr(out), D,
+                                                inn, 0, size, _STREAM)
+            assert rc == 0
+            assert_same_bits(out, dequantize(q, s, zp, axis),
+                             f"stream dequantize {name} {layout} n={size}")
+
+
+@pytest.mark.parametrize("sizes", [(4, 1), (4, 2), (4, 4), (1, 4), (2, 4)])
+def test_bench_copy_kernel_moves_the_bytes(sizes):
+    """The copy kernel of `extql bench` writes each element's low bytes (or
+    the element zero-extended): it reads and writes every byte it claims to."""
+    isz, osz = sizes
+    rng = np.random.default_rng(31)
+    for n in (0, 1, 31, 32, 33, 1000, 70_001):
+        src = rng.integers(0, 2**32, n, dtype=np.uint64).astype(f"u{isz}")
+        dst = np.zeros(n, f"u{osz}")
+        for threads in (1, 2):
+            _kernels.bench_copy(src.view(np.uint8), dst.view(np.uint8), isz, osz, threads)
+            want = (src.astype(np.uint64) & ((1 << (8 * osz)) - 1)).astype(f"u{osz}")
+            np.testing.assert_array_equal(dst, want)
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_last_axis_ranges_wrap_around_the_axis(name):
+    """Per-axis along the last axis over ranges that start mid-row and wrap
+    around the axis many times (one pass with periodically extended scales
+    for axes up to 1024, runs per row beyond), with and without streaming."""
+    rng = np.random.default_rng(32)
+    code = QTYPES[name].onnx
+    dt = TYPES[name][0]
+    for d in (2, 3, 7, 8, 17, 31, 32, 33, 100, 1024, 1025):
+        rows = max(3, 3000 // d)
+        x = _random_f32(rng, rows * d).reshape(rows, d)
+        q = _random_q(name, rng, rows * d).reshape(rows, d)
+        s = _scales(rng, d)
+        for zp in (_zero_points(name, rng, d), None):
+            want_q = quantize(x, s, zp, 1, None if zp is not None else dt)
+            want_d = dequantize(q, s, zp, 1)
+            size = rows * d
+            for start, stop in [(0, size), (d // 2 + 1, size - 3), (5, size), (size - 2 * d, size)]:
+                for flags in (0, _STREAM):
+                    y = np.zeros((rows, d), dt)
+                    rc = _LIB.extql_quantize_range_ex(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y),
+                                                      d, 1, start, stop, flags)
+                    assert rc == 0
+                    what = f"{name} d={d} [{start}:{stop}] flags={flags} zp={zp is not None}"
+                    assert_same_bits(y.reshape(-1)[start:stop], want_q.reshape(-1)[start:stop],
+                                     "quantize " + what)
+                    out = np.zeros((rows, d), F32)
+                    rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), _ptr(s), _ptr(zp),
+                                                        _ptr(out), d, 1, start, stop, flags)
+                    assert rc == 0
+                    assert_same_bits(out.reshape(-1)[start:stop], want_d.reshape(-1)[start:stop],
+                                     "dequantize " + what)
+
+
+@pytest.mark.parametrize("name", ["int32", "uint32"])
+def test_32bit_saturation_edges(name):
+    """The 32-bit quantize in float32 (AVX2 per-tensor loop): r = round(x / s)
+    near lo - zp and hi - zp, which float32 often cannot represent, and near
+    +-2^31 and +-2^32, for zero points across the range."""
+    dt, lo, hi = TYPES[name]
+    zps = [lo, lo + 1, lo + 255, -1, 0, 1, 7, 12345, 2**24 + 1, 2**30 + 3, hi - 256, hi - 1, hi]
+    zps = sorted({z for z in zps if lo <= z <= hi})
+    edges = [2.0**31, -(2.0**31), 2.0**32, -(2.0**32), 2.0**24, 0.0, 0.5, -0.5, 1.5]
+    for zp in zps:
+        pts = []
+        for c in [lo - zp, hi - zp] + edges:
+            f = np.float32(c)
+            for k in range(-3, 4):
+                g = f
+                for _ in range(abs(k)):
+                    g = np.nextafter(g, np.float32(np.inf if k > 0 else -np.inf))
+                pts += [g, g + np.float32(0.5), g - np.float32(0.5)]
+        x = np.array(pts + [np.inf, -np.inf, np.nan, 3.4e38, -3.4e38], F32)
+        x = np.concatenate([x, x[::-1], np.roll(x, 3)])
+        for s in (F32(1), F32(0.5), F32(-1), F32(2)):
+            for offset in (0, 1):
+                xm = _misaligned(x, offset)
+                _check(xm, s, np.array(zp).astype(dt), 1, name, f"{name} zp={zp} s={s}")

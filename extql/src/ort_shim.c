@@ -129,6 +129,19 @@ static void lock_release(void) {
 /* Names and messages                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* Bytes per element of an output type. */
+static int64_t out_size(int t) {
+  switch (t) {
+    case EXTQL_UINT8:
+    case EXTQL_INT8: return 1;
+    case EXTQL_UINT16:
+    case EXTQL_INT16:
+    case EXTQL_FLOAT16:
+    case EXTQL_BFLOAT16: return 2;
+    default: return 4;
+  }
+}
+
 static int is_qtype(int t) {
   int i;
   for (i = 0; i < N_QTYPES; i++)
@@ -403,6 +416,7 @@ typedef struct {
   const void *zp;
   void *y;
   int64_t n, D, inner, chunk;
+  int flags; /* EXTQL_STREAM for outputs larger than the caches */
   volatile int failed;
 } Job;
 
@@ -414,11 +428,11 @@ static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
   if (start >= job->n) return;
   if (stop > job->n) stop = job->n;
   if (job->kind == OP_QUANTIZE)
-    rc = extql_quantize_range(job->qtype, (const float *)job->x, job->scale, job->zp, job->y,
-                              job->D, job->inner, start, stop);
+    rc = extql_quantize_range_ex(job->qtype, (const float *)job->x, job->scale, job->zp, job->y,
+                                 job->D, job->inner, start, stop, job->flags);
   else
-    rc = extql_dequantize_range(job->qtype, job->x, job->scale, job->zp, (float *)job->y,
-                                job->D, job->inner, start, stop);
+    rc = extql_dequantize_range_ex(job->qtype, job->x, job->scale, job->zp, (float *)job->y,
+                                   job->D, job->inner, start, stop, job->flags);
   if (rc != 0) job->failed = 1;
 }
 
@@ -508,6 +522,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     job.D = D;
     job.inner = inner;
     job.failed = 0;
+    job.flags = EXTQL_STREAM_FLAGS(n * out_size(k->kind == OP_QUANTIZE ? qtype : EXTQL_ORT_FLOAT));
     if (n < EXTQL_PARALLEL_MIN_ELEMENTS) {
       job.chunk = n;
       run_chunk(&job, 0);
