@@ -127,6 +127,7 @@ class BenchConfig:
     tables: Sequence[str] = TABLES
     min_sample: float = 2e-3  # seconds: small cases are timed in batches
     check: bool = True
+    spin: bool = False  # onnxruntime's default thread-pool spinning
     progress: Callable[[str], None] | None = None
 
 
@@ -235,7 +236,7 @@ class _Data:
         the integer range (so some values saturate at 3 sigma; 32-bit types:
         a small part of it)."""
         if qt.is_float:
-            base = np.float32(1 / 64)
+            base = np.float32(0.37)  # not a power of two: a real division
         elif qt.name in ("int32", "uint32"):
             # Inside +-2^24: onnxruntime's DequantizeLinear computes x - zp in
             # int32, which wraps near the ends of the range (extql does not).
@@ -346,11 +347,15 @@ class _Ort:
         model.ir_version = 10
         return model
 
-    def session(self, model: Any, threads: int, register: bool) -> Any:
+    def session(self, model: Any, threads: int, register: bool, spin: bool = False) -> Any:
         so = self.ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.log_severity_level = 3
+        if not spin:
+            # Idle pool threads of one session would otherwise spin (tens of
+            # ms after each run) on the cores the next session needs.
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if register:
             from .ort import register as register_library
 
@@ -428,12 +433,13 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
             for gran in cfg.granularities:
                 scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
                 for threads in dict.fromkeys(_all_threads(t) for t in cfg.threads):
-                    ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads, True)
+                    model = o.model("extql", op, qt, gran, scale, zp)
+                    ext_sess = o.session(model, threads, True, cfg.spin)
                     anc_sess, note = None, None
                     if kind is not None:
                         try:
                             anc_sess = o.session(o.model(kind, op, qt, gran, scale, zp),
-                                                 threads, False)
+                                                 threads, False, cfg.spin)
                         except Exception as exc:  # the anchor may not support a form
                             note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
                     for n in cfg.sizes:
@@ -591,8 +597,8 @@ def _run_fallback_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> Non
                                      "in this build",
                             ))
                         continue
-                    nat_sess = o.session(model, threads, True)
-                    fb_sess = o.session(attach(model), threads, False)
+                    nat_sess = o.session(model, threads, True, cfg.spin)
+                    fb_sess = o.session(attach(model), threads, False, cfg.spin)
                     for n in cfg.sizes:
                         shape = _shape(n, gran)
                         if op == Q:
@@ -689,7 +695,7 @@ _TITLES = {
 
 
 def format_table(results: Sequence[Result], table: str) -> str:
-    """A Markdown table of one of the tables' rows."""
+    """A Markdown table of one table's rows, one line per measurement (ms)."""
     rows = [r for r in results if r.table == table]
     if not rows:
         return ""
@@ -713,17 +719,167 @@ def format_table(results: Sequence[Result], table: str) -> str:
     return "\n".join(lines)
 
 
-def format_report(results: Sequence[Result], cfg: BenchConfig, info: dict[str, Any]) -> str:
+def format_summary(results: Sequence[Result], table: str) -> str:
+    """A compact Markdown table: one line per op, type, granularity and
+    thread count, one column per size holding the ratio (and, for the
+    onnxruntime table, the share of the copy kernel's bandwidth)."""
+    rows = [r for r in results if r.table == table]
+    if not rows:
+        return ""
+    sizes = list(dict.fromkeys(r.size for r in rows))
+    keys: dict[tuple, dict[int, Result]] = {}
+    for r in rows:
+        keys.setdefault((r.op, r.type, r.anchor_name or "-", r.granularity, r.threads), {})[
+            r.size] = r
+    cell_name = "ratio / copy%" if table == "ort" else "ratio"
+    head = ["op", "type", "anchor", "gran.", "thr"] + [f"{size_label(n)} {cell_name}"
+                                                       for n in sizes]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes = sorted({r.note for r in rows if r.note and r.extql != r.extql})
+    for (op, tname, anchor, gran, thr), by_size in keys.items():
+        cells = [op, tname, anchor, gran, str(thr)]
+        for n in sizes:
+            r = by_size.get(n)
+            if r is None or r.extql != r.extql:  # not measured (NaN)
+                cells.append("n/a")
+                continue
+            text = "-" if r.ratio is None else f"{r.ratio:.2f}"
+            if table == "ort" and r.copy_share is not None:
+                text += f" / {r.copy_share * 100:.0f}%"
+            if r.exact and r.exact.startswith("MISMATCH"):
+                text += " MISMATCH"
+            cells.append(text)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [f"\nn/a: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+#: The issue's targets, checked on the measured rows.
+TARGETS = (
+    ("ratio <= 1.0 at 1 thread (16M)", "ort", lambda r: r.size == 1 << 24 and r.threads == 1,
+     lambda r: r.ratio is None or r.ratio <= 1.0),
+    ("ratio <= 0.8 at all cores (16M)", "ort",
+     lambda r: r.size == 1 << 24 and r.threads > 1, lambda r: r.ratio is None or r.ratio <= 0.8),
+    (">= 70% of the copy kernel's bandwidth (16M)", "ort", lambda r: r.size == 1 << 24,
+     lambda r: r.copy_share is None or r.copy_share >= 0.7),
+    ("no slower than the anchor at 64K", "ort", lambda r: r.size == 1 << 16,
+     lambda r: r.ratio is None or r.ratio <= 1.0),
+    ("native op >= 3x faster than the fallback model (16M)", "fallback",
+     lambda r: r.size == 1 << 24, lambda r: r.ratio is None or r.ratio <= 1 / 3),
+)
+
+
+def format_targets(results: Sequence[Result]) -> str:
+    """Each target with the number of rows that meet it and the worst row."""
+    lines = ["| target | rows met | worst row |", "|---|---|---|"]
+    for name, table, applies, ok in TARGETS:
+        rows = [r for r in results if r.table == table and applies(r) and r.extql == r.extql]
+        if not rows:
+            continue
+        met = sum(1 for r in rows if ok(r))
+
+        def badness(r: Result, name: str = name) -> float:
+            if "copy" in name:
+                return -(r.copy_share or 1.0)
+            return r.ratio or 0.0
+
+        worst = max(rows, key=badness)
+        value = (f"{(worst.copy_share or 0) * 100:.0f}% of copy" if "copy" in name
+                 else f"ratio {worst.ratio:.2f}" if worst.ratio is not None else "-")
+        lines.append(f"| {name} | {met} of {len(rows)} | {worst.op} {worst.type} "
+                     f"{worst.granularity} {size_label(worst.size)} t={worst.threads}: "
+                     f"{value} |")
+    return "\n".join(lines)
+
+
+def format_report(results: Sequence[Result], cfg: BenchConfig, info: dict[str, Any],
+                  details: bool = False) -> str:
     parts = [
         "machine: " + ", ".join(f"{k} {v}" for k, v in info.items()),
         f"median of {cfg.repeat} interleaved runs; ratio = extql / anchor (below 1: extql "
         "is faster)",
     ]
     for table in TABLES:
-        text = format_table(results, table)
+        text = format_summary(results, table)
         if text:
             parts += ["", f"## {_TITLES[table]}", "", text]
+    targets = format_targets(results)
+    if targets.count("\n") > 1:
+        parts += ["", "## Targets", "", targets]
+    if details:
+        for table in TABLES:
+            text = format_table(results, table)
+            if text:
+                parts += ["", f"## Times: {table}", "", text]
     return "\n".join(parts)
+
+
+_METHOD = """\
+How it was measured (`extql bench`, extql/bench.py):
+
+* Every row runs its contenders side by side in one process on the same input
+  and output buffers, interleaved: each of `repeat` rounds takes one sample of
+  each contender, in an order that rotates from round to round; the table shows
+  medians.  Small tensors are timed in batches of calls (a sample lasts about
+  2 ms).
+* extql: the native op in an onnxruntime `InferenceSession` (library
+  registered), run with IOBinding into a preallocated output (bfloat16 through
+  `OrtValue.ortvalue_from_numpy_with_onnx_type`).  The anchors run in the same
+  way in sessions of their own with the same `intra_op_num_threads`:
+  onnxruntime's QuantizeLinear / DequantizeLinear (opset 21) for int8, uint8,
+  int16, uint16 (and DequantizeLinear of int32); `Cast` for float16 / bfloat16
+  (quantize: Cast float -> float16/bfloat16; dequantize: Cast back to float).
+  Thread-pool spinning is off in every session (`session.intra_op.allow_spinning
+  = 0`): otherwise the idle workers of one session spin for tens of
+  milliseconds after each run on the cores the next, interleaved session needs.
+* copy% is the copy kernel's time over extql's time: the share of the memory
+  bandwidth limit extql reaches.  The copy kernel (`extql._kernels.bench_copy`)
+  is a C loop compiled with the kernels (same flags, same instruction-set
+  variant, same stores: non-temporal for outputs of 16 MiB or more) that reads
+  the op's input buffer and writes its output buffer element by element with no
+  arithmetic (the low bytes of each float32 for quantize; each element
+  zero-extended to 32 bits for dequantize), split over the same number of
+  threads (OpenMP).  It is called directly, without a session, so at small
+  sizes it also shows the session's fixed cost (about 4 us a run).
+* Data: standard normal float32 values; scales that spread them over about a
+  third of the integer range (32-bit types: +-2^24; float16 / bfloat16:
+  scale 0.37) so that some values saturate; non-zero zero points; per-axis
+  scales vary by channel.  Granularities: `tensor` (scalar scale), `axis0`
+  (shape (256, n/256), axis 0: the channel changes every n/256 elements) and
+  `axis1` (shape (n/256, 256), axis 1: the channel changes every element).
+* Before timing, every row checks extql's output bit for bit: `=ort` against
+  onnxruntime's own op, `=api` against extql's NumPy API, `=fallback` against
+  the fallback model.
+"""
+
+
+def format_markdown(results: Sequence[Result], cfg: BenchConfig, info: dict[str, Any],
+                    command: str) -> str:
+    """A standalone Markdown document: command, machine, method, targets and
+    the tables (for docs/benchmarks-results.md)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    parts = [
+        "# extql benchmark results",
+        "",
+        f"Made by `{command}` on {stamp}.",
+        "",
+        "Machine: " + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".",
+        "",
+        _METHOD,
+        "Ratios are extql / anchor: below 1.0, extql is faster.",
+    ]
+    targets = format_targets(results)
+    if targets.count("\n") > 1:
+        parts += ["", "## Targets", "", targets]
+    for table in TABLES:
+        text = format_summary(results, table)
+        if text:
+            parts += ["", f"## {_TITLES[table]}", "", text]
+    for table in TABLES:
+        text = format_table(results, table)
+        if text:
+            parts += ["", f"## Times (medians): {table}", "", text]
+    return "\n".join(parts) + "\n"
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
@@ -744,11 +900,20 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
                    help="ort, numpy, fallback (default all)")
     p.add_argument("--isa", help="force a kernel variant (baseline, avx2); default: automatic")
     p.add_argument("--no-check", action="store_true", help="skip the exactness check")
+    p.add_argument("--spin", action="store_true",
+                   help="keep onnxruntime's thread-pool spinning (default: off, because the "
+                        "idle workers of one session would spin on the cores the next "
+                        "interleaved session needs)")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run: 64K elements, 1 thread, 3 repeats, per tensor")
     p.add_argument("--json", metavar="FILE",
                    help="also write the results as JSON to FILE ('-': standard output, "
                         "instead of the table)")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="also write a standalone Markdown report (command, machine, method, "
+                        "targets, tables) to FILE")
+    p.add_argument("--details", action="store_true",
+                   help="also print the times of every measurement (ms)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -772,15 +937,44 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if args.tables:
         cfg.tables = tuple(args.tables)
     cfg.check = not args.no_check
+    cfg.spin = args.spin
     if not args.quiet:
         cfg.progress = lambda line: print(line, file=sys.stderr, flush=True)
     return cfg
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The options a run was given, as a command line (for the reports)."""
+    out: list[str] = []
+    for name, flag in (("sizes", "--sizes"), ("threads", "--threads"), ("repeat", "--repeat"),
+                       ("ops", "--ops"), ("types", "--types"),
+                       ("granularities", "--granularity"), ("tables", "--tables"),
+                       ("isa", "--isa")):
+        value = getattr(args, name, None)
+        if value is None or value == []:
+            continue
+        if isinstance(value, (list, tuple)):
+            out += [flag] + [size_label(v) if name == "sizes" else str(v) for v in value]
+        else:
+            out += [flag, str(value)]
+    for name, flag in (("quick", "--quick"), ("spin", "--spin"), ("no_check", "--no-check")):
+        if getattr(args, name, False):
+            out.append(flag)
+    return out
+
+
+def _loadavg() -> str:
+    try:
+        return "/".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def _command(args: argparse.Namespace) -> int:
     from . import _kernels
 
     cfg = config_from_args(args)
+    load_start = _loadavg()
     if args.isa:
         try:
             _kernels.set_isa(args.isa)
@@ -793,13 +987,17 @@ def _command(args: argparse.Namespace) -> int:
         if args.isa:
             _kernels.set_isa(None)
     info = machine_info()
+    # Other work on the machine shows in the figures (a 2-thread run needs
+    # both cores): say how busy it was.
+    info["load average (1/5/15 min)"] = f"{load_start} at the start, {_loadavg()} at the end"
     if args.isa:
         info["kernels"] = args.isa
+    command = "extql bench" + "".join(" " + a for a in (argv_of(args)))
     if args.json:
         doc = {
             "machine": info,
             "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "progress"},
-            "command": " ".join(["extql"] + sys.argv[1:]),
+            "command": command,
             "results": [r.as_dict() for r in results],
         }
         text = json.dumps(doc, indent=1)
@@ -808,7 +1006,10 @@ def _command(args: argparse.Namespace) -> int:
             return _status(results)
         with open(args.json, "w") as f:
             f.write(text + "\n")
-    print(format_report(results, cfg, info))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(format_markdown(results, cfg, info, command))
+    print(format_report(results, cfg, info, details=args.details))
     return _status(results)
 
 
