@@ -1,0 +1,182 @@
+"""Model builders and runners shared by the ONNX tests.
+
+Kept free of extql imports beyond the type table so that the expectation
+(tests/contract.py) stays independent of what is tested.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+ONNX_OF = {
+    "int8": TensorProto.INT8,
+    "uint8": TensorProto.UINT8,
+    "int16": TensorProto.INT16,
+    "uint16": TensorProto.UINT16,
+    "int32": TensorProto.INT32,
+    "uint32": TensorProto.UINT32,
+    "float16": TensorProto.FLOAT16,
+    "bfloat16": TensorProto.BFLOAT16,
+}
+DOMAIN = "com.amd.quark"
+LEGACY = "com.vai.quantize"
+NAMES = {
+    DOMAIN: ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear"),
+    LEGACY: ("VitisQuantizeLinear", "VitisDequantizeLinear"),
+}
+
+
+def onnx_type(dtype: np.dtype) -> int:
+    dtype = np.dtype(dtype)
+    if dtype == BF16:
+        return TensorProto.BFLOAT16
+    return helper.np_dtype_to_tensor_dtype(dtype)
+
+
+def tensor(name: str, value: np.ndarray) -> onnx.TensorProto:
+    value = np.asarray(value)
+    if value.dtype == BF16:
+        t = helper.make_tensor(
+            name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
+        )
+        return t
+    return numpy_helper.from_array(value, name)
+
+
+def value_info(name: str, elem: int, shape) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, None if shape is None else list(shape))
+
+
+def make_model(
+    nodes,
+    inputs,
+    outputs,
+    initializers=(),
+    *,
+    opset: int = 21,
+    domains=(DOMAIN,),
+    ir_version: int = 10,
+    value_infos=(),
+) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        list(nodes), "g", list(inputs), list(outputs), list(initializers),
+        value_info=list(value_infos),
+    )
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    return helper.make_model(graph, opset_imports=imports, ir_version=ir_version)
+
+
+def qdq_model(
+    qtype: str | None,
+    x_shape,
+    scale: np.ndarray,
+    zero_point: np.ndarray | None,
+    *,
+    axis: int | None = None,
+    opset: int = 21,
+    domain: str = DOMAIN,
+    chain: str = "qdq",
+) -> onnx.ModelProto:
+    """x (float32 input) -> Q -> y (output) [-> DQ -> z (output)].
+
+    chain: "q" (quantize only), "qdq" (both, the quantized tensor is an output
+    too), or "dq" (x is the quantized input of a lone dequantize).
+    """
+    qname, dqname = NAMES[domain]
+    inits = [tensor("s", scale)]
+    zp_in = []
+    if zero_point is not None:
+        inits.append(tensor("zp", zero_point))
+        zp_in = ["zp"]
+    attrs = {} if axis is None else {"axis": axis}
+    out_type = ONNX_OF[qtype] if qtype else TensorProto.UINT8
+    if chain == "dq":
+        node = helper.make_node(dqname, ["x", "s", *zp_in], ["z"], domain=domain, **attrs)
+        return make_model(
+            [node],
+            [value_info("x", out_type, x_shape)],
+            [value_info("z", TensorProto.FLOAT, x_shape)],
+            inits,
+            opset=opset,
+            domains=(domain,),
+        )
+    nodes = [helper.make_node(qname, ["x", "s", *zp_in], ["y"], domain=domain, **attrs)]
+    outputs = [value_info("y", out_type, x_shape)]
+    if chain == "qdq":
+        nodes.append(helper.make_node(dqname, ["y", "s", *zp_in], ["z"], domain=domain, **attrs))
+        outputs.append(value_info("z", TensorProto.FLOAT, x_shape))
+    return make_model(
+        nodes,
+        [value_info("x", TensorProto.FLOAT, x_shape)],
+        outputs,
+        inits,
+        opset=opset,
+        domains=(domain,),
+    )
+
+
+def _elem_of_type(tp: onnx.TypeProto) -> int:
+    return tp.tensor_type.elem_type
+
+
+def _np_of(elem: int) -> np.dtype:
+    if elem == TensorProto.BFLOAT16:
+        return BF16
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+
+
+def run_ort(
+    model: onnx.ModelProto | str,
+    feeds: dict[str, np.ndarray],
+    *,
+    options: ort.SessionOptions | None = None,
+    output_shapes: dict[str, tuple] | None = None,
+) -> dict[str, np.ndarray]:
+    """Run on the CPU provider; bfloat16 inputs/outputs go through IOBinding.
+
+    Output shapes must be given for outputs whose declared shape is not static
+    (they are preallocated)."""
+    data = model if isinstance(model, str) else model.SerializeToString()
+    sess = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
+    proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
+    binding = sess.io_binding()
+    keep = []
+    for name, value in feeds.items():
+        value = np.ascontiguousarray(value)
+        if value.dtype == BF16:
+            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                value.view(np.uint16), TensorProto.BFLOAT16
+            )
+        else:
+            ov = ort.OrtValue.ortvalue_from_numpy(value)
+        keep.append(ov)
+        binding.bind_ortvalue_input(name, ov)
+    results = {}
+    for out in proto.graph.output:
+        elem = _elem_of_type(out.type)
+        if output_shapes and out.name in output_shapes:
+            shape = output_shapes[out.name]
+        else:
+            shape = tuple(d.dim_value for d in out.type.tensor_type.shape.dim)
+        dtype = _np_of(elem)
+        buf = np.zeros(shape, np.uint16 if dtype == BF16 else dtype)
+        ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buf, elem)
+        binding.bind_ortvalue_output(out.name, ov)
+        results[out.name] = (buf, dtype)
+        keep.append(ov)
+    sess.run_with_iobinding(binding)
+    return {k: (b.view(BF16) if dt == BF16 else b) for k, (b, dt) in results.items()}
+
+
+def run_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], new_ops=None):
+    from onnx.reference import ReferenceEvaluator
+
+    ev = ReferenceEvaluator(model, new_ops=new_ops)
+    names = [o.name for o in model.graph.output]
+    return dict(zip(names, ev.run(None, feeds), strict=True))
