@@ -19,7 +19,10 @@ Quantize to an integer type T with range [lo, hi]:
 
 Quantize to float16/bfloat16: ``w = x / s + float(zp)`` in float32, clamped to
 the largest finite value of the type (NaN kept), then one Cast (round to
-nearest even).
+nearest even).  NaN bits: float16 ``sign | 0x7E00 | payload >> 13`` and
+bfloat16 ``sign | 0x7FC0`` as the kernels; onnxruntime's float16 Cast keeps
+payloads only in its vector path, so the float16 function casts a copy padded
+to a multiple of 64 elements (see ``QuantizeFloat16``).
 
 Dequantize: ``float32(x) - float32(zp)`` for the 8/16-bit and float types (the
 conversion and difference are exact in float32 for the integers, and float32
@@ -179,6 +182,32 @@ def _quantize_float_core(to: int, limit: float):
     return QuantizeFloat
 
 
+# onnxruntime casts float32 -> float16 in vector blocks of 8 (F16C / NEON),
+# which keep a NaN's payload like the kernels do, and the last n % 8
+# elements one by one in software, which drops it (sign | 0x7E00).  Casting a
+# copy padded to a multiple of _CAST_BLOCK elements sends every element
+# through the vector path, so NaN payloads come out right everywhere.
+_CAST_BLOCK = 64
+_F16_MAX = 65504.0
+
+
+@script(_INTERNAL, default_opset=op)
+def QuantizeFloat16(x: FLOAT, s: FLOAT, zp):
+    w = op.Add(op.Div(x, s), op.Cast(zp, to=_F32))
+    c = op.Clip(w, op.Constant(value_float=-_F16_MAX), op.Constant(value_float=_F16_MAX))
+    y = op.Where(op.IsNaN(w), w, c)
+    one_v = op.Constant(value_ints=[1])
+    block = op.Constant(value_int=_CAST_BLOCK)
+    n = op.Reshape(op.Size(y), one_v)
+    extra = op.Mod(op.Sub(block, op.Mod(n, block)), block)
+    padded = op.Pad(
+        op.Reshape(y, op.Constant(value_ints=[-1])),
+        op.Concat(op.Constant(value_ints=[0]), extra, axis=0),
+    )
+    h = op.Slice(op.Cast(padded, to=TensorProto.FLOAT16), op.Constant(value_ints=[0]), n)
+    return op.Reshape(h, op.Shape(y))
+
+
 @script(_INTERNAL, default_opset=op)
 def QuantizeDefault(x: FLOAT, s: FLOAT):
     lo_c = op.Constant(value_float=0.0)
@@ -218,6 +247,8 @@ def _quantize_core(variant: str):
     if variant == "default":
         return QuantizeDefault
     qt = QTYPES[variant]
+    if variant == "float16":
+        return QuantizeFloat16
     if qt.is_float:
         return _quantize_float_core(qt.onnx, qt.hi)
     if _is_wide(variant):

@@ -222,8 +222,9 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     dispatcher with an empty overload is added last for it (needs ai.onnx
     opset >= 18; otherwise a warning says to use ``extql.reference.OPS``).
 
-    Nodes without a zero point get an explicit empty third input (the same
-    meaning) so that every call matches the three-input functions.  The IR
+    Nodes without a zero point get an explicit empty third input, and nodes
+    without ``axis`` an explicit ``axis=1`` (the same meaning; onnx.reference
+    needs both) so that every call matches the three-input functions.  The IR
     version is raised to 10 if lower (``overload`` needs it); opsets are not
     changed, the functions are stamped with the model's ai.onnx version
     (>= 13).  Existing fallback functions are replaced, so attaching twice is
@@ -240,6 +241,9 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         variant = fallbacks._variant(_zero_point_type(ext, types))
         _validate_static(ext, types)
         ext.node.overload = variant
+        if not any(a.name == "axis" for a in ext.node.attribute):
+            # onnx.reference ignores a function's attribute defaults.
+            ext.node.attribute.append(helper.make_attribute("axis", 1))
         while len(ext.node.input) < 3:
             ext.node.input.append("")
         variants = used.setdefault((ext.node.domain, ext.quantize), [])
@@ -498,14 +502,13 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     out.functions.extend(functions)
     if cores:
         _set_opset(out, fallbacks.CORE_DOMAIN, 1)
-    ids = sorted(
-        {(f.domain, f.name) for f in out.functions if f.domain in (*OP_NAMES, fallbacks.CORE_DOMAIN)}
-    )
+    ours = (*OP_NAMES, fallbacks.CORE_DOMAIN)
+    ids = sorted({(f.domain, f.name) for f in out.functions if f.domain in ours})
     out = onnx.inliner.inline_selected_functions(out, ids, exclude=False)
-    kept = [f for f in out.functions if f.domain not in (*OP_NAMES, fallbacks.CORE_DOMAIN)]
+    kept = [f for f in out.functions if f.domain not in ours]
     del out.functions[:]
     out.functions.extend(kept)
-    _drop_unused_imports(out, (*OP_NAMES, fallbacks.CORE_DOMAIN))
+    _drop_unused_imports(out, ours)
     return out
 
 
@@ -566,7 +569,8 @@ def _constant_value(name: str, graph_stack: list[onnx.GraphProto]) -> np.ndarray
                     return None
                 return numpy_helper.to_array(init)
         for node in graph.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and name in node.output:
+            is_constant = node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+            if is_constant and name in node.output:
                 for attr in node.attribute:
                     if attr.name == "value":
                         return numpy_helper.to_array(attr.t)

@@ -148,7 +148,7 @@ def run_ort(
     binding = sess.io_binding()
     keep = []
     for name, value in feeds.items():
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")  # (ascontiguousarray makes 0-d 1-d)
         if value.dtype == BF16:
             ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
                 value.view(np.uint16), TensorProto.BFLOAT16
