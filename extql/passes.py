@@ -433,11 +433,12 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
 
     Where the static shapes fix the granularity (the usual case: the scale is
     an initializer and x's rank is known) the scale and zero point are
-    reshaped by a constant shape, so onnx shape inference gives every output
-    its type and shape; otherwise the run-time granularity logic of the
-    fallback functions is inlined.  The result has no ``com.amd.quark`` /
-    ``com.vai.quantize`` node, function or opset import left (other model-local
-    functions are kept).  The IR version is raised to 10 if lower.
+    reshaped by a constant shape; otherwise the run-time granularity logic of
+    the fallback functions is inlined.  The type and shape of each replaced
+    node's output, where known, are kept as value_info; onnx shape inference
+    with ``data_prop=True`` also finds them from the ops alone.  The result
+    has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
+    import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
     """
     out = attach_fallbacks(model)
     nodes = extended_nodes(out)
@@ -449,6 +450,7 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     names = _Names(out)
     cores: dict[str, onnx.FunctionProto] = {}
     for ext in nodes:
+        _record_output_type(ext, types)
         pshape = _static_param_shape(ext, types)
         if pshape is None:
             continue  # keep the call: the flat function is inlined below
@@ -510,6 +512,20 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     out.functions.extend(kept)
     _drop_unused_imports(out, ours)
     return out
+
+
+def _record_output_type(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
+    """Keep what is known of an Extended node's output as value_info, since
+    parts of the inlined bodies (the float16 cast, run-time granularity) have
+    shapes that onnx inference finds only with data propagation."""
+    name = ext.node.output[0]
+    info = types.get(name)
+    graph = ext.graph
+    if info is None or info.shape is None:
+        return
+    if any(v.name == name for v in (*graph.value_info, *graph.output, *graph.input)):
+        return
+    graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))
 
 
 def _replace_node(graph: onnx.GraphProto, node: onnx.NodeProto, new: list[onnx.NodeProto]):
