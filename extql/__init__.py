@@ -24,6 +24,8 @@ __all__ = [
     "set_num_threads",
     "get_num_threads",
     "have_openmp",
+    "get_library_path",
+    "register",
 ]
 
 
@@ -44,6 +46,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "fallbacks": (".fallbacks", None),
     "opset": (".opset", None),
     "quark": (".opset", "quark"),
+    "get_library_path": (".ort", "get_library_path"),
+    "register": (".ort", "register"),
 }
 
 

@@ -1,0 +1,207 @@
+"""Helpers for the onnxruntime tests: build one-node (or small) models with
+onnx.helper and run them in onnxruntime with extql's custom-op library.
+
+bfloat16 cannot cross onnxruntime's Python API as a NumPy array, so bfloat16
+inputs and outputs go through IOBinding with uint16 buffers typed BFLOAT16
+(``OrtValue.ortvalue_from_numpy_with_onnx_type``).  Older onnxruntime
+releases lack that function; there a bfloat16 graph input becomes a constant
+initializer and a bfloat16 output is widened in the graph by an exact Cast to
+float32 and narrowed back here bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper
+
+import extql
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DOMAIN = "com.amd.quark"
+LEGACY_DOMAIN = "com.vai.quantize"
+Q = "ExtendedQuantizeLinear"
+DQ = "ExtendedDequantizeLinear"
+LEGACY = {Q: "VitisQuantizeLinear", DQ: "VitisDequantizeLinear"}
+
+ONNX_OF = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.int16): TensorProto.INT16,
+    np.dtype(np.uint16): TensorProto.UINT16,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    BF16: TensorProto.BFLOAT16,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+}
+DTYPE_OF = {v: k for k, v in ONNX_OF.items()}
+ORT_TYPE = {
+    TensorProto.FLOAT: "tensor(float)",
+    TensorProto.INT8: "tensor(int8)",
+    TensorProto.UINT8: "tensor(uint8)",
+    TensorProto.INT16: "tensor(int16)",
+    TensorProto.UINT16: "tensor(uint16)",
+    TensorProto.INT32: "tensor(int32)",
+    TensorProto.UINT32: "tensor(uint32)",
+    TensorProto.FLOAT16: "tensor(float16)",
+    TensorProto.BFLOAT16: "tensor(bfloat16)",
+}
+
+HAVE_TYPED_ORTVALUE = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+OPSET = 17 if tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 20) else 21
+
+
+def tensor(name: str, value: np.ndarray) -> TensorProto:
+    """A TensorProto of any of the types (bfloat16 included) from an array."""
+    value = np.asarray(value)
+    if value.dtype == BF16:
+        return helper.make_tensor(
+            name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
+        )
+    return onnx.numpy_helper.from_array(np.array(value, order="C"), name)  # keeps 0-d
+
+
+def value_info(name: str, elem_type: int | None, shape: Sequence[int] | None = None):
+    """A graph input/output; elem_type None declares no type at all (so the
+    type onnxruntime reports is the one it inferred)."""
+    if elem_type is None:
+        return helper.make_value_info(name, onnx.TypeProto())
+    return helper.make_tensor_value_info(name, elem_type, shape)
+
+
+def make_model(
+    nodes: list[onnx.NodeProto],
+    inputs: list[onnx.ValueInfoProto],
+    outputs: list[onnx.ValueInfoProto],
+    initializers: Sequence[TensorProto] = (),
+    domains: Sequence[str] = (DOMAIN,),
+) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "extql_test", inputs, outputs, initializer=list(initializers))
+    opsets = [helper.make_opsetid("", OPSET)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+def session(
+    model: onnx.ModelProto | bytes, *, threads: int = 0, register: bool = True
+) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    if threads:
+        so.intra_op_num_threads = threads
+    if register:
+        extql.register(so)
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
+def _ortvalue(arr: np.ndarray) -> Any:
+    arr = np.asarray(arr)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy()  # (np.ascontiguousarray would turn 0-d into 1-d)
+    if arr.dtype == BF16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            arr.view(np.uint16), TensorProto.BFLOAT16
+        )
+    return ort.OrtValue.ortvalue_from_numpy(arr)
+
+
+def run(
+    sess: ort.InferenceSession,
+    feeds: dict[str, np.ndarray],
+    out_dtypes: Sequence[np.dtype],
+    out_shapes: Sequence[tuple[int, ...]],
+) -> list[np.ndarray]:
+    """Run with IOBinding into preallocated outputs (bfloat16 included)."""
+    binding = sess.io_binding()
+    for name, value in feeds.items():
+        binding.bind_ortvalue_input(name, _ortvalue(value))
+    results = []
+    for out, dtype, shape in zip(sess.get_outputs(), out_dtypes, out_shapes, strict=True):
+        buf = np.empty(shape, dtype=np.dtype(dtype))
+        binding.bind_ortvalue_output(out.name, _ortvalue(buf))
+        results.append(buf)
+    sess.run_with_iobinding(binding)
+    # The bound buffers were written in place.
+    return results
+
+
+def node_model(
+    op: str,
+    x: np.ndarray,
+    scale: np.ndarray,
+    zp: np.ndarray | None = None,
+    *,
+    zp_form: str = "given",
+    axis: int | None = None,
+    legacy: bool = False,
+    params: str = "const",
+    declare_output: bool = True,
+    out_dtype: np.dtype | None = None,
+    widen_bf16: bool = True,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], np.dtype]:
+    """One Extended (or legacy) node.
+
+    zp_form: "given" (zp is an input), "absent" (two inputs), "empty" (an
+    empty third name).  params: "const" (scale and zero point are
+    initializers) or "input" (graph inputs).  Returns the model, the feeds
+    and the output dtype it must produce.  widen_bf16=False keeps a
+    bfloat16 output as it is even where it cannot be fetched (to look at its
+    inferred type).
+    """
+    name = LEGACY[op] if legacy else op
+    domain = LEGACY_DOMAIN if legacy else DOMAIN
+    x = np.asarray(x)
+    if out_dtype is None:
+        if op == DQ:
+            out_dtype = np.dtype(np.float32)
+        else:
+            out_dtype = np.dtype(np.uint8) if zp is None or zp_form != "given" else zp.dtype
+    names = ["x", "s"]
+    values = {"x": x, "s": np.asarray(scale)}
+    if zp_form == "given":
+        names.append("z")
+        values["z"] = np.asarray(zp)
+    elif zp_form == "empty":
+        names.append("")
+    inputs, inits, feeds = [], [], {}
+    bf16_out = np.dtype(out_dtype) == BF16 and not HAVE_TYPED_ORTVALUE and widen_bf16
+    for n, v in values.items():
+        const = n != "x" and params == "const"
+        if v.dtype == BF16 and not HAVE_TYPED_ORTVALUE:
+            const = True
+        if const:
+            inits.append(tensor(n, v))
+        else:
+            inputs.append(value_info(n, ONNX_OF[v.dtype], v.shape))
+            feeds[n] = v
+    kw = {} if axis is None else {"axis": axis}
+    nodes = [helper.make_node(name, names, ["y"], domain=domain, name="node0", **kw)]
+    out_type = ONNX_OF[np.dtype(out_dtype)] if declare_output else None
+    if bf16_out:
+        nodes.append(helper.make_node("Cast", ["y"], ["y32"], to=TensorProto.FLOAT))
+        outputs = [value_info("y32", TensorProto.FLOAT, x.shape)]
+    else:
+        outputs = [value_info("y", out_type, x.shape if declare_output else None)]
+    model = make_model(nodes, inputs, outputs, inits, domains=(domain,))
+    return model, feeds, np.dtype(out_dtype)
+
+
+def run_node(op: str, x, scale, zp=None, *, threads: int = 0, **kw) -> np.ndarray:
+    """Build, run and return the output of one node (see node_model)."""
+    model, feeds, dtype = node_model(op, x, scale, zp, **kw)
+    sess = session(model, threads=threads)
+    shape = np.asarray(x).shape
+    if dtype == BF16 and not HAVE_TYPED_ORTVALUE:
+        (y32,) = run(sess, feeds, [np.float32], [shape])
+        return (y32.view(np.uint32) >> 16).astype(np.uint16).view(BF16)
+    (y,) = run(sess, feeds, [dtype], [shape])
+    return y

@@ -1,0 +1,116 @@
+"""ONNX's own QuantizeLinear / DequantizeLinear node tests
+(onnx.backend.test.case.node.quantizelinear / dequantizelinear), re-pointed at
+ExtendedQuantizeLinear / ExtendedDequantizeLinear and run in onnxruntime with
+extql's library.
+
+The Extended ops must stay backward compatible with the official ones, so
+every case whose types and granularity extql shares must give ONNX's expected
+output bit for bit (and the independent contract's).  Cases are skipped only
+for what extql does not have: float8 / int4 / int2 / float4 types, a
+non-float32 x or scale, blocked quantization (a scale of rank >= 2) and the
+opset-21+ attributes block_size / output_dtype / precision.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from contract import TYPES, assert_same_bits, dequantize, quantize
+from onnx import TensorProto, numpy_helper
+from ortutil import DQ, Q, run_node
+
+SUPPORTED = {np.dtype(dt) for dt, _, _ in TYPES.values()}
+OFFICIAL = {"QuantizeLinear": Q, "DequantizeLinear": DQ}
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    """A NumPy array of the value, or None for types NumPy/extql lack."""
+    if isinstance(value, TensorProto):
+        try:
+            value = numpy_helper.to_array(value)
+        except Exception:  # float4 / int2 and friends
+            return None
+    return np.asarray(value)
+
+
+def _collect() -> list[tuple[str, onnx.NodeProto, list, list]]:
+    cases: list[tuple[str, onnx.NodeProto, list, list]] = []
+    for module_name, cls_name in [
+        ("onnx.backend.test.case.node.quantizelinear", "QuantizeLinear"),
+        ("onnx.backend.test.case.node.dequantizelinear", "DequantizeLinear"),
+    ]:
+        module = importlib.import_module(module_name)
+        cls = getattr(module, cls_name)
+        original = module.expect
+
+        def collect(node, inputs, outputs, name, **kwargs):
+            cases.append((name, node, list(inputs), list(outputs)))
+
+        module.expect = collect
+        try:
+            for attr in sorted(dir(cls)):
+                if attr.startswith("export"):
+                    getattr(cls, attr)()
+        finally:
+            module.expect = original
+    return cases
+
+
+def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | None:
+    attrs = {a.name for a in node.attribute} - {"axis"}
+    if attrs:
+        return f"attributes extql does not have: {sorted(attrs)}"
+    arrays = [_as_array(v) for v in inputs + outputs]
+    if any(a is None for a in arrays):
+        return "a type NumPy cannot hold (int2/int4/float4)"
+    x, scale = arrays[0], arrays[1]
+    quantized = x if node.op_type == "DequantizeLinear" else arrays[len(inputs)]
+    if quantized.dtype not in SUPPORTED:
+        return f"quantized type {quantized.dtype} is not one of extql's eight"
+    if node.op_type == "QuantizeLinear" and x.dtype != np.float32:
+        return f"x of type {x.dtype} (extql quantizes float32)"
+    if scale.dtype != np.float32:
+        return f"scale of type {scale.dtype} (extql's scale is float32)"
+    if scale.ndim >= 2:
+        return "blocked quantization (scale of rank >= 2)"
+    return None
+
+
+CASES = _collect()
+USABLE = [c for c in CASES if _skip_reason(c[1], c[2], c[3]) is None]
+
+
+def test_collected():
+    """The collection found ONNX's cases, and the ones extql shares."""
+    print(f"ONNX node tests: {len(CASES)} collected, {len(USABLE)} re-pointed at the Extended ops")
+    assert len(CASES) >= 20
+    assert len(USABLE) >= 6
+    names = {c[0] for c in USABLE}
+    for expected in ("test_quantizelinear", "test_quantizelinear_axis", "test_dequantizelinear",
+                     "test_dequantizelinear_axis"):
+        assert expected in names
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_onnx_node_case(case):
+    name, node, inputs, outputs = case
+    reason = _skip_reason(node, inputs, outputs)
+    if reason is not None:
+        pytest.skip(reason)
+    op = OFFICIAL[node.op_type]
+    axis = next((a.i for a in node.attribute if a.name == "axis"), None)
+    arrays = [_as_array(v) for v in inputs]
+    expected = _as_array(outputs[0])
+    x, scale = arrays[0], arrays[1]
+    zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
+    form = "given" if zp is not None else "absent"
+    y = run_node(op, x, scale, zp, zp_form=form, axis=axis)
+    assert_same_bits(y, expected.astype(y.dtype) if y.dtype != expected.dtype else expected,
+                     f"{name}: vs ONNX's expected output")
+    a = 1 if axis is None else axis
+    contract = quantize(x, scale, zp, axis=a) if op == Q else dequantize(x, scale, zp, axis=a)
+    assert_same_bits(y, contract, f"{name}: vs the contract")
