@@ -83,8 +83,8 @@ __all__ = [
 #: in their bodies exists there with the same meaning for the types used.
 MIN_OPSET = 13
 #: The dispatchers (type-generic bodies for runtimes that ignore ``overload``)
-#: use CastLike, OptionalHasElement on tensors and ReduceMax-18.
-DISPATCH_MIN_OPSET = 18
+#: use CastLike.
+DISPATCH_MIN_OPSET = 15
 
 #: (domain, quantize op, dequantize op) for the current and the legacy names.
 OP_NAMES: dict[str, tuple[str, str]] = {
@@ -345,30 +345,21 @@ DEQUANTIZE: dict = _LazyFunctions(_make_dequantize)
 
 # --------------------------------------------------------------------------
 # Dispatchers: one type-generic body per operator, for runtimes that look a
-# function up by (domain, name) and ignore the node's ``overload`` (the
-# onnx.reference evaluator up to at least 1.23).  They find the zero point's
-# type at run time (CastLike round trips of in-range values, and int64 ->
-# int wrap-around for the integer width) and branch with If.  onnxruntime uses
-# the per-type overloads instead.
+# function up by (domain, name) and ignore the node's ``overload``:
+# onnx.reference (1.23) and onnxruntime before overload support (added in
+# 2026, PR microsoft/onnxruntime#28275; 1.18 uses the last function of a
+# name).  They need a zero point (its type is the output type: attach gives
+# nodes without one an explicit zero when a model needs a dispatcher), use no
+# If (old onnxruntime cannot infer types through If inside functions) and
+# are valid for every type: both routes are computed, cast to the zero
+# point's type and one is picked with Gather.
+# The zero point's type is found with in-range CastLike round trips and, for
+# the integer width, int64 -> int wrap-around (two's complement truncation,
+# as onnxruntime's static_cast and NumPy's astype do).
 
 _F16_PROBE = 1.0 + 2.0**-10  # exact in float16, rounds to 1.0 in bfloat16
 _BF16_MAX = float(QTYPES["bfloat16"].hi)
-
-
-@script(_INTERNAL, default_opset=op)
-def IntBounds(zp) -> INT64:
-    """[lo, hi] of zp's integer type, found from int64 -> T -> int64 round trips."""
-    cands = op.Constant(value_ints=[127, 255, 32767, 65535, 2**31 - 1, 2**32 - 1])
-    fits = op.Equal(op.Cast(op.CastLike(cands, zp), to=_I64), cands)
-    hi = op.ReduceMax(op.Where(fits, cands, op.Constant(value_int=0)), keepdims=0)
-    minus_one = op.Constant(value_int=-1)
-    signed = op.Equal(op.Cast(op.CastLike(minus_one, zp), to=_I64), minus_one)
-    lo = op.Where(signed, op.Sub(minus_one, hi), op.Constant(value_int=0))
-    return op.Concat(
-        op.Reshape(lo, op.Constant(value_ints=[1])),
-        op.Reshape(hi, op.Constant(value_ints=[1])),
-        axis=0,
-    )
+_INT_MAXES = (127, 255, 32767, 65535, 2**31 - 1, 2**32 - 1)
 
 
 @script(_INTERNAL, default_opset=op)
@@ -377,52 +368,107 @@ def IsFloat(zp):
     return op.Equal(op.Cast(op.CastLike(half, zp), to=_F32), half)
 
 
+@script(_INTERNAL, default_opset=op)
+def IntBounds(zp) -> INT64:
+    """[lo, hi] of zp's integer type.  Candidate maxima that survive an
+    int64 -> T -> float64 round trip form a prefix of _INT_MAXES; hi is the
+    last of them (picked with Where: onnxruntime's int64 Max/ReduceMax are not
+    trusted beyond 2**32)."""
+    cands = op.Constant(value_ints=list(_INT_MAXES))
+    as_double = op.Cast(cands, to=TensorProto.DOUBLE)
+    fits = op.Equal(op.Cast(op.CastLike(cands, zp), to=TensorProto.DOUBLE), as_double)
+    hi = op.Constant(value_int=_INT_MAXES[0])
+    hi = op.Where(op.Gather(fits, op.Constant(value_int=1)), op.Constant(value_int=_INT_MAXES[1]),
+                  hi)
+    hi = op.Where(op.Gather(fits, op.Constant(value_int=2)), op.Constant(value_int=_INT_MAXES[2]),
+                  hi)
+    hi = op.Where(op.Gather(fits, op.Constant(value_int=3)), op.Constant(value_int=_INT_MAXES[3]),
+                  hi)
+    hi = op.Where(op.Gather(fits, op.Constant(value_int=4)), op.Constant(value_int=_INT_MAXES[4]),
+                  hi)
+    hi = op.Where(op.Gather(fits, op.Constant(value_int=5)), op.Constant(value_int=_INT_MAXES[5]),
+                  hi)
+    minus_one = op.Constant(value_int=-1)
+    signed = op.Equal(
+        op.Cast(op.CastLike(minus_one, zp), to=TensorProto.DOUBLE),
+        op.Constant(value=onnx.helper.make_tensor("m1", TensorProto.DOUBLE, [], [-1.0])),
+    )
+    lo = op.Where(signed, op.Sub(minus_one, hi), op.Constant(value_int=0))
+    return op.Concat(
+        op.Reshape(lo, op.Constant(value_ints=[1])),
+        op.Reshape(hi, op.Constant(value_ints=[1])),
+        axis=0,
+    )
+
+
+_D_WIDE = onnx.helper.make_tensor("wide", TensorProto.DOUBLE, [], [_WIDE])
+_D_ZERO = onnx.helper.make_tensor("zero", TensorProto.DOUBLE, [], [0.0])
+
+
 @script(_QUARK, default_opset=op)
 def QuantizeDispatch(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
     pshape = ParamShape(x, y_scale, axis=axis)
     s = op.Reshape(y_scale, pshape)
-    if op.OptionalHasElement(y_zero_point):
-        zp = op.Reshape(y_zero_point, pshape)
-    else:
-        zp = op.Constant(value=onnx.helper.make_tensor("zero", TensorProto.UINT8, [], [0]))
+    zp = op.Reshape(y_zero_point, pshape)
     v = op.Div(x, s)
-    if IsFloat(zp):
-        probe = op.Constant(value_float=_F16_PROBE)
-        is_f16 = op.Equal(op.Cast(op.CastLike(probe, zp), to=_F32), probe)
-        limit = op.Where(
-            is_f16, op.Constant(value_float=65504.0), op.Constant(value_float=_BF16_MAX)
-        )
-        w = op.Add(v, op.Cast(zp, to=_F32))
-        c = op.Clip(w, op.Neg(limit), limit)
-        y = op.CastLike(op.Where(op.IsNaN(w), w, c), zp)
-    else:
-        bounds = IntBounds(zp)
-        lo_r = op.Constant(value_float=-_WIDE)
-        hi_r = op.Constant(value_float=_WIDE)
-        r = op.Round(v)
-        r = op.Clip(op.Where(op.IsNaN(r), lo_r, r), lo_r, hi_r)
-        t = op.Add(op.Cast(r, to=_I64), op.Cast(zp, to=_I64))
-        lo = op.Gather(bounds, op.Constant(value_int=0))
-        hi = op.Gather(bounds, op.Constant(value_int=1))
-        t = op.Where(op.Less(t, lo), lo, t)
-        y = op.CastLike(op.Where(op.Greater(t, hi), hi, t), zp)
-    return y
+    # float16 / bfloat16 route
+    probe = op.Constant(value_float=_F16_PROBE)
+    is_f16 = op.Equal(op.Cast(op.CastLike(probe, zp), to=_F32), probe)
+    limit = op.Where(is_f16, op.Constant(value_float=65504.0), op.Constant(value_float=_BF16_MAX))
+    w = op.Add(v, op.Cast(zp, to=_F32))
+    wf = op.Where(op.IsNaN(w), w, op.Clip(w, op.Neg(limit), limit))
+    # integer route (a float zero point is made finite and small first, so
+    # that no cast below sees NaN or an out-of-range value)
+    lo_r = op.Constant(value_float=-_WIDE)
+    hi_r = op.Constant(value_float=_WIDE)
+    r = op.Round(v)
+    r = op.Clip(op.Where(op.IsNaN(r), lo_r, r), lo_r, hi_r)
+    zd = op.Cast(zp, to=TensorProto.DOUBLE)
+    zero_d = op.Constant(value=_D_ZERO)
+    wide_d = op.Constant(value=_D_WIDE)
+    zd = op.Where(op.Or(op.IsNaN(zd), op.IsInf(zd)), zero_d, zd)
+    zd = op.Where(op.Greater(zd, wide_d), wide_d, op.Where(op.Less(zd, op.Neg(wide_d)),
+                                                          op.Neg(wide_d), zd))
+    t = op.Add(op.Cast(r, to=_I64), op.Cast(zd, to=_I64))
+    bounds = IntBounds(zp)
+    lo = op.Gather(bounds, op.Constant(value_int=0))
+    hi = op.Gather(bounds, op.Constant(value_int=1))
+    t = op.Where(op.Less(t, lo), lo, t)
+    t = op.Where(op.Greater(t, hi), hi, t)
+    # Cast both routes to the zero point's type and pick one with Gather
+    # (type-generic, unlike Where in onnxruntime).  The float route is zeroed
+    # for integer types (no NaN reaches an integer cast) and cast from
+    # float32 in a copy padded to whole blocks, as in QuantizeFloat16.
+    is_float = IsFloat(zp)
+    wf = op.Where(is_float, wf, op.Constant(value_float=0.0))
+    one_v = op.Constant(value_ints=[1])
+    block = op.Constant(value_int=_CAST_BLOCK)
+    n = op.Reshape(op.Size(wf), one_v)
+    extra = op.Mod(op.Sub(block, op.Mod(n, block)), block)
+    padded = op.Pad(
+        op.Reshape(wf, op.Constant(value_ints=[-1])),
+        op.Concat(op.Constant(value_ints=[0]), extra, axis=0),
+    )
+    as_float = op.Slice(op.CastLike(padded, zp), op.Constant(value_ints=[0]), n)
+    as_float = op.Reshape(as_float, op.Shape(wf))
+    as_int = op.CastLike(t, zp)
+    zero_v = op.Constant(value_ints=[0])
+    both = op.Concat(op.Unsqueeze(as_float, zero_v), op.Unsqueeze(as_int, zero_v), axis=0)
+    return op.Gather(
+        both, op.Where(is_float, op.Constant(value_int=0), op.Constant(value_int=1))
+    )
 
 
 @script(_QUARK, default_opset=op)
 def DequantizeDispatch(x, x_scale: FLOAT, x_zero_point, axis: int = 1) -> FLOAT:
+    # The difference in float64 is exact for every integer type and rounds
+    # once to float32 like the kernels' (float16/bfloat16 differences that
+    # float64 cannot hold are far below float32's precision: same result).
     pshape = ParamShape(x, x_scale, axis=axis)
     s = op.Reshape(x_scale, pshape)
-    if op.OptionalHasElement(x_zero_point):
-        zp = op.Reshape(x_zero_point, pshape)
-        if IsFloat(x):
-            d = op.Sub(op.Cast(x, to=_F32), op.Cast(zp, to=_F32))
-        else:
-            d = op.Cast(op.Sub(op.Cast(x, to=_I64), op.Cast(zp, to=_I64)), to=_F32)
-        y = op.Mul(d, s)
-    else:
-        y = op.Mul(op.Cast(x, to=_F32), s)
-    return y
+    zp = op.Reshape(x_zero_point, pshape)
+    d = op.Sub(op.Cast(x, to=TensorProto.DOUBLE), op.Cast(zp, to=TensorProto.DOUBLE))
+    return op.Mul(op.Cast(d, to=_F32), s)
 
 
 # --------------------------------------------------------------------------
@@ -546,7 +592,7 @@ def core_proto(quantize: bool, variant: str, *, opset: int = 21) -> onnx.Functio
 def _flat_dispatch(quantize: bool) -> onnx.FunctionProto:
     if quantize:
         return _flatten(QuantizeDispatch, [ParamShape, IntBounds, IsFloat])
-    return _flatten(DequantizeDispatch, [ParamShape, IsFloat])
+    return _flatten(DequantizeDispatch, [ParamShape])
 
 
 def dispatcher_proto(
@@ -555,9 +601,10 @@ def dispatcher_proto(
     """The type-generic FunctionProto of one operator (``overload`` empty).
 
     For runtimes that ignore ``NodeProto.overload`` and find a function by
-    (domain, name) only, such as ``onnx.reference`` 1.23: a model that uses
-    several variants of one operator lists this one last.  Needs opset >=
-    :data:`DISPATCH_MIN_OPSET`.
+    (domain, name) only, such as ``onnx.reference`` 1.23 and onnxruntime
+    before overload support: a model that uses several variants of one
+    operator lists this one last.  Every call must pass a zero point.  Needs
+    opset >= :data:`DISPATCH_MIN_OPSET`.
     """
     _check_domain(domain)
     _check_opset(opset, DISPATCH_MIN_OPSET, "the type-generic extql dispatchers")

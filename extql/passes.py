@@ -217,10 +217,14 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     node gets the matching ``overload``.  onnxruntime resolves a model-local
     function by (domain, name, overload) and uses it only when no kernel is
     registered for the operator, so with the extql library registered the
-    native kernel still runs.  ``onnx.reference`` (1.23) ignores
-    ``overload``: when one operator is used with several types, a type-generic
-    dispatcher with an empty overload is added last for it (needs ai.onnx
-    opset >= 18; otherwise a warning says to use ``extql.reference.OPS``).
+    native kernel still runs.  ``onnx.reference`` (1.23) and onnxruntime
+    releases before overload support (2026) ignore ``overload`` and use the
+    last function of a name: when one operator is used with several types, a
+    type-generic dispatcher with an empty overload is added last for it (needs
+    ai.onnx opset >= 15; otherwise a warning says so), and the operator's
+    nodes without a zero point get an explicit all-zero one (uint8 for
+    quantize, x's type for dequantize, the scale's shape), which means the
+    same and gives the dispatcher the output type.
 
     Nodes without a zero point get an explicit empty third input, and nodes
     without ``axis`` an explicit ``axis=1`` (the same meaning; onnx.reference
@@ -237,9 +241,27 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = _default_opset_for_functions(out)
     types = infer_types(out)
     used: dict[tuple[str, bool], list[str]] = {}
+    variant_of: dict[int, str] = {}
+    groups: dict[tuple[str, bool], list[ExtNode]] = {}
     for ext in nodes:
-        variant = fallbacks._variant(_zero_point_type(ext, types))
         _validate_static(ext, types)
+        variant_of[id(ext.node)] = fallbacks._variant(_zero_point_type(ext, types))
+        groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
+    # Runtimes that ignore ``overload`` run one (type-generic) function for
+    # every node of an operator, and its output type comes from the zero
+    # point: where an operator has several variants, nodes without a zero
+    # point get an explicit zero (the meaning of an absent one).
+    for members in groups.values():
+        if len({variant_of[id(e.node)] for e in members}) < 2:
+            continue
+        for ext in members:
+            if variant_of[id(ext.node)] == "default":
+                code = _materialize_zero_point(out, ext, types)
+                if code is not None:
+                    variant_of[id(ext.node)] = fallbacks._variant(code)
+    used: dict[tuple[str, bool], list[str]] = {}
+    for ext in nodes:
+        variant = variant_of[id(ext.node)]
         ext.node.overload = variant
         if not any(a.name == "axis" for a in ext.node.attribute):
             # onnx.reference ignores a function's attribute defaults.
@@ -262,21 +284,64 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     for (domain, quantize), variants in sorted(used.items()):
         if len(variants) < 2:
             continue
-        if opset >= fallbacks.DISPATCH_MIN_OPSET:
-            # Listed last: onnx.reference keeps the last function of a name.
+        op_name = OP_NAMES[domain][0 if quantize else 1]
+        problem = None
+        if opset < fallbacks.DISPATCH_MIN_OPSET:
+            problem = f"the model's ai.onnx opset {opset} is below {fallbacks.DISPATCH_MIN_OPSET}"
+        elif "default" in variants:
+            problem = ("a node without a zero point has a scale of unknown shape, so no "
+                       "explicit zero could be given to it")
+        if problem is None:
+            # Listed last: onnx.reference and onnxruntime without overload
+            # support keep the last function of a name.
             out.functions.append(fallbacks.dispatcher_proto(quantize, domain=domain, opset=opset))
         else:
             warnings.warn(
-                f"{OP_NAMES[domain][0 if quantize else 1]} is used with several types "
-                f"({', '.join(variants)}) in a model at ai.onnx opset {opset} < "
-                f"{fallbacks.DISPATCH_MIN_OPSET}: onnxruntime uses the per-type functions, but "
-                "onnx.reference (which ignores NodeProto.overload) will need "
-                "new_ops=extql.reference.OPS",
+                f"{op_name} is used with several types ({', '.join(variants)}) and {problem}: "
+                "onnxruntime with overload support runs the per-type functions, but "
+                "onnx.reference (use new_ops=extql.reference.OPS) and older onnxruntime "
+                "releases, which ignore NodeProto.overload, cannot run this model's fallbacks",
                 stacklevel=2,
             )
     if out.ir_version < FUNCTION_IR_VERSION:
         out.ir_version = FUNCTION_IR_VERSION
     return out
+
+
+def _materialize_zero_point(
+    model: onnx.ModelProto, ext: ExtNode, types: dict[str, TypeInfo]
+) -> int | None:
+    """Give a node without zero point an explicit all-zero one (uint8 for
+    quantize, x's type for dequantize) of the scale's shape, as an
+    initializer of the node's graph; returns its type code, or None when the
+    scale's shape or x's type is unknown."""
+    node = ext.node
+    s_shape = _static_shape(node.input[1], types)
+    if s_shape is None or not all(isinstance(d, int) for d in s_shape):
+        return None
+    if ext.quantize:
+        code = TensorProto.UINT8
+    else:
+        x_info = types.get(node.input[0])
+        if x_info is None or x_info.elem_type not in BY_ONNX:
+            return None
+        code = x_info.elem_type
+    qt = BY_ONNX[code]
+    name = f"{node.input[1]}__extql_zero_{qt.name}"
+    graph = ext.graph
+    if not any(i.name == name for i in graph.initializer):
+        zeros = np.zeros(s_shape, qt.dtype)
+        if qt.name == "bfloat16":
+            tensor = helper.make_tensor(name, code, s_shape, zeros.view(np.uint16).tobytes(),
+                                        raw=True)
+        else:
+            tensor = numpy_helper.from_array(zeros, name)
+        graph.initializer.append(tensor)
+    while len(node.input) < 3:
+        node.input.append("")
+    node.input[2] = name
+    types[name] = TypeInfo(code, tuple(s_shape))
+    return code
 
 
 # --------------------------------------------------------------------------

@@ -131,17 +131,53 @@ def _np_of(elem: int) -> np.dtype:
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
 
 
+HAVE_TYPED_ORTVALUE = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+
+
+def _without_bfloat16_io(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
+    """For onnxruntime releases without typed OrtValues (< 1.19?): bfloat16
+    inputs become initializers, bfloat16 outputs are widened to float32 by an
+    exact Cast in the graph (narrowed back by run_ort)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    feeds = dict(feeds)
+    for inp in list(m.graph.input):
+        if inp.type.tensor_type.elem_type == TensorProto.BFLOAT16:
+            m.graph.input.remove(inp)
+            m.graph.initializer.append(tensor(inp.name, feeds.pop(inp.name)))
+    widened = []
+    for out in m.graph.output:
+        if out.type.tensor_type.elem_type == TensorProto.BFLOAT16:
+            wide = out.name + "__as_float"
+            m.graph.node.append(helper.make_node("Cast", [out.name], [wide], to=TensorProto.FLOAT))
+            out.name = wide
+            out.type.tensor_type.elem_type = TensorProto.FLOAT
+            widened.append(out.name)
+    return m, feeds, widened
+
+
 def run_ort(
     model: onnx.ModelProto | str,
     feeds: dict[str, np.ndarray],
     *,
     options: ort.SessionOptions | None = None,
     output_shapes: dict[str, tuple] | None = None,
+    _widened: bool = False,
 ) -> dict[str, np.ndarray]:
     """Run on the CPU provider; bfloat16 inputs/outputs go through IOBinding.
 
     Output shapes must be given for outputs whose declared shape is not static
     (they are preallocated)."""
+    if not HAVE_TYPED_ORTVALUE and not _widened:
+        proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
+        proto, feeds, widened = _without_bfloat16_io(proto, feeds)
+        shapes = {k + "__as_float": v for k, v in (output_shapes or {}).items()}
+        out = run_ort(proto, feeds, options=options, _widened=True,
+                      output_shapes={**(output_shapes or {}), **shapes})
+        for wide in widened:
+            bits = (out.pop(wide).view(np.uint32) >> 16).astype(np.uint16)
+            out[wide[: -len("__as_float")]] = bits.view(BF16)
+        return out
     data = model if isinstance(model, str) else model.SerializeToString()
     sess = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
@@ -166,7 +202,10 @@ def run_ort(
             shape = tuple(d.dim_value for d in out.type.tensor_type.shape.dim)
         dtype = _np_of(elem)
         buf = np.zeros(shape, np.uint16 if dtype == BF16 else dtype)
-        ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buf, elem)
+        if HAVE_TYPED_ORTVALUE:
+            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buf, elem)
+        else:
+            ov = ort.OrtValue.ortvalue_from_numpy(buf)
         binding.bind_ortvalue_output(out.name, ov)
         results[out.name] = (buf, dtype)
         keep.append(ov)
@@ -180,3 +219,37 @@ def run_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], new_ops=
     ev = ReferenceEvaluator(model, new_ops=new_ops)
     names = [o.name for o in model.graph.output]
     return dict(zip(names, ev.run(None, feeds), strict=True))
+
+
+def ort_honours_overload() -> bool:
+    """Whether the installed onnxruntime resolves model-local functions by
+    (domain, name, overload) (microsoft/onnxruntime#28275) rather than by
+    (domain, name), found by running a model with two overloads."""
+
+    def fn(overload: str, value: float) -> onnx.FunctionProto:
+        node = helper.make_node("Constant", [], ["y"], value_float=value)
+        f = helper.make_function("probe", "F", [], ["y"], [node], [helper.make_opsetid("", 21)])
+        f.overload = overload
+        return f
+
+    call = helper.make_node("F", [], ["y"], domain="probe")
+    call.overload = "a"
+    graph = helper.make_graph([call], "g", [], [helper.make_tensor_value_info("y", 1, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("probe", 1)],
+                              functions=[fn("a", 1.0), fn("b", 2.0)], ir_version=10)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return float(sess.run(None, {})[0]) == 1.0
+
+
+def ort_float16_cast_keeps_payload() -> bool:
+    """Whether onnxruntime's float32 -> float16 Cast keeps NaN payloads
+    (true for its vector path in recent releases; 1.18 drops them)."""
+    x = np.full(64, np.uint32(0x7FC12345)).view(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT16)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [64])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return bool((sess.run(None, {"x": x})[0].view(np.uint16) == 0x7E09).all())
