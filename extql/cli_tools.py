@@ -78,7 +78,7 @@ def load_model(path: str | os.PathLike, *, with_data: bool = True):
     if external and with_data:
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
             raise CliError(
                 f"{p}: cannot read its external data ({exc}); keep the data file(s) next to the "
                 "model, under the names the model refers to"
@@ -113,7 +113,7 @@ def save_model(model, path: str | os.PathLike, *, external: bool | None = None) 
         data.unlink()  # onnx appends to an existing data file
     onnx.save_model(model, str(p), save_as_external_data=True, all_tensors_to_one_file=True,
                     location=location, size_threshold=1024)
-    return location
+    return location if data.exists() else None  # (tensors under 1 KiB stay inline)
 
 
 # --------------------------------------------------------------------------
