@@ -284,6 +284,9 @@ def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict
     import onnxruntime as ort
     from onnx import TensorProto
 
+    typed = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+    if not typed and any(np.asarray(v).dtype.name == "bfloat16" for v in feeds.values()):
+        model_or_path, feeds = _bfloat16_inputs_as_initializers(model_or_path, feeds)
     sess = _session(model_or_path, options)
     binding = sess.io_binding()
     keep = []
@@ -307,6 +310,30 @@ def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict
     for name, ov in zip(names, binding.get_outputs(), strict=True):
         results[name] = _ortvalue_to_numpy(ov)
     return results
+
+
+def _bfloat16_inputs_as_initializers(model_or_path, feeds):
+    """onnxruntime < 1.19 cannot take a bfloat16 input from Python: make such
+    inputs initializers holding the given values (same result)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    if isinstance(model_or_path, str):
+        model = onnx.load(model_or_path)
+    else:
+        model = onnx.ModelProto()
+        model.CopyFrom(model_or_path)
+    feeds = dict(feeds)
+    for vi in list(model.graph.input):
+        value = feeds.get(vi.name)
+        if value is not None and np.asarray(value).dtype.name == "bfloat16":
+            value = np.asarray(value)
+            model.graph.input.remove(vi)
+            model.graph.initializer.append(helper.make_tensor(
+                vi.name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(),
+                raw=True))
+            del feeds[vi.name]
+    return model, feeds
 
 
 _ELEM_OF_ORT = {

@@ -30,7 +30,9 @@ Example::
 
 The registered schemas carry the type/shape inference of the official
 QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
-scale; shape of x), which is what the Extended operators specify too.
+scale; shape of x), which is what the Extended operators specify too.  (onnx
+< 1.18 cannot attach an inference function to a Python schema: there the
+types are checked but not inferred through the Extended nodes.)
 """
 
 from __future__ import annotations
@@ -107,8 +109,11 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
             )
         ],
     )
-    official = onnx.defs.get_schema(infer_from, 21, "")
-    schema.set_type_and_shape_inference_function(official.get_type_and_shape_inference_function())
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        official = onnx.defs.get_schema(infer_from, 21, "")
+        schema.set_type_and_shape_inference_function(
+            official.get_type_and_shape_inference_function()
+        )
     return schema
 
 
