@@ -120,12 +120,16 @@ def save_model(model, path: str | os.PathLike, *, external: bool | None = None) 
 # check
 
 
-def check_model(model, progress: _Progress | None = None) -> tuple[int, list[str]]:
+def check_model(
+    model, progress: _Progress | None = None, notes: list[str] | None = None
+) -> tuple[int, list[str]]:
     """(number of Extended nodes, problems) of a model, each problem one line
-    naming its node."""
+    naming its node.  What cannot be checked (unknown types) goes to
+    ``notes``, not to the problems."""
     from . import passes
 
     problems: list[str] = []
+    notes = [] if notes is None else notes
     nodes = passes.extended_nodes(model)
     if not nodes:
         return 0, problems
@@ -146,7 +150,7 @@ def check_model(model, progress: _Progress | None = None) -> tuple[int, list[str
         if ext.has_zero_point and ext.node.input[2] not in types:
             unknown.append(ext.node.input[2])
         if unknown:
-            problems.append(
+            notes.append(
                 f"{ext.label}: the type of {', '.join(map(repr, unknown))} is unknown, so it "
                 "cannot be checked; give the model value_info for it"
             )
@@ -159,13 +163,16 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     total = len(extended_nodes(model))
     _log(args, f"checking {args.model}: {total} Extended node(s), inferring types ...")
-    count, problems = check_model(model, _Progress(args, "checked", total))
+    notes: list[str] = []
+    count, problems = check_model(model, _Progress(args, "checked", total), notes)
     if count == 0:
         print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
               "(nor the legacy Vitis names)")
         return 0
     for line in problems:
         print(line)
+    for line in notes:
+        print(f"note: {line}")
     status = "OK" if not problems else f"{len(problems)} problem(s)"
     print(f"{args.model}: {count} Extended node(s) checked: {status}")
     return 1 if problems else 0
