@@ -12,10 +12,10 @@ Quantize to an integer type T with range [lo, hi]:
 * 8/16-bit: ``t = Round(x / s) + float(zp)`` in float32, NaN -> lo,
   ``Cast(Clip(t, lo, hi))``.  The sum is exact while ``|r| < 2**24``; beyond
   that it is far out of range and saturates whatever its rounding.
-* int32/uint32: ``r = Round(x / s)``, NaN -> -2**33, clamped to +-2**33 (which
-  cannot change the saturated result), then ``int64(r) + int64(zp)`` exactly,
-  clamped to [lo, hi] in int64 (with Where: onnxruntime's Min/Max/Clip on
-  int64 are wrong beyond 2**32) and cast.
+* int32/uint32: ``t = float64(Round(x / s)) + float64(zp)``, exact whenever
+  it can matter (float64 holds every float32 and 32-bit integer), NaN -> lo,
+  clamped to [lo, hi] in float64 and cast (an exact integer in range).
+  (Not int64: onnxruntime's Min/Max/Clip on int64 are wrong beyond 2**32.)
 
 Quantize to float16/bfloat16: ``w = x / s + float(zp)`` in float32, clamped to
 the largest finite value of the type (NaN kept), then one Cast (round to
@@ -154,20 +154,21 @@ def _quantize_narrow_core(to: int, lo: float, hi: float):
 
 
 def _quantize_wide_core(to: int, lo: int, hi: int):
+    lo_t = onnx.helper.make_tensor("lo", TensorProto.DOUBLE, [], [float(lo)])
+    hi_t = onnx.helper.make_tensor("hi", TensorProto.DOUBLE, [], [float(hi)])
+
     @script(_INTERNAL, default_opset=op)
     def QuantizeWide(x: FLOAT, s: FLOAT, zp):
-        lo_r = op.Constant(value_float=-_WIDE)
-        hi_r = op.Constant(value_float=_WIDE)
-        r = op.Round(op.Div(x, s))
-        r = op.Clip(op.Where(op.IsNaN(r), lo_r, r), lo_r, hi_r)
-        t = op.Add(op.Cast(r, to=_I64), op.Cast(zp, to=_I64))
-        # Clamp with comparisons: onnxruntime's Min/Max/Clip on int64 give
-        # wrong results for values >= 2**32 (seen in 1.31 on x86-64).
-        lo_c = op.Constant(value_int=lo)
-        hi_c = op.Constant(value_int=hi)
-        t = op.Where(op.Less(t, lo_c), lo_c, t)
-        t = op.Where(op.Greater(t, hi_c), hi_c, t)
-        return op.Cast(t, to=to)
+        # float64 holds every float32 and every 32-bit integer exactly, so
+        # r + zp is exact while it matters (|r| < 2**53) and saturates right
+        # beyond; NaN is replaced first, then one clamp in float64 (not int64:
+        # onnxruntime's int64 Min/Max/Clip are wrong beyond 2**32).
+        lo_d = op.Constant(value=lo_t)
+        hi_d = op.Constant(value=hi_t)
+        r = op.Cast(op.Round(op.Div(x, s)), to=TensorProto.DOUBLE)
+        t = op.Add(r, op.Cast(zp, to=TensorProto.DOUBLE))
+        t = op.Where(op.IsNaN(t), lo_d, t)
+        return op.Cast(op.Clip(t, lo_d, hi_d), to=to)
 
     return QuantizeWide
 
