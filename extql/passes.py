@@ -129,6 +129,9 @@ def _type_info(tp: onnx.TypeProto) -> TypeInfo | None:
     return TypeInfo(tt.elem_type, shape)
 
 
+_INFER_KEEP_BYTES = 1 << 16
+
+
 def infer_types(model: onnx.ModelProto) -> dict[str, TypeInfo]:
     """Element type and shape of every value that can be known, by name.
 
@@ -140,10 +143,22 @@ def infer_types(model: onnx.ModelProto) -> dict[str, TypeInfo]:
     """
     from . import opset  # noqa: F401  (registers the schemas)
 
+    # Inference needs the initializers' types and shapes, not their contents:
+    # large ones are emptied for the call (models over 2 GiB cannot be
+    # serialised for it otherwise, and it is faster).
+    stashed = []
+    for graph in _graphs(model.graph):
+        for init in graph.initializer:
+            if len(init.raw_data) > _INFER_KEEP_BYTES:
+                stashed.append((init, init.raw_data))
+                init.ClearField("raw_data")
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:  # noqa: BLE001 - a model inference cannot handle is still usable
         inferred = model
+    finally:
+        for init, data in stashed:
+            init.raw_data = data
     types: dict[str, TypeInfo] = {}
     for source in (model, inferred):
         for graph in _graphs(source.graph):

@@ -552,3 +552,16 @@ def test_reference_ops_bad_input_names_the_operator():
 def test_float_types_lowering_is_not_claimed():
     for t in FLOAT_TYPES:
         assert t not in passes._OFFICIAL_Q and t not in passes._OFFICIAL_DQ
+
+
+def test_large_initializers_survive_type_inference():
+    """infer_types empties big initializers while onnx infers (2 GiB limit)
+    and must put their data back."""
+    model, expected = mixed_model(["int16", "uint8"], shape=(1, 20000, 2))
+    before = [bytes(i.raw_data) for i in model.graph.initializer]
+    assert max(map(len, before)) > passes._INFER_KEEP_BYTES
+    types = passes.infer_types(model)
+    assert [bytes(i.raw_data) for i in model.graph.initializer] == before
+    assert types["q0"].elem_type == TensorProto.INT16 and types["q0"].shape == (1, 20000, 2)
+    x = np.random.default_rng(0).standard_normal((1, 20000, 2)).astype(np.float32) * 1e3
+    assert_ort(extql.inline_fallbacks(model), expected, "inline", x=x)
