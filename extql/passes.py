@@ -586,7 +586,19 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         _set_opset(out, fallbacks.CORE_DOMAIN, 1)
     ours = (*OP_NAMES, fallbacks.CORE_DOMAIN)
     ids = sorted({(f.domain, f.name) for f in out.functions if f.domain in ours})
+    # The inliner serialises the model: leave large tensor contents out of it
+    # (2 GiB limit) and put them back by name afterwards.
+    stashed: dict[str, bytes] = {}
+    for graph in _graphs(out.graph):
+        for init in graph.initializer:
+            if len(init.raw_data) > _INFER_KEEP_BYTES and init.name not in stashed:
+                stashed[init.name] = init.raw_data
+                init.ClearField("raw_data")
     out = onnx.inliner.inline_selected_functions(out, ids, exclude=False)
+    for graph in _graphs(out.graph):
+        for init in graph.initializer:
+            if init.name in stashed and not init.raw_data:
+                init.raw_data = stashed[init.name]
     kept = [f for f in out.functions if f.domain not in ours]
     del out.functions[:]
     out.functions.extend(kept)
