@@ -389,3 +389,21 @@ def test_quark_opset_checks_types():
         @onnxscript.script(default_opset=op)
         def bad_call(x: FLOAT[4], s: FLOAT) -> FLOAT[4]:
             return quark.ExtendedQuantizeLinear(x, s, s, s)
+
+
+def test_public_names_are_lazy():
+    """The tools are reachable from the package, and ``import extql`` alone
+    still does not import onnx or onnxscript."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, extql\n"
+        "assert 'onnx' not in sys.modules and 'onnxscript' not in sys.modules\n"
+        "names = ['attach_fallbacks', 'inline_fallbacks', 'lower_to_standard', 'reference',"
+        " 'quark', 'fallbacks', 'opset']\n"
+        "assert all(n in dir(extql) for n in names)\n"
+        "assert callable(extql.attach_fallbacks) and extql.reference.OPS\n"
+        "assert extql.quark.domain == 'com.amd.quark'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
