@@ -511,11 +511,6 @@ def test_reference_ops_mixed(domain):
     assert_outputs(got, expected(X_KERNEL), "reference.OPS")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="extql kernel bug (extql/_kernels.pyx f32 -> bfloat16): a NaN keeps its top "
-    "payload bits (0x7FC12345 -> 0x7FC1) instead of sign | 0x7FC0 as DESIGN.md states",
-)
 def test_reference_ops_bfloat16_nan_payload():
     x = np.array([0x7FC12345, 0xFFD55555], np.uint32).view(np.float32)
     zp = np.zeros((), TYPES["bfloat16"][0])
