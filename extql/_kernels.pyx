@@ -794,11 +794,15 @@ cdef inline int threads_for(int64_t n, int nthreads) noexcept nogil:
     return nthreads if nthreads > 1 else 1
 
 
-cdef inline int64_t split_point(int64_t n, int t, int nt) noexcept nogil:
-    """Start of thread t's share of n elements, aligned to 64 elements."""
-    if t >= nt:
-        return n
-    return ((n // nt) * t) & ~(<int64_t>63)
+cdef inline int64_t chunk_for(int64_t n, int nt) noexcept nogil:
+    """The chunk size (a multiple of 64 elements) of n elements on nt
+    threads: about 8 chunks a thread, at least half the parallel minimum.
+    The chunks are handed out dynamically, so a thread the system takes off
+    its core for a while delays the others by one chunk, not by its share."""
+    cdef int64_t c = n // (8 * nt)
+    if c < EXTQL_PARALLEL_MIN_ELEMENTS // 2:
+        c = EXTQL_PARALLEL_MIN_ELEMENTS // 2
+    return (c + 63) & ~(<int64_t>63)
 
 
 cdef inline int64_t type_size(int qtype) noexcept nogil:
@@ -813,7 +817,8 @@ cdef public int extql_quantize(
         int qtype, const float *x, const float *scale, const void *zero_point,
         void *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
-    cdef int t, nt, flags
+    cdef int64_t t, chunk
+    cdef int nt, flags
     if not known_type(qtype):
         return -1
     flags = stream_flags(n * type_size(qtype))
@@ -821,10 +826,11 @@ cdef public int extql_quantize(
     if nt == 1:
         return extql_quantize_range_ex(qtype, x, scale, zero_point, y, D,
                                        inner, 0, n, flags)
-    for t in prange(nt, schedule="static", num_threads=nt):
+    chunk = chunk_for(n, nt)
+    for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
+                    num_threads=nt):
         extql_quantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
-                                split_point(n, t, nt),
-                                split_point(n, t + 1, nt), flags)
+                                t * chunk, min(n, (t + 1) * chunk), flags)
     return 0
 
 
@@ -832,7 +838,8 @@ cdef public int extql_dequantize(
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
-    cdef int t, nt, flags
+    cdef int64_t t, chunk
+    cdef int nt, flags
     if not known_type(qtype):
         return -1
     flags = stream_flags(n * 4)
@@ -840,10 +847,11 @@ cdef public int extql_dequantize(
     if nt == 1:
         return extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D,
                                          inner, 0, n, flags)
-    for t in prange(nt, schedule="static", num_threads=nt):
+    chunk = chunk_for(n, nt)
+    for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
+                    num_threads=nt):
         extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
-                                  split_point(n, t, nt),
-                                  split_point(n, t + 1, nt), flags)
+                                  t * chunk, min(n, (t + 1) * chunk), flags)
     return 0
 
 
@@ -926,10 +934,10 @@ def bench_copy(const uint8_t[::1] src, uint8_t[::1] dst, int in_size,
                int out_size, int nthreads=1):
     """The copy kernel of ``extql bench`` (see extql_bench_copy_range) over
     the whole buffers: split over nthreads OpenMP threads as extql_quantize
-    splits a tensor, with the stores the kernels use for an output of that
+    splits a tensor (chunks handed out dynamically), with the stores the kernels use for an output of that
     size.  src holds n elements of in_size bytes, dst n of out_size bytes."""
-    cdef int64_t n
-    cdef int t, nt, rc = 0, flags
+    cdef int64_t n, t, chunk
+    cdef int nt, rc = 0, flags
     if in_size not in (1, 2, 4) or out_size not in (1, 2, 4):
         raise ValueError("bench_copy: element sizes must be 1, 2 or 4")
     n = src.shape[0] // in_size
@@ -944,10 +952,12 @@ def bench_copy(const uint8_t[::1] src, uint8_t[::1] dst, int in_size,
             rc = extql_bench_copy_range(in_size, out_size, &src[0], &dst[0], 0,
                                         n, flags)
         else:
-            for t in prange(nt, schedule="static", num_threads=nt):
+            chunk = chunk_for(n, nt)
+            for t in prange((n + chunk - 1) // chunk, schedule="dynamic",
+                            chunksize=1, num_threads=nt):
                 extql_bench_copy_range(in_size, out_size, &src[0], &dst[0],
-                                       split_point(n, t, nt),
-                                       split_point(n, t + 1, nt), flags)
+                                       t * chunk, min(n, (t + 1) * chunk),
+                                       flags)
     if rc != 0:
         raise ValueError("bench_copy: unsupported element sizes")
 

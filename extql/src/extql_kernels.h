@@ -70,8 +70,8 @@ int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
                               int64_t inner, int64_t start, int64_t stop,
                               int flags);
 
-/* The whole tensor of n elements, split statically over nthreads OpenMP
- * threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
+/* The whole tensor of n elements, in chunks handed out dynamically to
+ * nthreads OpenMP threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
  * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread. */
 int extql_quantize(int qtype, const float *x, const float *scale,
                    const void *zero_point, void *y, int64_t n, int64_t D,
