@@ -932,10 +932,12 @@ def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
 
 def bench_copy(const uint8_t[::1] src, uint8_t[::1] dst, int in_size,
                int out_size, int nthreads=1):
-    """The copy kernel of ``extql bench`` (see extql_bench_copy_range) over
-    the whole buffers: split over nthreads OpenMP threads as extql_quantize
-    splits a tensor (chunks handed out dynamically), with the stores the kernels use for an output of that
-    size.  src holds n elements of in_size bytes, dst n of out_size bytes."""
+    """The copy kernel (extql_bench_copy_range) over whole buffers, split
+    over nthreads OpenMP threads as extql_quantize splits a tensor, with the
+    stores the kernels use for an output of that size.  src holds n elements
+    of in_size bytes, dst n of out_size bytes.  (extql bench runs the copy
+    kernel through the library's QuantizeCopy / DequantizeCopy ops; this
+    entry point is for tests and quick experiments.)"""
     cdef int64_t n, t, chunk
     cdef int nt, rc = 0, flags
     if in_size not in (1, 2, 4) or out_size not in (1, 2, 4):

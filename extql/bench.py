@@ -13,16 +13,18 @@ that noise from other work on the machine hits all of them alike:
       for int8, uint8, int16, uint16 and (dequantize only) int32;
     * onnxruntime's ``Cast`` for float16 / bfloat16 (quantize: Cast
       float -> float16/bfloat16; dequantize: Cast float16/bfloat16 -> float);
-    * the *copy kernel* (every row): ``extql._kernels.bench_copy``, a C loop
-      compiled with the kernels (same flags, same instruction-set variant)
-      that reads the same input buffer and writes the same output buffer,
-      element by element, with no arithmetic (the low bytes of each float32
-      for quantize, each element zero-extended to 32 bits for dequantize),
-      split over the same number of threads.  It moves exactly the bytes the
-      op moves, with the same loads and stores, so it is the memory-bandwidth
-      limit of the op; ``copy%`` is the share of its bandwidth extql reaches
-      (copy time / extql time).  It is called directly, without a session, so
-      at small sizes it also shows the session's fixed cost.
+    * the *copy kernel* (every row): the same node run as ``QuantizeCopy`` /
+      ``DequantizeCopy`` of the library's ``com.amd.quark.bench`` domain.
+      Those ops take the same inputs, check them and split the work on the
+      session's thread pool exactly as extql's ops do, but run
+      ``extql_bench_copy_range`` instead of the math: a C loop compiled with
+      the kernels (same flags, same instruction-set variant, same kind of
+      stores -- non-temporal for outputs of 16 MiB or more) that reads the
+      input buffer and writes the output buffer element by element with no
+      arithmetic (the low bytes of each float32 for quantize, each element
+      zero-extended to 32 bits for dequantize).  It moves exactly the bytes
+      the op moves, so it is the op's memory-bandwidth limit; ``copy%`` is
+      the share of that bandwidth extql reaches (copy time / extql time).
 
     The anchor and extql sessions run with the same ``intra_op_num_threads``
     (1, and all cores), read the same input and write the same output buffer.
@@ -316,8 +318,10 @@ class _Ort:
         """A one-node model over an input of symbolic shape.
 
         kind: ``extql`` (ExtendedQuantizeLinear / ExtendedDequantizeLinear),
-        ``ort`` (QuantizeLinear / DequantizeLinear, opset 21) or ``cast``
-        (Cast to or from the 16-bit float type).
+        ``copy`` (the same node as extql's, but QuantizeCopy / DequantizeCopy
+        of the library's com.amd.quark.bench domain: the copy kernel), ``ort``
+        (QuantizeLinear / DequantizeLinear, opset 21) or ``cast`` (Cast to or
+        from the 16-bit float type).
         """
         h, TP = self.helper, self.TensorProto
         rank = 1 if granularity == "tensor" else 2
@@ -334,6 +338,9 @@ class _Ort:
             if kind == "extql":
                 name = "ExtendedQuantizeLinear" if op == Q else "ExtendedDequantizeLinear"
                 domain, domains = "com.amd.quark", ["com.amd.quark"]
+            elif kind == "copy":
+                name = "QuantizeCopy" if op == Q else "DequantizeCopy"
+                domain, domains = "com.amd.quark.bench", ["com.amd.quark.bench"]
             else:
                 name = "QuantizeLinear" if op == Q else "DequantizeLinear"
                 domain, domains = "", []
@@ -390,20 +397,6 @@ class _Ort:
         return call
 
 
-def _copy_runner(x: np.ndarray, y: np.ndarray, threads: int) -> Callable[[], None]:
-    from . import _kernels
-
-    src = x.reshape(-1).view(np.uint8)
-    dst = y.reshape(-1).view(np.uint8)
-    isz, osz = x.dtype.itemsize, y.dtype.itemsize
-    copy = _kernels.bench_copy
-
-    def call() -> None:
-        copy(src, dst, isz, osz, threads)
-
-    return call
-
-
 def _anchor_kind(op: str, qt: QType) -> str | None:
     if qt.is_float:
         return "cast"
@@ -438,6 +431,8 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                 for threads in dict.fromkeys(_all_threads(t) for t in cfg.threads):
                     model = o.model("extql", op, qt, gran, scale, zp)
                     ext_sess = o.session(model, threads, True, cfg.spin)
+                    copy_sess = o.session(o.model("copy", op, qt, gran, scale, zp), threads,
+                                          True, cfg.spin)
                     anc_sess, note = None, None
                     if kind is not None:
                         try:
@@ -460,7 +455,7 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                         if anc_sess is not None:
                             anc = o.runner(anc_sess, x, y)
                             funcs.append(anc)
-                        funcs.append(_copy_runner(x, y, threads))
+                        funcs.append(o.runner(copy_sess, x, y))
                         exact = None
                         if cfg.check:
                             exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis,
@@ -480,7 +475,7 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                         if cfg.progress:
                             cfg.progress(_progress_line(r))
                         del ext, anc, funcs
-                    del ext_sess, anc_sess
+                    del ext_sess, anc_sess, copy_sess
 
 
 def _check(ext, anc, kind, y, x, qt, op, scale, zp, axis, quantize_linear, dequantize_linear):
@@ -837,14 +832,16 @@ How it was measured (`extql bench`, extql/bench.py):
   = 0`): otherwise the idle workers of one session spin for tens of
   milliseconds after each run on the cores the next, interleaved session needs.
 * copy% is the copy kernel's time over extql's time: the share of the memory
-  bandwidth limit extql reaches.  The copy kernel (`extql._kernels.bench_copy`)
-  is a C loop compiled with the kernels (same flags, same instruction-set
-  variant, same stores: non-temporal for outputs of 16 MiB or more) that reads
-  the op's input buffer and writes its output buffer element by element with no
-  arithmetic (the low bytes of each float32 for quantize; each element
-  zero-extended to 32 bits for dequantize), split over the same number of
-  threads (OpenMP).  It is called directly, without a session, so at small
-  sizes it also shows the session's fixed cost (about 4 us a run).
+  bandwidth limit extql reaches.  The copy kernel is the same node run as
+  `QuantizeCopy` / `DequantizeCopy` (domain `com.amd.quark.bench`, registered
+  by extql's library for this purpose): the same inputs, the same checks, the
+  same split of the work on the session's thread pool, but instead of the math
+  a C loop (`extql_bench_copy_range`, compiled with the kernels: same flags,
+  same instruction-set variant, same stores -- non-temporal for outputs of
+  16 MiB or more) that reads the op's input buffer and writes its output
+  buffer element by element with no arithmetic (the low bytes of each float32
+  for quantize; each element zero-extended to 32 bits for dequantize).  So it
+  moves exactly the op's bytes, in the same session, on the same threads.
 * Data: standard normal float32 values; scales that spread them over about a
   third of the integer range (32-bit types: +-2^24; float16 / bfloat16:
   scale 0.37) so that some values saturate; non-zero zero points; per-axis

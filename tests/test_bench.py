@@ -89,3 +89,30 @@ def test_a_mismatch_is_a_failure(capsys):
     assert bench._status([good]) == 0
     assert bench._status([good, bad]) == 1
     assert "MISMATCH" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", list(QTYPES))
+def test_copy_ops_move_the_bytes(name):
+    """QuantizeCopy / DequantizeCopy (the bench's yardstick, registered by the
+    library in com.amd.quark.bench) write the op's output bytes with no
+    arithmetic: the low bytes of each float32, or each element zero-extended."""
+    import numpy as np
+
+    qt = QTYPES[name]
+    o = bench._Ort()
+    data = bench._Data(5)
+    n = 70_000
+    scale, zp = data.scale(qt, "tensor"), data.zero_point(qt, "tensor")
+    for threads in (1, 2):
+        x = data.x(n)
+        y = np.zeros(n, qt.dtype)
+        o.runner(o.session(o.model("copy", "Q", qt, "tensor", scale, zp), threads, True), x, y)()
+        size = qt.dtype.itemsize
+        want = (x.view(np.uint32) & np.uint32((1 << (8 * size)) - 1)).astype(f"u{size}")
+        np.testing.assert_array_equal(y.view(f"u{size}"), want)
+        q = data.q(n, qt, "tensor")
+        out = np.zeros(n, np.float32)
+        o.runner(o.session(o.model("copy", "DQ", qt, "tensor", scale, zp), threads, True), q,
+                 out)()
+        np.testing.assert_array_equal(out.view(np.uint32),
+                                      q.view(f"u{size}").astype(np.uint32))

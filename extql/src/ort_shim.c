@@ -8,6 +8,15 @@
  *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear  (version 1)
  *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear        (legacy names)
  *
+ * and, for `extql bench` only, the yardstick it measures them against:
+ *
+ *   com.amd.quark.bench  QuantizeCopy, DequantizeCopy
+ *
+ * which take the same inputs, check them the same way and split the work the
+ * same way on the same thread pool, but run the copy kernel
+ * (extql_bench_copy_range: the op's bytes moved with no arithmetic) instead of
+ * the math, so that the time of the memory traffic alone is measured exactly
+ * as the op is.
  * natively on the CPU execution provider.  The compute path calls the C entry
  * points of extql_kernels.h: no Python object, no GIL.
  *
@@ -84,28 +93,39 @@ typedef struct {
   OrtCustomOp base;
   const char *name;
   int kind;  /* OP_QUANTIZE / OP_DEQUANTIZE */
+  int copy;  /* 1: the bench copy kernel instead of the math */
   int qtype; /* the zero point / quantized type; 0 = untyped */
 } ExtqlOp;
 
-#define N_NAMES 4
+/* The copy kernel of `extql bench` (extql/_kernels.pyx). */
+int extql_bench_copy_range(int in_size, int out_size, const void *src, void *dst, int64_t start,
+                           int64_t stop, int flags);
+
+#define N_NAMES 6
 #define OPS_PER_NAME (N_QTYPES + 1)
 static ExtqlOp g_ops[N_NAMES * OPS_PER_NAME];
 
+#define N_DOMAINS 3
+static const char *const DOMAINS[N_DOMAINS] = {"com.amd.quark", "com.vai.quantize",
+                                               "com.amd.quark.bench"};
+
 static const struct {
-  const char *domain;
+  int domain; /* index in DOMAINS */
   const char *name;
-  int kind;
+  int kind, copy;
 } OP_NAMES[N_NAMES] = {
-    {"com.amd.quark", "ExtendedQuantizeLinear", OP_QUANTIZE},
-    {"com.amd.quark", "ExtendedDequantizeLinear", OP_DEQUANTIZE},
-    {"com.vai.quantize", "VitisQuantizeLinear", OP_QUANTIZE},
-    {"com.vai.quantize", "VitisDequantizeLinear", OP_DEQUANTIZE},
+    {0, "ExtendedQuantizeLinear", OP_QUANTIZE, 0},
+    {0, "ExtendedDequantizeLinear", OP_DEQUANTIZE, 0},
+    {1, "VitisQuantizeLinear", OP_QUANTIZE, 0},
+    {1, "VitisDequantizeLinear", OP_DEQUANTIZE, 0},
+    {2, "QuantizeCopy", OP_QUANTIZE, 1},
+    {2, "DequantizeCopy", OP_DEQUANTIZE, 1},
 };
 
 /* Process-wide registration state, built once by the first RegisterCustomOps
  * (under g_lock) and kept for the life of the process: onnxruntime requires
  * a domain to outlive every session that uses it. */
-static OrtCustomOpDomain *g_domains[2];
+static OrtCustomOpDomain *g_domains[N_DOMAINS];
 static volatile long g_lock;
 
 static void lock_acquire(void) {
@@ -130,7 +150,7 @@ static void lock_release(void) {
 /* ------------------------------------------------------------------------ */
 
 /* Bytes per element of an output type. */
-static int64_t out_size(int t) {
+static int64_t type_bytes(int t) {
   switch (t) {
     case EXTQL_UINT8:
     case EXTQL_INT8: return 1;
@@ -403,14 +423,14 @@ static OrtStatus *check_granularity(const OrtApi *api, const char *label, const 
 
 typedef struct {
   const OrtApi *api;
-  int kind;
+  int kind, copy;
   int64_t axis;
   char label[192];  /* "ExtendedQuantizeLinear (node 'q')" */
 } ExtqlKernel;
 
 /* Work for one KernelContext_ParallelFor call. */
 typedef struct {
-  int kind, qtype;
+  int kind, copy, qtype;
   const void *x;
   const float *scale;
   const void *zp;
@@ -427,7 +447,13 @@ static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
   int rc;
   if (start >= job->n) return;
   if (stop > job->n) stop = job->n;
-  if (job->kind == OP_QUANTIZE)
+  if (job->copy)
+    rc = job->kind == OP_QUANTIZE
+             ? extql_bench_copy_range(4, (int)type_bytes(job->qtype), job->x, job->y, start, stop,
+                                      job->flags)
+             : extql_bench_copy_range((int)type_bytes(job->qtype), 4, job->x, job->y, start, stop,
+                                      job->flags);
+  else if (job->kind == OP_QUANTIZE)
     rc = extql_quantize_range_ex(job->qtype, (const float *)job->x, job->scale, job->zp, job->y,
                                  job->D, job->inner, start, stop, job->flags);
   else
@@ -513,6 +539,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     Job job;
     int64_t n = (int64_t)fx.count, nchunks;
     job.kind = k->kind;
+    job.copy = k->copy;
     job.qtype = qtype;
     job.x = px;
     job.scale = (const float *)ps;
@@ -522,7 +549,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     job.D = D;
     job.inner = inner;
     job.failed = 0;
-    job.flags = EXTQL_STREAM_FLAGS(n * out_size(k->kind == OP_QUANTIZE ? qtype : EXTQL_ORT_FLOAT));
+    job.flags = EXTQL_STREAM_FLAGS(n * type_bytes(k->kind == OP_QUANTIZE ? qtype : EXTQL_ORT_FLOAT));
     if (n < EXTQL_PARALLEL_MIN_ELEMENTS) {
       job.chunk = n;
       run_chunk(&job, 0);
@@ -568,6 +595,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   if (k == NULL) return api->CreateStatus(EXTQL_ORT_FAIL, "extql: out of memory");
   k->api = api;
   k->kind = op->kind;
+  k->copy = op->copy;
   label = k->label;
 
   /* The label: operator and node name (onnxruntime's own messages name the
@@ -707,6 +735,7 @@ static void init_ops(uint32_t version) {
       memset(op, 0, sizeof *op);
       op->name = OP_NAMES[n].name;
       op->kind = OP_NAMES[n].kind;
+      op->copy = OP_NAMES[n].copy;
       op->qtype = t < N_QTYPES ? QTYPE_CODES[t] : 0;
       op->base.version = version;
       op->base.GetName = op_name;
@@ -759,25 +788,23 @@ static OrtStatus *too_old(const OrtApiBase *base, const char *version) {
   return api1->CreateStatus(EXTQL_ORT_FAIL, msg);
 }
 
-/* Create the two domains once (under g_lock). */
+/* Create the domains once (under g_lock). */
 static OrtStatus *build_domains(const OrtApi *api) {
   OrtStatus *st;
-  OrtCustomOpDomain *dom[2] = {NULL, NULL};
+  OrtCustomOpDomain *dom[N_DOMAINS] = {NULL};
   int d, i;
-  for (d = 0; d < 2; d++) {
-    st = api->CreateCustomOpDomain(d == 0 ? "com.amd.quark" : "com.vai.quantize", &dom[d]);
+  for (d = 0; d < N_DOMAINS; d++) {
+    st = api->CreateCustomOpDomain(DOMAINS[d], &dom[d]);
     if (st != NULL) goto error;
   }
   for (i = 0; i < N_NAMES * OPS_PER_NAME; i++) {
-    d = strcmp(OP_NAMES[i / OPS_PER_NAME].domain, "com.amd.quark") == 0 ? 0 : 1;
-    st = api->CustomOpDomain_Add(dom[d], &g_ops[i].base);
+    st = api->CustomOpDomain_Add(dom[OP_NAMES[i / OPS_PER_NAME].domain], &g_ops[i].base);
     if (st != NULL) goto error;
   }
-  g_domains[0] = dom[0];
-  g_domains[1] = dom[1];
+  for (d = 0; d < N_DOMAINS; d++) g_domains[d] = dom[d];
   return NULL;
 error:
-  for (d = 0; d < 2; d++)
+  for (d = 0; d < N_DOMAINS; d++)
     if (dom[d] != NULL) api->ReleaseCustomOpDomain(dom[d]);
   return st;
 }
@@ -807,7 +834,7 @@ EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *opti
   lock_release();
   if (st != NULL) return st;
 
-  for (d = 0; d < 2; d++) {
+  for (d = 0; d < N_DOMAINS; d++) {
     st = api->AddCustomOpDomain(options, g_domains[d]);
     if (st != NULL) return st;
   }
