@@ -178,8 +178,8 @@ cdef extern from "extql_avx2.h":
         int stream) noexcept nogil
     int64_t q_cols_int32 "extql_avx2_q_cols_int32"(
         const float *x, int32_t *y, int64_t n, const float *s,
-        const int32_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
+        const int32_t *zp, int64_t D, int64_t c0, const float *fl,
+        const float *fh, int stream) noexcept nogil
     int64_t dq_block_int32 "extql_avx2_dq_block_int32"(
         const int32_t *x, float *y, int64_t n, float s, int32_t zp,
         int stream) noexcept nogil
@@ -192,8 +192,8 @@ cdef extern from "extql_avx2.h":
         int stream) noexcept nogil
     int64_t q_cols_uint32 "extql_avx2_q_cols_uint32"(
         const float *x, uint32_t *y, int64_t n, const float *s,
-        const uint32_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
+        const uint32_t *zp, int64_t D, int64_t c0, const float *fl,
+        const float *fh, int stream) noexcept nogil
     int64_t dq_block_uint32 "extql_avx2_dq_block_uint32"(
         const uint32_t *x, float *y, int64_t n, float s, uint32_t zp,
         int stream) noexcept nogil
@@ -229,6 +229,7 @@ cdef extern from "extql_avx2.h":
         const uint16_t *x, float *y, int64_t n, const float *s,
         const uint16_t *zp, int64_t D, int64_t c0,
         int stream) noexcept nogil
+    float f32_toward "extql_f32_toward"(double d, int up) noexcept nogil
     int64_t copy_41 "extql_avx2_copy_41"(
         const uint32_t *x, uint8_t *y, int64_t n, int stream) noexcept nogil
     int64_t copy_42 "extql_avx2_copy_42"(
@@ -433,10 +434,12 @@ cdef void quantize_block(const float *x, qtype_t *y, Py_ssize_t n, float s,
 
 cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
                            const float *s, const qtype_t *zp, int64_t D,
-                           int64_t c0, int stream) noexcept nogil:
+                           int64_t c0, const float *fl, const float *fh,
+                           int stream) noexcept nogil:
     """Element i uses channel (c0 + i) % D: s[c], zp[c] (zp NULL: zero).
     When the run wraps around D, s and zp hold D + COLS_STEP entries,
-    extended periodically (the vector loops read a whole step from c)."""
+    extended periodically (the vector loops read a whole step from c).
+    32-bit types: fl, fh (or NULL) are the channels' float bounds."""
     cdef Py_ssize_t i, i0 = 0
     cdef int64_t c
     cdef qtype_t zero = zero_of(y)
@@ -450,9 +453,9 @@ cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
         elif qtype_t is uint16_t:
             i0 = q_cols_uint16(x, y, n, s, zp, D, c0, stream)
         elif qtype_t is int32_t:
-            i0 = q_cols_int32(x, y, n, s, zp, D, c0, stream)
+            i0 = q_cols_int32(x, y, n, s, zp, D, c0, fl, fh, stream)
         elif qtype_t is uint32_t:
-            i0 = q_cols_uint32(x, y, n, s, zp, D, c0, stream)
+            i0 = q_cols_uint32(x, y, n, s, zp, D, c0, fl, fh, stream)
         elif qtype_t is float16_t:
             i0 = q_cols_f16(x, <uint16_t *>y, n, s, <const uint16_t *>zp, D,
                             c0, stream)
@@ -521,6 +524,25 @@ cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
         y[i] = dequantize_one(x[i], s[c], zero if zp == NULL else zp[c])
 
 
+cdef inline void wide_bounds(const qtype_t *z_ext, bint have_zp, float *fl,
+                             float *fh, int64_t D) noexcept nogil:
+    """The float bounds of round(x / s) for each channel of a 32-bit
+    quantize (see extql_w32_bounds): lo - zp rounded up, hi - zp down."""
+    cdef int64_t k
+    cdef double zd, lo, hi
+    if qtype_t is int32_t:
+        lo, hi = -2147483648.0, 2147483647.0
+    else:
+        lo, hi = 0.0, 4294967295.0
+    for k in range(D + COLS_STEP):
+        if qtype_t is int32_t or qtype_t is uint32_t:
+            zd = <double>z_ext[k] if have_zp else 0.0
+        else:
+            zd = 0.0
+        fl[k] = f32_toward(lo - zd, 1)
+        fh[k] = f32_toward(hi - zd, 0)
+
+
 cdef inline void extend(const float *scale, const qtype_t *zp, float *s_ext,
                         qtype_t *z_ext, int64_t D) noexcept nogil:
     """s_ext[k] = scale[k % D], z_ext[k] = zp[k % D] for k < D + COLS_STEP."""
@@ -546,6 +568,10 @@ cdef void quantize_range(const float *x, const float *scale,
     cdef qtype_t zero = zero_of(y)
     cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
     cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef float fl_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef float fh_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef float *fl = NULL
+    cdef float *fh = NULL
     if inner == 1 and D > 1:
         # The channel changes every element (axis = last).
         if AVX2_LOOPS and D <= COLS_EXT_MAX and stop - start >= 2 * D:
@@ -553,9 +579,12 @@ cdef void quantize_range(const float *x, const float *scale,
             # extended periodically so that a vector step can cross the end
             # of a row.
             extend(scale, zp, s_ext, z_ext, D)
+            if qtype_t is int32_t or qtype_t is uint32_t:
+                fl, fh = fl_ext, fh_ext
+                wide_bounds(z_ext, zp != NULL, fl, fh, D)
             quantize_columns(x + start, y + start, stop - start, s_ext,
                              z_ext if zp != NULL else NULL, D, start % D,
-                             stream)
+                             fl, fh, stream)
         else:
             # Runs along D.
             while i < stop:
@@ -563,7 +592,7 @@ cdef void quantize_range(const float *x, const float *scale,
                 run = D - d if D - d < stop - i else stop - i
                 quantize_columns(x + i, y + i, run, scale + d,
                                  zp + d if zp != NULL else zp, D - d, 0,
-                                 stream)
+                                 NULL, NULL, stream)
                 i += run
     else:
         while i < stop:

@@ -347,3 +347,29 @@ def test_32bit_saturation_edges(name):
             for offset in (0, 1):
                 xm = _misaligned(x, offset)
                 _check(xm, s, np.array(zp).astype(dt), 1, name, f"{name} zp={zp} s={s}")
+
+
+@pytest.mark.parametrize("name", ["int32", "uint32"])
+def test_32bit_saturation_edges_per_axis(name):
+    """As test_32bit_saturation_edges along the last axis, where each channel
+    has its own zero point (the bounds of the float32 path per channel)."""
+    dt, lo, hi = TYPES[name]
+    zps = [lo, lo + 1, lo + 255, -1, 0, 1, 7, 12345, 2**24 + 1, 2**30 + 3, hi - 256, hi - 1, hi]
+    zps = np.array(sorted({z for z in zps if lo <= z <= hi}) * 2, np.int64)[:20]
+    d = zps.size
+    cols = []
+    for zp in zps:
+        pts = []
+        for c in [lo - zp, hi - zp, 2.0**31, -(2.0**31), 2.0**32, -(2.0**32), 0.5]:
+            g = np.float32(c)
+            for k in range(-3, 4):
+                h = g
+                for _ in range(abs(k)):
+                    h = np.nextafter(h, np.float32(np.inf if k > 0 else -np.inf))
+                pts += [h, h + np.float32(0.5), h - np.float32(0.5)]
+        cols.append(np.array(pts + [np.inf, -np.inf, np.nan], F32))
+    x = np.stack(cols, axis=1)
+    zp = zps.astype(dt)
+    for s in (np.ones(d, F32), np.full(d, 0.5, F32), np.where(np.arange(d) % 2, 1, -1).astype(F32)):
+        for offset in (0, 1):
+            _check(_misaligned(x, offset), s, zp, 1, name, f"{name} per axis s={s[:2]}")

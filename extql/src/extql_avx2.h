@@ -43,6 +43,18 @@
 #define EXTQL_COLS_STEP 32
 #define EXTQL_COLS_EXT_MAX 1024
 
+/* d (an integer of magnitude below 2^33) rounded to a float up (toward
+   +inf) or down: the bounds of the float32 path of the 32-bit quantize. */
+static inline float extql_f32_toward(double d, int up) {
+  float f = (float)d;
+  uint32_t u;
+  if (up ? (double)f >= d : (double)f <= d) return f;
+  memcpy(&u, &f, sizeof u); /* one ulp toward +inf (up) or -inf; f != 0 here */
+  u = ((f > 0) == (up != 0)) ? u + 1 : u - 1;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -360,15 +372,6 @@ typedef struct {
   __m256i zp, lo, hi;
 } extql_w32_t;
 
-static inline float extql_f32_toward(double d, int up) {
-  float f = (float)d;
-  uint32_t u;
-  if (up ? (double)f >= d : (double)f <= d) return f;
-  memcpy(&u, &f, sizeof u); /* one ulp toward +inf (up) or -inf; f != 0 here */
-  u = ((f > 0) == (up != 0)) ? u + 1 : u - 1;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
 static inline extql_w32_t extql_w32_bounds(double lo, double hi, double zp, uint32_t zp_bits) {
   extql_w32_t b;
   b.fl = _mm256_set1_ps(extql_f32_toward(lo - zp, 1));
@@ -410,22 +413,44 @@ static inline __m256i extql_q_w32(__m256 v, const extql_w32_t *b) {
     EXTQL_RUN(8, EXTQL_QWB);                                                                 \
     return i;                                                                                \
   }                                                                                          \
+  static inline __m256i extql_qcf8_##T(const float *x, const float *s, const T##_t *zp,      \
+                                        const float *fl, const float *fh) {                  \
+    extql_w32_t b;                                                                           \
+    b.fl = _mm256_loadu_ps(fl);                                                              \
+    b.fh = _mm256_loadu_ps(fh);                                                              \
+    b.zp = zp ? _mm256_loadu_si256((const __m256i *)zp) : _mm256_setzero_si256();            \
+    b.lo = _mm256_set1_epi32((int)(uint32_t)(int64_t)(LO));                                  \
+    b.hi = _mm256_set1_epi32((int)(uint32_t)(int64_t)(HI));                                  \
+    return extql_q_w32(_mm256_div_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(s)), &b);           \
+  }                                                                                          \
+  /* fl, fh (or NULL: the double path): the bounds of each channel, as     \
+     extql_w32_bounds computes them, extended like s and zp. */            \
   static inline int64_t extql_avx2_q_cols_##T(const float *x, T##_t *y, int64_t n,           \
                                               const float *s, const T##_t *zp, int64_t D,    \
-                                              int64_t c0, int stream) {                      \
+                                              int64_t c0, const float *fl, const float *fh,  \
+                                              int stream) {                                  \
     int64_t i = 0;                                                                           \
-    EXTQL_RUN_COLS(8, EXTQL_QWC_##T);                                                        \
+    if (fl && fh)                                                                            \
+      EXTQL_RUN_COLS(8, EXTQL_QWCF);                                                         \
+    else                                                                                     \
+      EXTQL_RUN_COLS(8, EXTQL_QWC_##T);                                                      \
     return i;                                                                                \
   }
 #define EXTQL_QWB(I, ST) \
   extql_st256(y + (I), extql_q_w32(_mm256_div_ps(_mm256_loadu_ps(x + (I)), vs), &b), ST)
+#define EXTQL_QWCF(I, C, ST) \
+  extql_st256(y + (I), EXTQL_QCF8(x + (I), s + (C), zp ? zp + (C) : 0, fl + (C), fh + (C)), ST)
 #define EXTQL_QWC_int32(I, C, ST) \
   extql_st256(y + (I), extql_qc8_int32(x + (I), s + (C), zp ? zp + (C) : 0), ST)
 #define EXTQL_QWC_uint32(I, C, ST) \
   extql_st256(y + (I), extql_qc8_uint32(x + (I), s + (C), zp ? zp + (C) : 0), ST)
 
+#define EXTQL_QCF8 extql_qcf8_int32
 EXTQL_QW(int32, extql_q_i32_8, extql_lo_pd_i32, extql_hi_pd_i32, -2147483648.0, 2147483647.0)
+#undef EXTQL_QCF8
+#define EXTQL_QCF8 extql_qcf8_uint32
 EXTQL_QW(uint32, extql_q_u32_8, extql_lo_pd_u32, extql_hi_pd_u32, 0.0, 4294967295.0)
+#undef EXTQL_QCF8
 
 /* ------------------------------------------------------------------------ */
 /* Quantize: float16 / bfloat16 (bits in uint16_t)                           */
