@@ -26,11 +26,15 @@ that noise from other work on the machine hits all of them alike:
       the op moves, so it is the op's memory-bandwidth limit; ``copy%`` is
       the share of that bandwidth extql reaches (copy time / extql time).
 
-    The anchor and extql sessions run with the same ``intra_op_num_threads``
-    (1, and all cores), read the same input and write the same output buffer.
-    Before timing, every row checks extql's output bit for bit: against
-    onnxruntime's own op where the two share the formula (QuantizeLinear /
-    DequantizeLinear types), else against extql's NumPy API.
+    The anchor, copy and extql sessions run with the same
+    ``intra_op_num_threads`` (1, and all cores), read the same input and
+    write the same output buffer.  Thread-pool spinning is off in all of them
+    (``--spin`` keeps onnxruntime's default): with it, the idle workers of
+    one session spin for tens of milliseconds after each run on the cores the
+    next, interleaved session needs.  Before timing, every row checks extql's
+    output bit for bit: against onnxruntime's own op where the two share the
+    formula (QuantizeLinear / DequantizeLinear types), else against extql's
+    NumPy API.
 
 ``numpy``
     ``extql.quantize_linear`` / ``dequantize_linear`` against the NumPy
@@ -38,12 +42,16 @@ that noise from other work on the machine hits all of them alike:
 
 ``fallback``
     The native op against the same model run through the fallback functions
-    (``extql.attach_fallbacks``, session without the library).
+    (``extql.attach_fallbacks``, session without the library); outputs
+    compared bit for bit.
 
 Granularities: ``tensor`` (scalar scale), ``axis0`` (shape (256, n/256),
 axis 0: the channel changes every n/256 elements) and ``axis1`` (shape
 (n/256, 256), axis 1: the channel changes every element).  Sizes: 64K, 1M and
-16M elements by default.
+16M elements by default.  The NumPy and fallback tables (slow anchors) run
+per tensor with 5 samples unless ``--granularity`` / ``--repeat`` say
+otherwise.  ``--quick`` is a smoke run for CI.  Nothing here is asserted:
+the tables are for people (and ``--json`` for scripts).
 """
 
 from __future__ import annotations
