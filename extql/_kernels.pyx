@@ -462,9 +462,22 @@ cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
         else:
             i0 = q_cols_bf16(x, <uint16_t *>y, n, s, <const uint16_t *>zp, D,
                              c0, stream)
+    if c0 + n <= D:
+        # No wrap (a run within one row): plain indexing, which the compiler
+        # vectorises (the baseline variant's whole loop).
+        if zp == NULL:
+            for i in range(i0, n):
+                y[i] = quantize_one(x[i], s[c0 + i], zero)
+        else:
+            for i in range(i0, n):
+                y[i] = quantize_one(x[i], s[c0 + i], zp[c0 + i])
+        return
+    c = (c0 + i0) % D
     for i in range(i0, n):
-        c = (c0 + i) % D
         y[i] = quantize_one(x[i], s[c], zero if zp == NULL else zp[c])
+        c += 1
+        if c == D:
+            c = 0
 
 
 cdef void dequantize_block(const qtype_t *x, float *y, Py_ssize_t n, float s,
@@ -519,9 +532,20 @@ cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
         else:
             i0 = dq_cols_bf16(<const uint16_t *>x, y, n, s,
                               <const uint16_t *>zp, D, c0, stream)
+    if c0 + n <= D:
+        if zp == NULL:
+            for i in range(i0, n):
+                y[i] = dequantize_one(x[i], s[c0 + i], zero)
+        else:
+            for i in range(i0, n):
+                y[i] = dequantize_one(x[i], s[c0 + i], zp[c0 + i])
+        return
+    c = (c0 + i0) % D
     for i in range(i0, n):
-        c = (c0 + i) % D
         y[i] = dequantize_one(x[i], s[c], zero if zp == NULL else zp[c])
+        c += 1
+        if c == D:
+            c = 0
 
 
 cdef inline void wide_bounds(const qtype_t *z_ext, bint have_zp, float *fl,
