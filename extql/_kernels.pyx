@@ -619,14 +619,20 @@ cdef void quantize_range(const float *x, const float *scale,
                                  NULL, NULL, stream)
                 i += run
     else:
+        # Runs of inner elements that share a channel; only the first run's
+        # channel and offset need a division.
+        row = i // inner
+        d = row % D
+        off = i - row * inner
         while i < stop:
-            row = i // inner
-            d = row % D
-            off = i - row * inner
             run = inner - off if inner - off < stop - i else stop - i
             quantize_block(x + i, y + i, run, scale[d],
                            zero if zp == NULL else zp[d], stream)
             i += run
+            off = 0
+            d += 1
+            if d == D:
+                d = 0
     if stream:
         store_fence()
 
@@ -654,14 +660,18 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
                                    stream)
                 i += run
     else:
+        row = i // inner
+        d = row % D
+        off = i - row * inner
         while i < stop:
-            row = i // inner
-            d = row % D
-            off = i - row * inner
             run = inner - off if inner - off < stop - i else stop - i
             dequantize_block(x + i, y + i, run, scale[d],
                              zero if zp == NULL else zp[d], stream)
             i += run
+            off = 0
+            d += 1
+            if d == D:
+                d = 0
     if stream:
         store_fence()
 
