@@ -431,15 +431,25 @@ static inline __m256i extql_q_w32(__m256 v, const extql_w32_t *b) {
                                               int stream) {                                  \
     int64_t i = 0;                                                                           \
     if (fl && fh)                                                                            \
-      EXTQL_RUN_COLS(8, EXTQL_QWCF);                                                         \
+      EXTQL_RUN_COLS(16, EXTQL_QWCF2);                                                       \
     else                                                                                     \
-      EXTQL_RUN_COLS(8, EXTQL_QWC_##T);                                                      \
+      EXTQL_RUN_COLS(16, EXTQL_QWC2_##T);                                                    \
     return i;                                                                                \
   }
 #define EXTQL_QWB(I, ST) \
   extql_st256(y + (I), extql_q_w32(_mm256_div_ps(_mm256_loadu_ps(x + (I)), vs), &b), ST)
 #define EXTQL_QWCF(I, C, ST) \
   extql_st256(y + (I), EXTQL_QCF8(x + (I), s + (C), zp ? zp + (C) : 0, fl + (C), fh + (C)), ST)
+/* Two independent 8-lane steps (16 elements) a loop iteration. */
+#define EXTQL_TWICE(STEP8, I, C, ST) \
+  do {                               \
+    int64_t i2_ = (I), c2_ = (C);    \
+    STEP8(i2_, c2_, ST);             \
+    STEP8(i2_ + 8, c2_ + 8, ST);     \
+  } while (0)
+#define EXTQL_QWCF2(I, C, ST) EXTQL_TWICE(EXTQL_QWCF, I, C, ST)
+#define EXTQL_QWC2_int32(I, C, ST) EXTQL_TWICE(EXTQL_QWC_int32, I, C, ST)
+#define EXTQL_QWC2_uint32(I, C, ST) EXTQL_TWICE(EXTQL_QWC_uint32, I, C, ST)
 #define EXTQL_QWC_int32(I, C, ST) \
   extql_st256(y + (I), extql_qc8_int32(x + (I), s + (C), zp ? zp + (C) : 0), ST)
 #define EXTQL_QWC_uint32(I, C, ST) \
@@ -489,6 +499,7 @@ static inline __m256 extql_qc8_bf16v(const float *x, const float *s, const uint1
   } while (0)
 #define EXTQL_QF16C(I, C, ST)                                                                \
   extql_st128(y + (I), extql_q_f16_8(extql_qc8_f16v(x + (I), s + (C), zp ? zp + (C) : 0)), ST)
+#define EXTQL_QF16C2(I, C, ST) EXTQL_TWICE(EXTQL_QF16C, I, C, ST)
 #define EXTQL_QBF16B(I, ST)                                                                  \
   do {                                                                                       \
     int64_t i_ = (I);                                                                        \
@@ -513,7 +524,7 @@ static inline int64_t extql_avx2_q_cols_f16(const float *x, uint16_t *y, int64_t
                                             const float *s, const uint16_t *zp, int64_t D,
                                             int64_t c0, int stream) {
   int64_t i = 0;
-  EXTQL_RUN_COLS(8, EXTQL_QF16C);
+  EXTQL_RUN_COLS(16, EXTQL_QF16C2);
   return i;
 }
 static inline int64_t extql_avx2_q_block_bf16(const float *x, uint16_t *y, int64_t n, float s,
@@ -582,8 +593,8 @@ static inline __m256 extql_dd_bf16(const uint16_t *x, const uint16_t *zp, __m256
   return _mm256_sub_ps(extql_ld8_bf16(x), zp ? extql_ld8_bf16(zp) : vz);
 }
 
-/* Block: 16 elements a step (two independent vectors); cols: 8, scale and
-   zero point per element (zp NULL: zero point 0, the block's vz). */
+/* 16 elements a step (two independent vectors); cols: scale and zero point
+   per element (zp NULL: zero point 0, the block's vz). */
 #define EXTQL_DB(I, ST)                                                                      \
   do {                                                                                       \
     int64_t i_ = (I);                                                                        \
@@ -594,6 +605,8 @@ static inline __m256 extql_dd_bf16(const uint16_t *x, const uint16_t *zp, __m256
   extql_st256_ps(y + (I),                                                                    \
                  _mm256_mul_ps(EXTQL_DD(x + (I), zp ? zp + (C) : 0, vz), _mm256_loadu_ps(s + (C))), \
                  ST)
+
+#define EXTQL_DC2(I, C, ST) EXTQL_TWICE(EXTQL_DC, I, C, ST)
 
 #define EXTQL_DQ(T, ZT, VZ_OF)                                                                \
   static inline int64_t extql_avx2_dq_block_##T(const ZT *x, float *y, int64_t n, float s,    \
@@ -609,7 +622,7 @@ static inline __m256 extql_dd_bf16(const uint16_t *x, const uint16_t *zp, __m256
                                                int64_t c0, int stream) {                     \
     const ZT##_vec vz = VZ_OF(0);                                                            \
     int64_t i = 0;                                                                           \
-    EXTQL_RUN_COLS(8, EXTQL_DC);                                                             \
+    EXTQL_RUN_COLS(16, EXTQL_DC2);                                                           \
     return i;                                                                                \
   }
 
