@@ -197,7 +197,24 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
    output must be 32-byte aligned: steps from 0 with plain stores cover the
    elements before the first aligned one (some are computed twice, to the
    same values), and the loop starts there. */
-#define EXTQL_RUN(STEP, STEP_AT)                                                  \
+/* Software prefetch of the input, EXTQL_PREFETCH_BYTES ahead, one
+   instruction per 64-byte line a step reads (a step reading less than a line
+   prefetches every step).  The hardware prefetchers stop at page
+   boundaries; with this, 16M-element quantize runs 15-20% faster (measured
+   with other work on the machine).  A prefetch never faults, so reaching
+   past the end of the input is harmless. */
+#define EXTQL_PREFETCH_BYTES 2048
+#define EXTQL_PREFETCH(p, step_bytes)                                                   \
+  do {                                                                                  \
+    const char *pf_ = (const char *)(p) + EXTQL_PREFETCH_BYTES;                         \
+    _mm_prefetch(pf_, _MM_HINT_T0);                                                     \
+    if ((step_bytes) > 64) _mm_prefetch(pf_ + 64, _MM_HINT_T0);                         \
+    if ((step_bytes) > 128) _mm_prefetch(pf_ + 128, _MM_HINT_T0);                       \
+    if ((step_bytes) > 192) _mm_prefetch(pf_ + 192, _MM_HINT_T0);                       \
+  } while (0)
+
+#define EXTQL_RUN(STEP, STEP_AT) EXTQL_RUN_PF(STEP, STEP_AT, 1)
+#define EXTQL_RUN_PF(STEP, STEP_AT, PF)                                           \
   do {                                                                            \
     if (stream) {                                                                 \
       int64_t head_ = (int64_t)(((32u - ((uintptr_t)y & 31u)) & 31u) / sizeof *y); \
@@ -209,9 +226,15 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
       }                                                                           \
     }                                                                             \
     if (stream) {                                                                 \
-      for (; i + (STEP) <= n; i += (STEP)) STEP_AT(i, 1);                         \
+      for (; i + (STEP) <= n; i += (STEP)) {                                      \
+        if (PF) EXTQL_PREFETCH(x + i, (STEP) * sizeof *x);                        \
+        STEP_AT(i, 1);                                                            \
+      }                                                                           \
     } else {                                                                      \
-      for (; i + (STEP) <= n; i += (STEP)) STEP_AT(i, 0);                         \
+      for (; i + (STEP) <= n; i += (STEP)) {                                      \
+        if (PF) EXTQL_PREFETCH(x + i, (STEP) * sizeof *x);                        \
+        STEP_AT(i, 0);                                                            \
+      }                                                                           \
     }                                                                             \
   } while (0)
 
@@ -244,11 +267,13 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
     }                                                                             \
     if (stream) {                                                                 \
       for (; i + STEP_ <= n; i += STEP_) {                                        \
+        EXTQL_PREFETCH(x + i, STEP_ * sizeof *x);                                 \
         STEP_AT(i, c, 1);                                                         \
         EXTQL_NEXT_C(c);                                                          \
       }                                                                           \
     } else {                                                                      \
       for (; i + STEP_ <= n; i += STEP_) {                                        \
+        EXTQL_PREFETCH(x + i, STEP_ * sizeof *x);                                 \
         STEP_AT(i, c, 0);                                                         \
         EXTQL_NEXT_C(c);                                                          \
       }                                                                           \
@@ -678,7 +703,11 @@ EXTQL_DQ(bf16, extql_h16_t, EXTQL_VZ_PS)
 /* ------------------------------------------------------------------------ */
 
 /* Width-changing copy of n elements: low bytes (4 -> 1, 2) or zero
-   extension (1, 2 -> 4), or a plain copy (4 -> 4). */
+   extension (1, 2 -> 4), or a plain copy (4 -> 4).  The same stores as the
+   kernels; software prefetch only where it makes the copy faster (4 -> 4,
+   and harmless for 1, 2 -> 4): narrowing copies are slower with it here
+   (16M elements 4 -> 1: 3.4 -> 3.8 ms), and the yardstick must be the
+   fastest copy. */
 #define EXTQL_CP41(I, ST)                                                                    \
   do {                                                                                       \
     int64_t i_ = (I);                                                                        \
@@ -704,27 +733,27 @@ EXTQL_DQ(bf16, extql_h16_t, EXTQL_VZ_PS)
 
 static inline int64_t extql_avx2_copy_41(const uint32_t *x, uint8_t *y, int64_t n, int stream) {
   int64_t i = 0;
-  EXTQL_RUN(32, EXTQL_CP41);
+  EXTQL_RUN_PF(32, EXTQL_CP41, 0);
   return i;
 }
 static inline int64_t extql_avx2_copy_42(const uint32_t *x, uint16_t *y, int64_t n, int stream) {
   int64_t i = 0;
-  EXTQL_RUN(16, EXTQL_CP42);
+  EXTQL_RUN_PF(16, EXTQL_CP42, 0);
   return i;
 }
 static inline int64_t extql_avx2_copy_44(const uint32_t *x, uint32_t *y, int64_t n, int stream) {
   int64_t i = 0;
-  EXTQL_RUN(8, EXTQL_CP44);
+  EXTQL_RUN_PF(8, EXTQL_CP44, 1);
   return i;
 }
 static inline int64_t extql_avx2_copy_14(const uint8_t *x, uint32_t *y, int64_t n, int stream) {
   int64_t i = 0;
-  EXTQL_RUN(8, EXTQL_CP14);
+  EXTQL_RUN_PF(8, EXTQL_CP14, 1);
   return i;
 }
 static inline int64_t extql_avx2_copy_24(const uint16_t *x, uint32_t *y, int64_t n, int stream) {
   int64_t i = 0;
-  EXTQL_RUN(8, EXTQL_CP24);
+  EXTQL_RUN_PF(8, EXTQL_CP24, 1);
   return i;
 }
 
