@@ -373,3 +373,29 @@ def test_32bit_saturation_edges_per_axis(name):
     for s in (np.ones(d, F32), np.full(d, 0.5, F32), np.where(np.arange(d) % 2, 1, -1).astype(F32)):
         for offset in (0, 1):
             _check(_misaligned(x, offset), s, zp, 1, name, f"{name} per axis s={s[:2]}")
+
+
+@pytest.mark.parametrize("name", ["int16", "float16", "int32", "bfloat16"])
+def test_streaming_to_an_unaligned_output(name):
+    """An output that is not aligned to its element size (a C caller's
+    choice) gets plain stores: no fault, the same bits."""
+    rng = np.random.default_rng(33)
+    code = QTYPES[name].onnx
+    dt = TYPES[name][0]
+    n = 1000
+    x = _random_f32(rng, n)
+    s, zp = np.array(0.37, F32), _zero_points(name, rng, 1).reshape(())
+    raw = np.zeros(4 * n + 64, np.uint8)
+    addr = raw.ctypes.data
+    start = (-addr) % 32 + 1  # 32-byte aligned + 1: misaligned for every element size > 1
+    rc = _LIB.extql_quantize_range_ex(code, _ptr(x), s.ctypes.data, _ptr(zp), addr + start, 1,
+                                      n, 0, n, _STREAM)
+    assert rc == 0
+    got = raw[start:start + n * dt.itemsize].copy().view(dt)
+    assert_same_bits(got, quantize(x, s, zp), f"unaligned {name}")
+    q = _random_q(name, rng, n)
+    rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), s.ctypes.data, _ptr(zp), addr + start, 1,
+                                        n, 0, n, _STREAM)
+    assert rc == 0
+    got = raw[start:start + 4 * n].copy().view(F32)
+    assert_same_bits(got, dequantize(q, s, zp), f"unaligned dequantize {name}")

@@ -171,7 +171,8 @@ static inline __m256i extql_bf16_bits(__m256 v) {
    is written).  They need 32-byte (16-byte for 128-bit) aligned addresses,
    which EXTQL_RUN arranges, and an EXTQL_STORE_FENCE() once the whole range
    is written (not after every run: a fence drains the write-combining
-   buffers, which costs hundreds of cycles). */
+   buffers, which costs hundreds of cycles).  An output not aligned to its
+   element size (possible only from a C caller) gets plain stores. */
 #define EXTQL_STORE_FENCE() _mm_sfence()
 static inline void extql_st256(void *p, __m256i v, int stream) {
   if (stream)
@@ -218,7 +219,7 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
   do {                                                                            \
     if (stream) {                                                                 \
       int64_t head_ = (int64_t)(((32u - ((uintptr_t)y & 31u)) & 31u) / sizeof *y); \
-      if (n < head_ + (STEP)) {                                                   \
+      if (n < head_ + (STEP) || (uintptr_t)y % sizeof *y != 0) {                  \
         stream = 0;                                                               \
       } else if (head_) {                                                         \
         for (; i < head_; i += (STEP)) STEP_AT(i, 0);                             \
@@ -254,7 +255,7 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
     int64_t c = c0;                                                               \
     if (stream) {                                                                 \
       int64_t head_ = (int64_t)(((32u - ((uintptr_t)y & 31u)) & 31u) / sizeof *y); \
-      if (n < head_ + STEP_) {                                                    \
+      if (n < head_ + STEP_ || (uintptr_t)y % sizeof *y != 0) {                   \
         stream = 0;                                                               \
       } else if (head_) {                                                         \
         for (; i < head_; i += STEP_) {                                           \
