@@ -100,6 +100,9 @@ class BuildExt(build_ext):
             or "arm64" in os.environ.get("ARCHFLAGS", "")
             or "universal2" in sysconfig.get_platform()
             or _flag("EXTQL_NO_DISPATCH")
+            # Line tracing calls into the module's state, which only the
+            # baseline copy (the one Python imports) ever initialises.
+            or _flag("EXTQL_COVERAGE")
         ):
             return
         sources = [s for s in ext.sources if s.endswith("_kernels.c")]
