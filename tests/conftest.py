@@ -1,0 +1,43 @@
+"""pytest set-up shared by every test directory.
+
+The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
+model through the onnxscript fallback functions with the compiled extql
+library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback`` with
+``EXTQL_FALLBACK_ONLY=1``; then onnxruntime's
+``SessionOptions.register_custom_ops_library`` is replaced for the whole
+session by a function that raises, so a fallback test that registered the
+library by mistake fails instead of silently testing the native kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
+
+
+def _refuse_library(self: object, path: str) -> None:
+    raise RuntimeError(
+        f"EXTQL_FALLBACK_ONLY=1: this run tests the fallback path, so registering the "
+        f"custom-op library {path!r} is refused"
+    )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fallback_only_session() -> Iterator[None]:
+    """In the fallback env, make registering any custom-op library an error."""
+    if not FALLBACK_ONLY:
+        yield
+        return
+    import onnxruntime
+
+    cls = onnxruntime.SessionOptions
+    original = cls.register_custom_ops_library
+    cls.register_custom_ops_library = _refuse_library
+    try:
+        yield
+    finally:
+        cls.register_custom_ops_library = original
