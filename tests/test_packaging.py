@@ -33,9 +33,15 @@ def _extra_requirements(extra: str) -> dict[str, Requirement]:
     }
 
 
-def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m extql.cli ARGS`` from ``cwd``: not the repository root, where
+    ``-m`` would import the source tree instead of the installed package."""
     return subprocess.run(
-        [sys.executable, "-m", "extql.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "extql.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
     )
 
 
@@ -49,14 +55,14 @@ def test_version_has_one_source():
     assert str(Version(__version__)) == __version__
 
 
-def test_cli_version_prints_the_package_version():
-    result = _run_cli("--version")
+def test_cli_version_prints_the_package_version(tmp_path):
+    result = _run_cli(tmp_path, "--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"extql {extql.__version__}"
 
 
-def test_cli_info_reports_version_and_openmp():
-    result = _run_cli("info")
+def test_cli_info_reports_version_and_openmp(tmp_path):
+    result = _run_cli(tmp_path, "info")
     assert result.returncode == 0, result.stderr
     rows = dict(line.split(None, 1) for line in result.stdout.splitlines() if line.strip())
     assert rows["extql"].strip() == extql.__version__
