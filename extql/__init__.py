@@ -39,6 +39,13 @@ def have_openmp() -> bool:
 # Submodules and names that need onnx / onnxruntime, loaded on first use so
 # that ``import extql`` stays light.  name -> (module, attribute or None).
 _LAZY: dict[str, tuple[str, str | None]] = {
+    "attach_fallbacks": (".passes", "attach_fallbacks"),
+    "inline_fallbacks": (".passes", "inline_fallbacks"),
+    "lower_to_standard": (".passes", "lower_to_standard"),
+    "reference": (".reference", None),
+    "fallbacks": (".fallbacks", None),
+    "opset": (".opset", None),
+    "quark": (".opset", "quark"),
     "get_library_path": (".ort", "get_library_path"),
     "register": (".ort", "register"),
 }

@@ -1,0 +1,597 @@
+"""``extql check | attach | inline | lower | run``: model tools on the command line.
+
+Registered in :mod:`extql.cli` through :func:`register`.  Every command reads
+ONNX models with their external data (the ``.data`` files next to the model),
+writes large results with external data, reports progress on stderr for big
+models, and exits non-zero with a message that says what to do when
+something is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["register", "check_model", "load_model", "save_model", "run_model"]
+
+# Above this many bytes a model is written with its tensors in a side file
+# (protobuf cannot serialise 2 GiB; onnxruntime needs a path then as well).
+_EXTERNAL_THRESHOLD = 1_500_000_000
+# Models with more Extended nodes than this get per-node progress lines.
+_PROGRESS_NODES = 200
+
+
+class CliError(Exception):
+    """A problem the user can fix; printed without a traceback."""
+
+
+def _log(args: argparse.Namespace, message: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(message, file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """Prints "label: i/n" lines on stderr about every 10% for long loops."""
+
+    def __init__(self, args: argparse.Namespace, label: str, total: int) -> None:
+        self.args, self.label, self.total = args, label, total
+        self.enabled = total >= _PROGRESS_NODES and not getattr(args, "quiet", False)
+        self.step = max(1, total // 10)
+        self.start = time.monotonic()
+
+    def update(self, i: int) -> None:
+        if self.enabled and (i % self.step == 0 or i == self.total):
+            elapsed = time.monotonic() - self.start
+            print(f"  {self.label}: {i}/{self.total} ({elapsed:.1f} s)", file=sys.stderr,
+                  flush=True)
+
+
+# --------------------------------------------------------------------------
+# Loading and saving
+
+
+def load_model(path: str | os.PathLike, *, with_data: bool = True):
+    """Load an ONNX model; external data from the model's directory when
+    ``with_data``.  Returns (model, had_external_data)."""
+    import onnx
+
+    p = Path(path)
+    if not p.is_file():
+        raise CliError(f"{p}: no such file (give the path of an .onnx model)")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several kinds
+        raise CliError(f"{p}: not a readable ONNX model ({exc})") from None
+    external = any(
+        t.data_location == onnx.TensorProto.EXTERNAL for t in _all_initializers(model)
+    )
+    if external and with_data:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            raise CliError(
+                f"{p}: cannot read its external data ({exc}); keep the data file(s) next to the "
+                "model, under the names the model refers to"
+            ) from None
+    return model, external
+
+
+def _all_initializers(model):
+    from .passes import _graphs
+
+    for graph in _graphs(model.graph):
+        yield from graph.initializer
+
+
+def save_model(model, path: str | os.PathLike, *, external: bool | None = None) -> str | None:
+    """Save ``model``; with external data (one ``<name>.data`` file next to it)
+    when ``external`` is true, or when None and the model is too big for one
+    file.  Returns the data file name, or None."""
+    import onnx
+
+    p = Path(path)
+    if p.parent and not p.parent.exists():
+        raise CliError(f"{p.parent}: the output directory does not exist")
+    if external is None:
+        external = model.ByteSize() > _EXTERNAL_THRESHOLD
+    if not external:
+        onnx.save_model(model, str(p))
+        return None
+    location = p.name + ".data"
+    data = p.parent / location
+    if data.exists():
+        data.unlink()  # onnx appends to an existing data file
+    onnx.save_model(model, str(p), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=location, size_threshold=1024)
+    return location if data.exists() else None  # (tensors under 1 KiB stay inline)
+
+
+# --------------------------------------------------------------------------
+# check
+
+
+def check_model(
+    model, progress: _Progress | None = None, notes: list[str] | None = None
+) -> tuple[int, list[str]]:
+    """(number of Extended nodes, problems) of a model, each problem one line
+    naming its node.  What cannot be checked (unknown types) goes to
+    ``notes``, not to the problems."""
+    from . import passes
+
+    problems: list[str] = []
+    notes = [] if notes is None else notes
+    nodes = passes.extended_nodes(model)
+    if not nodes:
+        return 0, problems
+    types = passes.infer_types(model)
+    imported = {o.domain for o in model.opset_import}
+    for domain in sorted({e.node.domain for e in nodes}):
+        if domain not in imported:
+            problems.append(
+                f"the model has {domain} nodes but no opset import for {domain!r}; add "
+                f"onnx.helper.make_opsetid({domain!r}, 1) to model.opset_import"
+            )
+    for i, ext in enumerate(nodes, 1):
+        if progress is not None:
+            progress.update(i)
+        for problem in passes.check_node(ext, types):
+            problems.append(f"{ext.label}: {problem}")
+        unknown = [n for n in ext.node.input[:2] if n and n not in types]
+        if ext.has_zero_point and ext.node.input[2] not in types:
+            unknown.append(ext.node.input[2])
+        if unknown:
+            notes.append(
+                f"{ext.label}: the type of {', '.join(map(repr, unknown))} is unknown, so it "
+                "cannot be checked; give the model value_info for it"
+            )
+    return len(nodes), problems
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    model, _ = load_model(args.model, with_data=False)
+    from .passes import extended_nodes
+
+    total = len(extended_nodes(model))
+    _log(args, f"checking {args.model}: {total} Extended node(s), inferring types ...")
+    notes: list[str] = []
+    count, problems = check_model(model, _Progress(args, "checked", total), notes)
+    if count == 0:
+        print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
+              "(nor the legacy Vitis names)")
+        return 0
+    for line in problems:
+        print(line)
+    for line in notes:
+        print(f"note: {line}")
+    status = "OK" if not problems else f"{len(problems)} problem(s)"
+    print(f"{args.model}: {count} Extended node(s) checked: {status}")
+    return 1 if problems else 0
+
+
+# --------------------------------------------------------------------------
+# attach / inline / lower
+
+
+def _transform(args: argparse.Namespace, name: str, fn: Callable[[Any], Any]) -> int:
+    src, dst = Path(args.input), Path(args.output)
+    if src.resolve() == dst.resolve():
+        raise CliError("the output must be a different file from the input")
+    _log(args, f"loading {src} ...")
+    model, external = load_model(src)
+    start = time.monotonic()
+    _log(args, f"{name}: {len(model.graph.node)} nodes ...")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = fn(model)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    if name != "lower":  # lower prints its full report instead
+        for w in caught:
+            if issubclass(w.category, UserWarning):
+                print(f"warning: {w.message}", file=sys.stderr)
+    _log(args, f"{name}: done in {time.monotonic() - start:.1f} s; writing {dst} ...")
+    want_external = True if args.external_data else (False if args.no_external_data else
+                                                      (True if external else None))
+    location = save_model(out, dst, external=want_external)
+    note = f" (tensors in {location})" if location else ""
+    print(f"wrote {dst}{note}")
+    return 0
+
+
+def _cmd_attach(args: argparse.Namespace) -> int:
+    from .passes import attach_fallbacks
+
+    return _transform(args, "attach", attach_fallbacks)
+
+
+def _cmd_inline(args: argparse.Namespace) -> int:
+    from .passes import inline_fallbacks
+
+    return _transform(args, "inline", inline_fallbacks)
+
+
+def _cmd_lower(args: argparse.Namespace) -> int:
+    from .passes import lower_to_standard
+
+    report: list[str] = []
+
+    def lower(model):
+        return lower_to_standard(model, report=report)
+
+    code = _transform(args, "lower", lower)
+    for line in report:
+        print(line)
+    return code
+
+
+# --------------------------------------------------------------------------
+# run
+
+
+def _np_dtype(elem: int) -> np.dtype:
+    import onnx
+
+    from .types import QTYPES
+
+    if elem == onnx.TensorProto.BFLOAT16:
+        return QTYPES["bfloat16"].dtype
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+
+def _random_input(vi, rng: np.random.Generator, dims: dict[str, int]) -> np.ndarray:
+    tt = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        raise CliError(f"input {vi.name!r} is not a tensor; give it in --inputs")
+    shape = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            shape.append(d.dim_value)
+        elif d.dim_param in dims:
+            shape.append(dims[d.dim_param])
+        else:
+            shape.append(1)
+    dtype = _np_dtype(tt.elem_type)
+    if dtype.kind == "f" or dtype.name == "bfloat16":
+        return (rng.standard_normal(shape) * 4).astype(np.float32).astype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = max(int(info.min), -(2**31)), min(int(info.max), 2**31 - 1)
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    raise CliError(f"input {vi.name!r} has type {dtype}: give it in --inputs")
+
+
+def _session(model_or_path, options):
+    import onnxruntime as ort
+
+    if not isinstance(model_or_path, str):
+        model_or_path = model_or_path.SerializeToString()
+    try:
+        return ort.InferenceSession(model_or_path, sess_options=options,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+        raise CliError(f"onnxruntime cannot load the model: {exc}") from None
+
+
+def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict[str, np.ndarray]:
+    """Run on the CPU provider and return every output as NumPy (bfloat16 as
+    ml_dtypes.bfloat16, which onnxruntime's Python API cannot hand over itself)."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    typed = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+    if not typed and any(np.asarray(v).dtype.name == "bfloat16" for v in feeds.values()):
+        model_or_path, feeds = _bfloat16_inputs_as_initializers(model_or_path, feeds)
+    sess = _session(model_or_path, options)
+    binding = sess.io_binding()
+    keep = []
+    for name, value in feeds.items():
+        value = np.asarray(value, order="C")
+        if value.dtype.name == "bfloat16":
+            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                value.view(np.uint16), TensorProto.BFLOAT16)
+        else:
+            ov = ort.OrtValue.ortvalue_from_numpy(value)
+        keep.append(ov)
+        binding.bind_ortvalue_input(name, ov)
+    names = [o.name for o in sess.get_outputs()]
+    for name in names:
+        binding.bind_output(name, "cpu")
+    try:
+        sess.run_with_iobinding(binding)
+    except Exception as exc:  # noqa: BLE001
+        raise CliError(f"onnxruntime failed to run the model: {exc}") from None
+    results = {}
+    for name, ov in zip(names, binding.get_outputs(), strict=True):
+        results[name] = _ortvalue_to_numpy(ov)
+    return results
+
+
+def _bfloat16_inputs_as_initializers(model_or_path, feeds):
+    """onnxruntime < 1.19 cannot take a bfloat16 input from Python: make such
+    inputs initializers holding the given values (same result)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    if isinstance(model_or_path, str):
+        model = onnx.load(model_or_path)
+    else:
+        model = onnx.ModelProto()
+        model.CopyFrom(model_or_path)
+    feeds = dict(feeds)
+    for vi in list(model.graph.input):
+        value = feeds.get(vi.name)
+        if value is not None and np.asarray(value).dtype.name == "bfloat16":
+            value = np.asarray(value)
+            model.graph.input.remove(vi)
+            model.graph.initializer.append(helper.make_tensor(
+                vi.name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(),
+                raw=True))
+            del feeds[vi.name]
+    return model, feeds
+
+
+_ELEM_OF_ORT = {
+    "tensor(bfloat16)": "bfloat16",
+}
+
+
+def _ortvalue_to_numpy(ov) -> np.ndarray:
+    if ov.data_type() not in _ELEM_OF_ORT:
+        return ov.numpy()
+    from .types import QTYPES
+
+    shape = tuple(ov.shape())
+    n = int(np.prod(shape, dtype=np.int64))
+    buf = np.empty(n, np.uint16)
+    if n:
+        ctypes.memmove(buf.ctypes.data, ov.data_ptr(), n * 2)
+    return buf.view(QTYPES["bfloat16"].dtype).reshape(shape)
+
+
+def _library_options():
+    import onnxruntime as ort
+
+    try:
+        from . import ort as extql_ort
+    except ImportError:
+        raise CliError(
+            "this extql build has no onnxruntime library (extql.ort is missing); run with "
+            "--no-library to use the fallback functions only"
+        ) from None
+    return extql_ort.register(ort.SessionOptions())
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind in "fV" or a.dtype.name == "bfloat16":
+        return a.view(f"u{a.dtype.itemsize}")
+    return a
+
+
+def _compare(native: dict, fallback: dict) -> list[str]:
+    lines = []
+    for name, a in native.items():
+        b = fallback[name]
+        if a.dtype != b.dtype or a.shape != b.shape:
+            lines.append(f"{name}: {a.dtype}{list(a.shape)} vs fallback {b.dtype}{list(b.shape)}")
+            continue
+        if a.dtype == object:
+            same = np.array_equal(a, b)
+            if not same:
+                lines.append(f"{name}: differs")
+            continue
+        bad = np.flatnonzero(_bits(a).reshape(-1) != _bits(b).reshape(-1))
+        if bad.size:
+            i = bad[:5]
+            lines.append(
+                f"{name}: {bad.size} of {a.size} elements differ, e.g. at {i.tolist()}: "
+                f"{a.reshape(-1)[i].tolist()} vs fallback {b.reshape(-1)[i].tolist()}"
+            )
+    return lines
+
+
+def _serialisable(model, tmp: str, name: str):
+    """The model itself, or a path to it saved with external data when too big."""
+    if model.ByteSize() <= _EXTERNAL_THRESHOLD:
+        return model
+    path = os.path.join(tmp, name)
+    save_model(model, path, external=True)
+    return path
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .passes import attach_fallbacks
+
+    _log(args, f"loading {args.model} ...")
+    model, _ = load_model(args.model)
+    feeds: dict[str, np.ndarray] = {}
+    if args.inputs:
+        try:
+            with np.load(args.inputs, allow_pickle=False) as data:
+                feeds = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{args.inputs}: not a readable .npz file ({exc})") from None
+    initializer_names = {i.name for i in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializer_names]
+    unknown = sorted(set(feeds) - {i.name for i in graph_inputs})
+    if unknown:
+        raise CliError(f"--inputs has arrays for {unknown}, which are not inputs of the model "
+                       f"(inputs: {[i.name for i in graph_inputs]})")
+    dims = dict(args.dim or [])
+    rng = np.random.default_rng(args.seed)
+    for vi in graph_inputs:
+        if vi.name not in feeds:
+            value = feeds[vi.name] = _random_input(vi, rng, dims)
+            _log(args, f"input {vi.name}: random {value.dtype}{list(value.shape)}")
+    # bfloat16 arrays saved by NumPy come back as void: take them as bfloat16.
+    for vi in graph_inputs:
+        value = feeds[vi.name]
+        if value.dtype.kind == "V" and value.dtype.itemsize == 2:
+            feeds[vi.name] = value.view(_np_dtype(vi.type.tensor_type.elem_type))
+    with tempfile.TemporaryDirectory(prefix="extql-run-") as tmp:
+        start = time.monotonic()
+        if args.no_library:
+            _log(args, "running with the fallback functions (no library) ...")
+            native = None
+            outputs = run_model(_serialisable(attach_fallbacks(model), tmp, "fallback.onnx"),
+                                feeds)
+        else:
+            _log(args, "running with the extql library ...")
+            outputs = native = run_model(_serialisable(model, tmp, "model.onnx"), feeds,
+                                         _library_options())
+        _log(args, f"ran in {time.monotonic() - start:.2f} s")
+        for name, value in outputs.items():
+            finite = ""
+            if value.dtype.kind == "f" or value.dtype.name == "bfloat16":
+                v = value.astype(np.float32)
+                finite = f", {int(np.isnan(v).sum())} NaN"
+            print(f"output {name}: {value.dtype}{list(value.shape)}{finite}")
+        if args.save_outputs:
+            np.savez(args.save_outputs, **outputs)
+            print(f"wrote {args.save_outputs}")
+        if not args.compare_fallback:
+            return 0
+        if native is None:
+            raise CliError("--compare-fallback compares with the library: drop --no-library")
+        _log(args, "running with the fallback functions (no library) ...")
+        fallback = run_model(_serialisable(attach_fallbacks(model), tmp, "fallback.onnx"), feeds)
+    lines = _compare(native, fallback)
+    if lines:
+        print("native and fallback DIFFER:")
+        for line in lines:
+            print(f"  {line}")
+        return 1
+    print(f"native and fallback agree bit for bit on all {len(native)} output(s)")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# argparse
+
+
+def _dim(text: str) -> tuple[str, int]:
+    name, sep, value = text.partition("=")
+    if not sep or not value.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=SIZE (e.g. batch=4), got {text!r}")
+    return name, int(value)
+
+
+def _wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except CliError as exc:
+            print(f"extql {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _add_io(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", metavar="IN", help="the model to read (.onnx)")
+    p.add_argument("output", metavar="OUT", help="where to write the result (.onnx)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--external-data", action="store_true",
+                   help="write the tensors to OUT.data next to OUT (default: only when IN had "
+                        "external data or the model is too big for one file)")
+    g.add_argument("--no-external-data", action="store_true",
+                   help="write everything into OUT")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add check, attach, inline, lower and run to the ``extql`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "check", formatter_class=fmt,
+        help="validate every Extended Q/DQ node of a model",
+        description=(
+            "Check every ExtendedQuantizeLinear / ExtendedDequantizeLinear node (and the legacy\n"
+            "VitisQuantizeLinear / VitisDequantizeLinear) of MODEL: input count, the types of x,\n"
+            "scale and zero point, the scale's rank, zero point shape, axis range and scale\n"
+            "length against the input's shape. Types and shapes come from the model's\n"
+            "initializers, inputs, value_info and ONNX shape inference.\n\n"
+            "Prints one line per problem, naming the node, and exits with 1 if there is any."
+        ),
+    )
+    p.add_argument("model", metavar="MODEL", help="the .onnx model to check")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.set_defaults(func=_wrap(_cmd_check))
+
+    p = subparsers.add_parser(
+        "attach", formatter_class=fmt,
+        help="add fallback functions so the model runs without the extql library",
+        description=(
+            "Copy IN to OUT with a standard-ops definition (an ONNX function) of every Extended\n"
+            "operator and type it uses. OUT runs in onnxruntime without the extql library and\n"
+            "in onnx.reference, with the same bits; where the library is registered its native\n"
+            "kernels still run. Nothing else in the model changes."
+        ),
+    )
+    _add_io(p)
+    p.set_defaults(func=_wrap(_cmd_attach))
+
+    p = subparsers.add_parser(
+        "inline", formatter_class=fmt,
+        help="replace every Extended node by standard ONNX ops",
+        description=(
+            "Copy IN to OUT with every Extended (and legacy Vitis) node replaced by the standard\n"
+            "ops that compute it bit for bit. OUT has no custom operator left, so any ONNX\n"
+            "runtime can run it."
+        ),
+    )
+    _add_io(p)
+    p.set_defaults(func=_wrap(_cmd_inline))
+
+    p = subparsers.add_parser(
+        "lower", formatter_class=fmt,
+        help="use the official QuantizeLinear/DequantizeLinear where exact",
+        description=(
+            "Copy IN to OUT with Extended nodes rewritten as the official ONNX QuantizeLinear /\n"
+            "DequantizeLinear where these give the same bits (int8, uint8, int16, uint16; int32\n"
+            "dequantize without a zero point), so onnxruntime can fuse them into quantized\n"
+            "kernels again. The other nodes stay; the model's opset is never changed, so a node\n"
+            "that needs a newer opset is left and reported."
+        ),
+    )
+    _add_io(p)
+    p.set_defaults(func=_wrap(_cmd_lower))
+
+    p = subparsers.add_parser(
+        "run", formatter_class=fmt,
+        help="run a model with the extql library (optionally compare with the fallback)",
+        description=(
+            "Run MODEL in onnxruntime (CPU) with the extql library registered, on the arrays of\n"
+            "--inputs or on random inputs, and print each output's type and shape. With\n"
+            "--compare-fallback it also runs the model through the fallback functions without\n"
+            "the library and reports whether both agree bit for bit (exit 1 if not).\n\n"
+            "example: extql run model.onnx --inputs in.npz --compare-fallback"
+        ),
+    )
+    p.add_argument("model", metavar="MODEL", help="the .onnx model to run")
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="input arrays by input name (np.savez); missing inputs are random")
+    p.add_argument("--compare-fallback", action="store_true",
+                   help="also run without the library and compare the outputs bit for bit")
+    p.add_argument("--no-library", action="store_true",
+                   help="run with the fallback functions only (no native library)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--dim", type=_dim, action="append", metavar="NAME=SIZE",
+                   help="size of a symbolic dimension of the random inputs (default 1); "
+                        "repeatable")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to FILE.npz")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    p.set_defaults(func=_wrap(_cmd_run))

@@ -1,0 +1,144 @@
+"""The ``com.amd.quark`` operators as an onnxscript opset, with ONNX schemas.
+
+Importing this module registers ONNX operator schemas for
+``com.amd.quark::ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear``
+(version 1) and the legacy ``com.vai.quantize::VitisQuantizeLinear`` /
+``VitisDequantizeLinear`` in onnx's schema registry (once per process).  With
+them:
+
+* onnxscript type-checks calls: ``quark.ExtendedQuantizeLinear(x, s, zp)``
+  inside an ``@onnxscript.script`` function has a known signature (2 or 3
+  inputs, an ``axis`` attribute), and the model it builds passes
+  ``onnx.checker.check_model`` with the type constraints of the operator
+  documents (x/scale float32; zero point and output one of the eight types);
+* onnx shape inference knows the output type and shape of every Extended node
+  (the zero point's type, or uint8 without one, for quantize; float32 for
+  dequantize; the shape of x), which ``extql check`` and the graph passes use.
+
+Example::
+
+    import onnxscript
+    from onnxscript import FLOAT, INT16, opset21 as op
+    from extql.opset import quark
+
+    @onnxscript.script(default_opset=op)
+    def qdq(x: FLOAT["N", 8], s: FLOAT, zp: INT16) -> FLOAT["N", 8]:
+        q = quark.ExtendedQuantizeLinear(x, s, zp)
+        return quark.ExtendedDequantizeLinear(q, s, zp)
+
+    model = qdq.to_model_proto()  # imports com.amd.quark version 1
+
+The registered schemas carry the type/shape inference of the official
+QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
+scale; shape of x), which is what the Extended operators specify too.  (onnx
+< 1.18 cannot attach an inference function to a Python schema: there the
+types are checked but not inferred through the Extended nodes.)
+"""
+
+from __future__ import annotations
+
+import threading
+
+import onnx
+import onnx.defs
+from onnxscript.values import Opset
+
+from .types import DOMAIN, LEGACY_DOMAIN
+
+__all__ = ["quark", "vai", "register_schemas", "QUANTIZE_TYPES"]
+
+#: Type strings of the zero point / quantized tensor.
+QUANTIZE_TYPES = [
+    "tensor(int8)",
+    "tensor(uint8)",
+    "tensor(int16)",
+    "tensor(uint16)",
+    "tensor(int32)",
+    "tensor(uint32)",
+    "tensor(float16)",
+    "tensor(bfloat16)",
+]
+
+_lock = threading.Lock()
+_done = False
+
+
+def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
+    FP = onnx.defs.OpSchema.FormalParameter
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    if quantize:
+        inputs = [
+            FP("x", "T1", "N-D full precision input tensor to be quantized."),
+            FP("y_scale", "T2", "Scale: a scalar (per tensor) or 1-D (per axis)."),
+            FP("y_zero_point", "T3", "Zero point, shape of y_scale; default uint8 0.",
+               param_option=optional),
+        ]
+        outputs = [FP("y", "T3", "Quantized tensor, shape of x.")]
+        constraints = [
+            ("T1", ["tensor(float)"], "The type of x."),
+            ("T2", ["tensor(float)"], "The type of y_scale."),
+            ("T3", QUANTIZE_TYPES, "The type of y_zero_point and y."),
+        ]
+        infer_from = "QuantizeLinear"
+        doc = "y = saturate(round_half_even(x / y_scale) + y_zero_point) (AMD Quark)."
+    else:
+        inputs = [
+            FP("x", "T1", "N-D quantized input tensor."),
+            FP("x_scale", "T2", "Scale: a scalar (per tensor) or 1-D (per axis)."),
+            FP("x_zero_point", "T1", "Zero point, shape of x_scale; default 0.",
+               param_option=optional),
+        ]
+        outputs = [FP("y", "T2", "float32 tensor, shape of x.")]
+        constraints = [
+            ("T1", QUANTIZE_TYPES, "The type of x and x_zero_point."),
+            ("T2", ["tensor(float)"], "The type of x_scale and y."),
+        ]
+        infer_from = "DequantizeLinear"
+        doc = "y = (x - x_zero_point) * x_scale (AMD Quark)."
+    schema = onnx.defs.OpSchema(
+        name,
+        domain,
+        1,
+        doc,
+        inputs=inputs,
+        outputs=outputs,
+        type_constraints=constraints,
+        attributes=[
+            onnx.defs.OpSchema.Attribute(
+                "axis", onnx.helper.make_attribute("axis", 1), "Axis of per-axis quantization."
+            )
+        ],
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        official = onnx.defs.get_schema(infer_from, 21, "")
+        schema.set_type_and_shape_inference_function(
+            official.get_type_and_shape_inference_function()
+        )
+    return schema
+
+
+def register_schemas() -> None:
+    """Register the four operator schemas with onnx (idempotent, thread-safe)."""
+    global _done
+    with _lock:
+        if _done:
+            return
+        for domain, (q, dq) in (
+            (DOMAIN, ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear")),
+            (LEGACY_DOMAIN, ("VitisQuantizeLinear", "VitisDequantizeLinear")),
+        ):
+            for name, quantize in ((q, True), (dq, False)):
+                try:
+                    onnx.defs.get_schema(name, 1, domain)
+                except onnx.defs.SchemaError:
+                    onnx.defs.register_schema(_schema(name, domain, quantize))
+        _done = True
+
+
+register_schemas()
+
+#: onnxscript opset for ``com.amd.quark`` version 1: ``quark.ExtendedQuantizeLinear``,
+#: ``quark.ExtendedDequantizeLinear``.
+quark = Opset(DOMAIN, 1)
+#: onnxscript opset for the legacy ``com.vai.quantize`` names.
+vai = Opset(LEGACY_DOMAIN, 1)

@@ -1,0 +1,409 @@
+"""The onnxscript fallbacks, run by onnxruntime (without the extql library)
+and by onnx.reference, against the independent contract (tests/contract.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+import onnxscript
+import pytest
+from contract import FLOAT_TYPES, INT_TYPES, TYPES, assert_same_bits, dequantize, quantize
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from onnx_helpers import (
+    BF16,
+    DOMAIN,
+    LEGACY,
+    ONNX_OF,
+    make_model,
+    ort_float16_cast_keeps_payload,
+    qdq_model,
+    run_ort,
+    run_reference,
+    value_info,
+)
+from onnxscript import FLOAT, INT16
+from onnxscript import opset21 as op
+
+import extql
+from extql import fallbacks
+from extql.opset import quark
+
+RUNNERS = ["onnxruntime", "reference"]
+#: onnxruntime 1.18 casts float32 -> float16 in software only, which drops NaN
+#: payloads (sign | 0x7E00); recent releases keep them in their vector path,
+#: which the float16 fallback makes every element take.
+F16_PAYLOAD = ort_float16_cast_keeps_payload()
+
+
+def run(runner: str, model: onnx.ModelProto, feeds: dict) -> dict:
+    if runner == "onnxruntime":
+        return run_ort(model, feeds)
+    return run_reference(model, feeds)
+
+
+def drop_payloads(x: np.ndarray, runner: str) -> np.ndarray:
+    """x with payload-free NaNs where the runtime cannot keep float16 NaN
+    payloads (onnxruntime 1.18); x itself otherwise."""
+    if runner != "onnxruntime" or F16_PAYLOAD:
+        return x
+    bits = np.array(x, np.float32).view(np.uint32)
+    nan = np.isnan(bits.view(np.float32))
+    bits[nan] = (bits[nan] & 0x80000000) | 0x7FC00000
+    return bits.view(np.float32)
+
+
+def special_x(shape, rng, qtype: str) -> np.ndarray:
+    """Random values around the type's range plus NaN (several payloads and
+    both signs), +-inf, ties, huge and tiny values."""
+    lo, hi = TYPES[qtype][1], TYPES[qtype][2]
+    span = min(float(hi) - float(lo), 1e6) if qtype in INT_TYPES else 1e5
+    x = np.asarray(rng.standard_normal(shape) * span, dtype=np.float32)
+    specials = np.array(
+        [0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD55555, 0x7F800000, 0xFF800000],
+        np.uint32,
+    ).view(np.float32)
+    extra = np.array(
+        [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 127.5, 128.5, -128.5, 255.5, 32767.5,
+         65535.5, 1e30, -1e30, 3.4e38, -3.4e38, 65504.0, 65519.0, 65520.0, -65520.0,
+         2147483520.0, -2147483648.0, 4294967040.0, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11,
+         1.00390625, 1.01171875, 1e-40, -1e-45, 3.3895314e38, 3.3961776e38, 0.0, -0.0],
+        np.float32,
+    )
+    flat = x.reshape(-1)
+    vals = np.concatenate([specials, extra])
+    n = min(flat.size, vals.size)
+    idx = rng.permutation(flat.size)[:n]
+    flat[idx] = vals[:n]
+    return x
+
+
+def zero_points(qtype: str, n: int | None, rng) -> np.ndarray:
+    dt, lo, hi = TYPES[qtype]
+    shape = () if n is None else (n,)
+    if qtype in FLOAT_TYPES:
+        return (rng.standard_normal(shape) * 3).astype(np.float32).astype(dt)
+    lo_, hi_ = max(int(lo), -(2**31)), min(int(hi), 2**32 - 1)
+    return rng.integers(lo_, hi_, size=shape, endpoint=True, dtype=np.int64).astype(dt)
+
+
+# granularity forms: (x shape, scale shape or None=scalar, axis attribute)
+FORMS = {
+    "tensor-scalar": ((2, 3, 5), None, None),
+    "tensor-[1]": ((2, 3, 5), (1,), 1),
+    "axis-1": ((2, 3, 5), (3,), 1),
+    "axis-default": ((2, 3, 5), (3,), None),
+    "axis-neg": ((2, 3, 5), (5,), -1),
+    "axis-0": ((4, 3), (4,), 0),
+    "rank1": ((7,), None, 0),
+    "rank0": ((), None, None),
+}
+
+
+def _scale(shape, rng) -> np.ndarray:
+    if shape is None:
+        return np.float32(rng.choice([0.5, 1.0, 0.37, 3.0]))
+    return rng.choice(np.array([0.5, 1.0, 2.0, 0.37, 3.0, 1e-3], np.float32), size=shape)
+
+
+@functools.cache
+def _model(kind, qtype, form, with_zp, domain=DOMAIN):
+    rng = np.random.default_rng(hash((kind, qtype, form, with_zp)) % 2**32)
+    x_shape, s_shape, axis = FORMS[form]
+    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    n = None if s_shape is None else s_shape[0]
+    zp = zero_points(qtype, n, rng) if with_zp else None
+    model = qdq_model(
+        qtype if with_zp else None, x_shape, scale, zp, axis=axis, domain=domain,
+        chain="q" if kind == "q" else "dq",
+    )
+    return extql.attach_fallbacks(model), scale, zp, axis
+
+
+# Without a zero point the output is uint8: one "default" case per form.
+QUANTIZE_CASES = [(t, True) for t in TYPES] + [("uint8", False)]
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize(
+    "qtype,with_zp", QUANTIZE_CASES, ids=[t if z else "default" for t, z in QUANTIZE_CASES]
+)
+def test_quantize_function(qtype, form, with_zp, runner):
+    model, scale, zp, axis = _model("q", qtype, form, with_zp)
+    rng = np.random.default_rng(1)
+    x = drop_payloads(special_x(FORMS[form][0], rng, qtype), runner)
+    got = run(runner, model, {"x": x})["y"]
+    expected = quantize(x, scale, zp, axis=1 if axis is None else axis)
+    assert_same_bits(got, expected, f"{runner} quantize {qtype} {form}")
+
+
+def quantized_x(qtype: str, shape, rng) -> np.ndarray:
+    dt, lo, hi = TYPES[qtype]
+    if qtype in FLOAT_TYPES:
+        bits = rng.integers(0, 2**16, size=shape, dtype=np.uint16)
+        x = bits.view(np.float16) if qtype == "float16" else bits.view(BF16)
+        flat = x.reshape(-1)
+        specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, hi, lo], np.float32)
+        n = min(flat.size, specials.size)
+        flat[:n] = specials[:n].astype(dt)
+        return x
+    x = rng.integers(int(lo), int(hi), size=shape, endpoint=True, dtype=np.int64).astype(dt)
+    flat = x.reshape(-1)
+    n = min(flat.size, 2)
+    flat[:n] = np.array([lo, hi])[:n].astype(dt)
+    return x
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "nozp"])
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("qtype", list(TYPES))
+def test_dequantize_function(qtype, form, with_zp, runner):
+    rng = np.random.default_rng(2)
+    x_shape, s_shape, axis = FORMS[form]
+    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    n = None if s_shape is None else s_shape[0]
+    zp = zero_points(qtype, n, rng) if with_zp else None
+    model = extql.attach_fallbacks(
+        qdq_model(qtype, x_shape, scale, zp, axis=axis, chain="dq")
+    )
+    x = quantized_x(qtype, x_shape, rng)
+    got = run(runner, model, {"x": x})["z"]
+    expected = dequantize(x, scale, zp, axis=1 if axis is None else axis)
+    assert_same_bits(got, expected, f"{runner} dequantize {qtype} {form}")
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("qtype", ["int32", "uint32"])
+def test_wide_zero_point_addition_is_exact(qtype, runner):
+    """r + zp is not representable in float32: the fallback must add exactly."""
+    dt = TYPES[qtype][0]
+    x = np.array([16777217.0, 2147483520.0, -2147483520.0, 4294967040.0, 1e9, 3.0], np.float32)
+    zps = [dt.type(123456789), dt.type(7)] if qtype == "uint32" else [dt.type(-123456789),
+                                                                      dt.type(101)]
+    for zp in zps:
+        zp = np.asarray(zp)
+        model = extql.attach_fallbacks(qdq_model(qtype, [6], np.float32(1.0), zp, chain="q"))
+        got = run(runner, model, {"x": x})["y"]
+        assert_same_bits(got, quantize(x, np.float32(1.0), zp), f"{runner} {qtype} zp={zp}")
+        # And the value is really the exact sum (not a float32 rounding of it).
+        exact = np.clip(np.rint(x.astype(np.float64)) + int(zp), *TYPES[qtype][1:])
+        assert got.astype(np.float64).tolist() == exact.tolist()
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_float16_nan_payload_and_sign(runner):
+    """float16 NaN bits = sign | 0x7E00 | payload >> 13, bfloat16 = sign | 0x7FC0."""
+    bits = np.array([0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD55555, 0x7FFFFFFF], np.uint32)
+    # 13 elements: onnxruntime casts blocks of 8 and the rest one by one.
+    x = np.concatenate([bits, np.full(3, 0x3F800000, np.uint32), bits]).view(np.float32)
+    one = [0x3C00, 0x3F80]
+    f16_nans = [0x7E00, 0xFE00, 0x7E09, 0xFEAA, 0x7FFF]
+    if runner == "onnxruntime" and not F16_PAYLOAD:
+        f16_nans = [0x7E00, 0xFE00, 0x7E00, 0xFE00, 0x7E00]  # documented limitation
+    for k, (qtype, nans) in enumerate((
+        ("float16", f16_nans),
+        ("bfloat16", [0x7FC0, 0xFFC0, 0x7FC0, 0xFFC0, 0x7FC0]),
+    )):
+        expected = nans + [one[k]] * 3 + nans
+        zp = np.zeros((), TYPES[qtype][0])
+        model = extql.attach_fallbacks(qdq_model(qtype, [13], np.float32(1.0), zp, chain="q"))
+        got = run(runner, model, {"x": x})["y"]
+        assert got.view(np.uint16).tolist() == expected, qtype
+        if runner == "reference" or F16_PAYLOAD:
+            assert_same_bits(got, quantize(x, np.float32(1.0), zp))
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("qtype", list(TYPES))
+def test_zero_scale_channel(qtype, runner):
+    """x / 0 is +-inf or NaN: saturation / NaN rules apply per element."""
+    dt = TYPES[qtype][0]
+    scale = np.array([0.0, 1.0], np.float32)
+    zp = np.zeros(2, dt)
+    x = np.array([[1.0, 1.0], [-1.0, 2.5], [0.0, -0.0]], np.float32)
+    model = extql.attach_fallbacks(qdq_model(qtype, [3, 2], scale, zp, axis=1, chain="q"))
+    got = run(runner, model, {"x": x})["y"]
+    assert_same_bits(got, quantize(x, scale, zp, axis=1), f"{runner} {qtype}")
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_empty_tensor(runner):
+    zp = np.zeros(3, np.int16)
+    scale = np.ones(3, np.float32)
+    model = extql.attach_fallbacks(qdq_model("int16", [0, 3, 2], scale, zp, axis=1))
+    got = run(runner, model, {"x": np.zeros((0, 3, 2), np.float32)})
+    assert got["y"].shape == (0, 3, 2) and got["y"].dtype == np.int16
+    assert got["z"].shape == (0, 3, 2) and got["z"].dtype == np.float32
+
+
+# --------------------------------------------------------------------------
+# Scale and zero point as graph inputs: the granularity is decided at run time.
+
+
+@functools.cache
+def _dynamic_model(qtype: str, rank: int, axis: int):
+    elem = ONNX_OF[qtype]
+    nodes = [
+        helper.make_node("ExtendedQuantizeLinear", ["x", "s", "zp"], ["y"], domain=DOMAIN,
+                         axis=axis),
+        helper.make_node("ExtendedDequantizeLinear", ["y", "s", "zp"], ["z"], domain=DOMAIN,
+                         axis=axis),
+    ]
+    model = make_model(
+        nodes,
+        [value_info("x", TensorProto.FLOAT, [None] * rank),
+         value_info("s", TensorProto.FLOAT, None), value_info("zp", elem, None)],
+        [value_info("y", elem, [None] * rank), value_info("z", TensorProto.FLOAT, [None] * rank)],
+    )
+    return extql.attach_fallbacks(model)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    qtype=st.sampled_from(list(TYPES)),
+    shape=st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    per_axis=st.booleans(),
+    axis_seed=st.integers(0, 5),
+    seed=st.integers(0, 2**31),
+    runner=st.sampled_from(RUNNERS),
+)
+def test_random_granularity(qtype, shape, per_axis, axis_seed, seed, runner):
+    rng = np.random.default_rng(seed)
+    rank = len(shape)
+    axis = axis_seed % (2 * rank) - rank  # in [-rank, rank - 1]
+    x = drop_payloads(special_x(tuple(shape), rng, qtype), runner)
+    n = shape[axis] if per_axis else None
+    scale = np.asarray(_scale(None if n is None else (n,), rng), np.float32)
+    zp = zero_points(qtype, n, rng)
+    model = _dynamic_model(qtype, rank, axis)
+    feeds = {"x": x, "s": scale, "zp": zp}
+    if runner == "onnxruntime":
+        got = run_ort(model, feeds, output_shapes={"y": x.shape, "z": x.shape})
+    else:
+        got = run_reference(model, feeds)
+    q = quantize(x, scale, zp, axis=axis)
+    assert_same_bits(got["y"], q, f"{runner} quantize {qtype} axis={axis}")
+    assert_same_bits(got["z"], dequantize(q, scale, zp, axis=axis), f"{runner} dequantize")
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize(
+    "x_shape,s_shape,axis",
+    [((2, 3, 4), (4,), 1), ((2, 3, 4), (3,), 3), ((2, 3, 4), (3,), -4), ((2, 3, 4), (1, 3), 1)],
+    ids=["wrong-length", "axis-too-big", "axis-too-small", "scale-rank-2"],
+)
+def test_bad_granularity_is_an_error(x_shape, s_shape, axis, runner):
+    """The fallback must fail, not broadcast silently along another axis."""
+    model = _dynamic_model("int8", len(x_shape), axis)
+    feeds = {
+        "x": np.ones(x_shape, np.float32),
+        "s": np.ones(s_shape, np.float32),
+        "zp": np.zeros(s_shape, np.int8),
+    }
+    with pytest.raises(Exception):  # noqa: B017 - any runtime's own error type
+        if runner == "onnxruntime":
+            run_ort(model, feeds, output_shapes={"y": x_shape, "z": x_shape})
+        else:
+            run_reference(model, feeds)
+
+
+# --------------------------------------------------------------------------
+# The function objects themselves.
+
+
+def test_function_protos_use_standard_ops_only():
+    for quantize_ in (True, False):
+        for variant in fallbacks.VARIANTS:
+            for domain in (DOMAIN, LEGACY):
+                fp = fallbacks.function_proto(quantize_, variant, domain=domain, opset=17)
+                assert fp.domain == domain and fp.overload == variant
+                assert {n.domain for n in fp.node} <= {""}
+                assert [(o.domain, o.version) for o in fp.opset_import] == [("", 17)]
+                assert list(fp.input)[:2] and len(fp.input) == 3
+                assert [(a.name, a.i) for a in fp.attribute_proto] == [("axis", 1)]
+                ops = {n.op_type for n in fp.node}
+                assert not ops & {"CastLike", "Min", "Max"}  # opset >= 13 and ORT-safe
+
+
+def test_function_proto_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="variant"):
+        fallbacks.function_proto(True, "float32")
+    with pytest.raises(ValueError, match="opset >= 13"):
+        fallbacks.function_proto(True, "int8", opset=12)
+    with pytest.raises(ValueError, match="domain"):
+        fallbacks.function_proto(True, "int8", domain="com.example")
+
+
+def test_onnxscript_functions_are_exposed():
+    assert set(fallbacks.QUANTIZE) == set(fallbacks.VARIANTS)
+    fn = fallbacks.QUANTIZE["int16"]
+    proto = fn.to_function_proto()
+    assert proto.name == "ExtendedQuantizeLinear" and proto.domain == DOMAIN
+    assert fallbacks.DEQUANTIZE["bfloat16"].to_function_proto().name == (
+        "ExtendedDequantizeLinear"
+    )
+
+
+def test_onnxscript_authoring_with_the_quark_opset():
+    @onnxscript.script(default_opset=op)
+    def qdq(x: FLOAT[2, 8], s: FLOAT, zp: INT16) -> FLOAT[2, 8]:
+        q = quark.ExtendedQuantizeLinear(x, s, zp)
+        return quark.ExtendedDequantizeLinear(q, s, zp)
+
+    model = qdq.to_model_proto()
+    imports = [o if o.domain else helper.make_opsetid("", 21) for o in model.opset_import]
+    del model.opset_import[:]
+    model.opset_import.extend(imports)
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    q_type = next(v for v in inferred.graph.value_info if v.name == "q").type.tensor_type
+    assert q_type.elem_type == TensorProto.INT16
+    assert [d.dim_value for d in q_type.shape.dim] == [2, 8]
+    # The authored model runs through the fallbacks.
+    x = drop_payloads(special_x((2, 8), np.random.default_rng(3), "int16"), "onnxruntime")
+    s, zp = np.float32(0.25), np.int16(-7)
+    attached = extql.attach_fallbacks(model)
+    for runner in RUNNERS:
+        got = run(runner, attached, {"x": x, "s": np.asarray(s), "zp": np.asarray(zp)})
+        expected = dequantize(quantize(x, s, zp), s, zp)
+        assert_same_bits(next(iter(got.values())), expected, runner)
+
+
+def test_quark_opset_checks_types():
+    @onnxscript.script(default_opset=op)
+    def bad(x: FLOAT[4], s: FLOAT, zp: FLOAT) -> FLOAT[4]:
+        return quark.ExtendedQuantizeLinear(x, s, zp)
+
+    model = bad.to_model_proto()
+    with pytest.raises(onnx.shape_inference.InferenceError, match="y_zero_point"):
+        onnx.checker.check_model(model, full_check=True)
+    with pytest.raises(Exception, match="attribute"):
+
+        @onnxscript.script(default_opset=op)
+        def bad_call(x: FLOAT[4], s: FLOAT) -> FLOAT[4]:
+            return quark.ExtendedQuantizeLinear(x, s, s, s)
+
+
+def test_public_names_are_lazy():
+    """The tools are reachable from the package, and ``import extql`` alone
+    still does not import onnx or onnxscript."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, extql\n"
+        "assert 'onnx' not in sys.modules and 'onnxscript' not in sys.modules\n"
+        "names = ['attach_fallbacks', 'inline_fallbacks', 'lower_to_standard', 'reference',"
+        " 'quark', 'fallbacks', 'opset']\n"
+        "assert all(n in dir(extql) for n in names)\n"
+        "assert callable(extql.attach_fallbacks) and extql.reference.OPS\n"
+        "assert extql.quark.domain == 'com.amd.quark'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
