@@ -34,7 +34,7 @@ extensions = [
 # is missing from the installed package, the block shows a note instead of
 # failing the build.  Once every name of DESIGN.md's public API is merged, set
 # this to True: a missing name then becomes a warning, so ``-W`` fails the build.
-extql_docs_strict = False
+extql_docs_strict = True
 
 templates_path: list[str] = []
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
