@@ -136,6 +136,32 @@ def quantize_linear(
     return y
 
 
+def _python_number(op: str, v: Any, qt: QType) -> int | float:
+    """A zero-point element as a Python int or float (exact)."""
+    try:
+        return operator.index(v)  # int, bool, NumPy integers
+    except TypeError:
+        pass
+    if isinstance(v, (float, np.floating, np.generic)) and not isinstance(v, np.complexfloating):
+        try:
+            return float(v)  # every float type widens to a double exactly
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(
+        f"{op}: x_zero_point must be numbers of type {qt.name}, got {type(v).__name__}"
+    )
+
+
+def _to_float_type(v: int | float, qt: QType) -> Any:
+    """v in float16 / bfloat16 (inf when out of range, NaN for NaN)."""
+    try:
+        d = float(v)
+    except OverflowError:  # a Python int beyond the double range
+        d = float("inf") if v > 0 else float("-inf")
+    with np.errstate(over="ignore"):
+        return np.array(d, dtype=np.float64).astype(qt.dtype)[()]
+
+
 def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
     """The zero point as an array of x's type; a Python number is taken as
     that type when it fits exactly."""
@@ -146,14 +172,27 @@ def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
                 f"{op}: x_zero_point must have the dtype of x ({qt.name}), got {zp.dtype}"
             )
         return zp
+    # Python numbers (or nested sequences of them): each is converted on its
+    # own and compared with the original in Python's exact int/float
+    # arithmetic, so no value that the type does not hold is rounded into it
+    # (a float64 comparison would take 2**62 + 1 as 2**62).
     try:
-        raw = np.asarray(value)
-        zp = raw.astype(qt.dtype)
-        exact = np.array_equal(zp.astype(np.float64), raw.astype(np.float64), equal_nan=True)
-    except (TypeError, ValueError, OverflowError) as exc:
+        raw = np.asarray(value, dtype=object)
+    except ValueError as exc:  # ragged sequences
         raise TypeError(f"{op}: x_zero_point must be numbers of type {qt.name}: {exc}") from None
-    if not exact:
-        raise ValueError(f"{op}: x_zero_point {value!r} is not representable as {qt.name}")
+    zp = np.empty(raw.shape, dtype=qt.dtype)
+    flat = zp.reshape(-1)
+    for i, v in enumerate(raw.reshape(-1)):
+        v = _python_number(op, v, qt)
+        if qt.is_float:
+            y = _to_float_type(v, qt)
+            exact = v != v or float(y) == v  # NaN stays NaN
+        else:
+            exact = v == v and qt.lo <= v <= qt.hi and v == int(v)
+            y = int(v) if exact else 0
+        if not exact:
+            raise ValueError(f"{op}: x_zero_point {value!r} is not representable as {qt.name}")
+        flat[i] = y
     return zp
 
 

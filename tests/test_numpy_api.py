@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 from contract import (
+    BF16,
     FLOAT_TYPES,
     INT_TYPES,
     TYPES,
@@ -319,3 +320,28 @@ def test_nan_payloads_survive_when_only_x_is_nan():
     y = extql.dequantize_linear(hb.view(np.float16), F32(2), np.float16(0.5))
     # (0xFD00 and 0x7C01 are signalling NaNs: arithmetic quiets them.)
     np.testing.assert_array_equal(y.view(np.uint32), [0x7FC02000, 0xFFE00000, 0x7FC02000])
+
+
+def test_python_zero_point_is_checked_exactly():
+    """Regression (found by tests/test_fuzz_numpy.py): a Python int zero point
+    was compared with its conversion in float64, so 2**62 + 1 passed as the
+    bfloat16 2**62; ints beyond int64 failed with NumPy's "Python int too
+    large" TypeError.  Every element is now compared in exact arithmetic."""
+    bf = np.zeros(2, BF16)
+    with pytest.raises(ValueError, match="ExtendedDequantizeLinear.*not representable"):
+        extql.dequantize_linear(bf, F32(1), 2**62 + 1)
+    for value in (2**62, 2**70, -(2**100), float("inf"), float("nan")):
+        want = dequantize(bf, F32(1), np.array(float(value)).astype(BF16))
+        assert_same_bits(extql.dequantize_linear(bf, F32(1), value), want, repr(value))
+    u32 = np.array([0, 7, 2**32 - 1], np.uint32)
+    with pytest.raises(ValueError, match="not representable as uint32"):
+        extql.dequantize_linear(u32, F32(1), 2**64 + 5)
+    assert_same_bits(extql.dequantize_linear(u32, F32(1), [2**32 - 1]),
+                     dequantize(u32, F32(1), np.array([2**32 - 1], np.uint32)), "list")
+    with pytest.raises(ValueError, match="not representable as int8"):
+        extql.dequantize_linear(np.zeros(2, np.int8), F32(1), 1e300)
+    with pytest.raises(TypeError, match="x_zero_point must be numbers of type int8, got str"):
+        extql.dequantize_linear(np.zeros(2, np.int8), F32(1), ["1"])
+    # NumPy scalars inside a list are numbers too
+    assert_same_bits(extql.dequantize_linear(u32, F32(1), [np.uint64(7)]),
+                     dequantize(u32, F32(1), np.array([7], np.uint32)), "numpy scalar in list")
