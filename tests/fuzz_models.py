@@ -486,6 +486,7 @@ class Worker:
         self.info: dict[str, Any] = {}
         self.started = 0
         self._buf = b""
+        self._eof = False
         self._next_id = 0
 
     def _start(self) -> None:
@@ -497,6 +498,7 @@ class Worker:
         )
         self.started += 1
         self._buf = b""
+        self._eof = False
         ready = self._read_event(time.monotonic() + self.start_timeout)
         if ready is None or ready.get("event") != "ready":
             self._fail("the worker did not start", None)
@@ -529,16 +531,20 @@ class Worker:
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:
+                self._eof = True
                 return None
             self._buf += chunk
 
     def _fail(self, what: str, spec: dict | None) -> None:
         proc = self.proc
-        hung = proc is not None and proc.poll() is None
+        hung = False
         if proc is not None:
-            if hung:
+            try:  # after the end of its output a dying child exits at once
+                proc.wait(timeout=10 if self._eof else 0.01)
+            except subprocess.TimeoutExpired:
+                hung = True
                 proc.kill()
-            proc.wait(timeout=30)
+                proc.wait(timeout=30)
         code = None if proc is None else proc.returncode
         self.proc = None
         raise WorkerDied(
