@@ -397,7 +397,7 @@ def run_case(spec: dict) -> dict[str, Any]:
     """Build and run one case; the outcome as a dict (in the worker)."""
     import onnxruntime as ort
     from contract import assert_same_bits, dequantize, quantize
-    from ortutil import _ortvalue
+    from ortutil import NO_ARENA, _ortvalue
 
     import extql
 
@@ -408,6 +408,7 @@ def run_case(spec: dict) -> dict[str, Any]:
         so = ort.SessionOptions()
         so.intra_op_num_threads = spec["threads"]
         so.log_severity_level = 4
+        so.enable_cpu_mem_arena = not NO_ARENA
         extql.register(so)
         sess = ort.InferenceSession(
             model.SerializeToString(), so, providers=["CPUExecutionProvider"]

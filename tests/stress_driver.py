@@ -117,6 +117,7 @@ def make_session(model_bytes: bytes, intra_op: int):
     so = ort.SessionOptions()
     so.intra_op_num_threads = intra_op
     so.log_severity_level = 3
+    so.enable_cpu_mem_arena = not os.environ.get("EXTQL_TEST_NO_ARENA")
     extql.register(so)
     return ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
 
