@@ -88,9 +88,18 @@ def _granularity(
     return shape[axis], inner
 
 
+def _dense(arr: np.ndarray) -> np.ndarray:
+    """The array C-contiguous *and aligned* to its element size, copied only
+    when it is not.  (np.ascontiguousarray keeps an unaligned buffer, e.g.
+    np.frombuffer at an odd offset, and the kernels read typed elements:
+    an unaligned float pointer is undefined behaviour in C, which the
+    compiler may turn into aligned vector loads that fault.)"""
+    return np.require(arr, requirements=["C_CONTIGUOUS", "ALIGNED"])
+
+
 def _bytes(arr: np.ndarray) -> np.ndarray:
-    """A flat uint8 view of a C-contiguous array (what the kernels take)."""
-    return arr.reshape(-1).view(np.uint8)
+    """A flat uint8 view of a C-contiguous, aligned array (what the kernels take)."""
+    return _dense(arr).reshape(-1).view(np.uint8)
 
 
 def quantize_linear(
@@ -126,9 +135,9 @@ def quantize_linear(
     y = np.empty(x_arr.shape, dtype=qt.dtype)
     _kernels.quantize(
         qt.onnx,
-        np.ascontiguousarray(x_arr).reshape(-1),
-        np.ascontiguousarray(scale).reshape(-1),
-        None if zp is None else _bytes(np.ascontiguousarray(zp)),
+        _dense(x_arr).reshape(-1),
+        _dense(scale).reshape(-1),
+        None if zp is None else _bytes(zp),
         _bytes(y),
         D,
         inner,
@@ -222,9 +231,9 @@ def dequantize_linear(
     y = np.empty(x_arr.shape, dtype=np.float32)
     _kernels.dequantize(
         qt.onnx,
-        _bytes(np.ascontiguousarray(x_arr)),
-        np.ascontiguousarray(scale).reshape(-1),
-        None if zp is None else _bytes(np.ascontiguousarray(zp)),
+        _bytes(x_arr),
+        _dense(scale).reshape(-1),
+        None if zp is None else _bytes(zp),
         y.reshape(-1),
         D,
         inner,

@@ -90,14 +90,15 @@ def instrumented() -> str:
     return path
 
 
-def judge(logdir: str) -> dict:
+def judge(logdir: str, console: str) -> dict:
     errors, ub, ours, others = [], [], [], 0
-    for path in sorted(glob.glob(os.path.join(logdir, "*"))):
-        text = open(path, errors="replace").read()
+    texts = [(os.path.basename(p), open(p, errors="replace").read())
+             for p in sorted(glob.glob(os.path.join(logdir, "*")))]
+    for path, text in texts + [("pytest output", console)]:
         for m in re.finditer(r"ERROR: AddressSanitizer: .*", text):
-            errors.append(f"{os.path.basename(path)}: {m.group(0)}\n" + text[m.start():][:3000])
+            errors.append(f"{path}: {m.group(0)}\n" + text[m.start():][:3000])
         for m in re.finditer(r".*runtime error: .*", text):
-            ub.append(f"{os.path.basename(path)}: {m.group(0)}")
+            ub.append(f"{path}: {m.group(0)}\n" + text[m.start():][:2000])
         for block in re.split(r"\n(?=(?:Direct|Indirect) leak of )", text):
             if not re.match(r"(Direct|Indirect) leak of", block):
                 continue
@@ -152,10 +153,20 @@ def main() -> int:
     # The pytest script, not "python -m pytest": that would put the source
     # tree first on sys.path and import its extql instead of the installed,
     # instrumented one.
+    # --capture=sys: UBSan writes its reports to file descriptor 2 whatever
+    # log_path says, and pytest's default fd capture would swallow the report
+    # of a process that UBSan stops; so fd 2 stays ours, and is scanned.
     pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
-    proc = subprocess.run([pytest, "-p", "no:cacheprovider", *args], env=env,
-                          cwd=str(HERE.parent))
-    summary = judge(logdir)
+    proc = subprocess.Popen([pytest, "-p", "no:cacheprovider", "--capture=sys", *args],
+                            env=env, cwd=str(HERE.parent), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace")
+    console = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        console.append(line)
+    proc.wait()
+    summary = judge(logdir, "".join(console))
     for e in summary["asan_errors"][:5]:
         print("\n" + e)
     for e in summary["ubsan_errors"][:20]:

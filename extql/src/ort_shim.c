@@ -401,6 +401,53 @@ static OrtStatus *check_granularity(const OrtApi *api, const char *label, const 
 }
 
 /* ------------------------------------------------------------------------ */
+/* Alignment                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The size of one element of a quantized type (or float32). */
+static size_t elem_size(int type) {
+  switch (type) {
+    case EXTQL_UINT8:
+    case EXTQL_INT8: return 1;
+    case EXTQL_UINT16:
+    case EXTQL_INT16:
+    case EXTQL_FLOAT16:
+    case EXTQL_BFLOAT16: return 2;
+    default: return 4; /* int32, uint32, float32 */
+  }
+}
+
+static int misaligned(const void *p, size_t size) {
+  return ((uintptr_t)p & (uintptr_t)(size - 1)) != 0;
+}
+
+/* onnxruntime hands the kernel a caller's buffer as it is, and a tensor
+ * made from, say, np.frombuffer at an odd offset is not aligned to its
+ * element size; the kernels read and write typed elements, and a misaligned
+ * pointer is undefined behaviour (the compiler may use aligned vector
+ * loads).  Such a tensor is staged through an aligned copy (malloc aligns
+ * for every type); an aligned one is used in place. */
+typedef struct {
+  void *copies[4]; /* x, scale, zero point, y: NULL when used in place */
+} Staging;
+
+static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size) {
+  void *copy;
+  if (*p == NULL || !misaligned(*p, size)) return 0;
+  copy = malloc(count * size);
+  if (copy == NULL) return -1;
+  memcpy(copy, *p, count * size);
+  g->copies[slot] = copy;
+  *p = copy;
+  return 0;
+}
+
+static void staging_free(Staging *g) {
+  int i;
+  for (i = 0; i < 4; i++) free(g->copies[i]);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The kernel                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -449,8 +496,12 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
   size_t nin = 0;
   int out_type = 0, qtype;
   int64_t D = 1, inner = 1;
-  void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL;
+  void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL, *py_out = NULL;
+  size_t x_size, y_size;
+  Staging staging;
   char b1[32], b2[32];
+
+  memset(&staging, 0, sizeof staging);
 
   facts_init(&fx);
   facts_init(&fs);
@@ -510,6 +561,22 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     st = fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave a tensor without data");
     goto done;
   }
+  x_size = k->kind == OP_QUANTIZE ? 4 : elem_size(qtype);
+  y_size = k->kind == OP_QUANTIZE ? elem_size(qtype) : 4;
+  py_out = py;
+  if (stage_input(&staging, 0, &px, fx.count, x_size) != 0 ||
+      stage_input(&staging, 1, &ps, fs.count, 4) != 0 ||
+      stage_input(&staging, 2, &pz, fz.count, elem_size(qtype)) != 0) {
+    st = fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+    goto done;
+  }
+  if (misaligned(py, y_size)) {
+    staging.copies[3] = py = malloc(fx.count * y_size);
+    if (py == NULL) {
+      st = fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+      goto done;
+    }
+  }
 
   {
     Job job;
@@ -543,9 +610,12 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     }
     if (job.failed)
       st = fail(api, label, EXTQL_ORT_FAIL, "the kernel does not know element type %d", qtype);
+    else if (py != py_out)
+      memcpy(py_out, py, fx.count * y_size);
   }
 
 done:
+  staging_free(&staging);
   facts_free(&fx);
   facts_free(&fs);
   facts_free(&fz);
