@@ -8,6 +8,10 @@ platform.  Environment switches:
 * ``EXTQL_NO_OPENMP=1``  build without OpenMP even where it is available.
 * ``EXTQL_COVERAGE=1``   compile the Cython code with line tracing (coverage).
 * ``EXTQL_NATIVE=1``     opt-in ``-march=native`` for local experiments only.
+* ``EXTQL_SANITIZE=address[,undefined]``  build for AddressSanitizer /
+  LeakSanitizer (and UBSan) runs (tox -e asan): ``-fsanitize=...``, frame
+  pointers and debug information.  Never for a build that ships; Python must
+  then run with the sanitizer runtime preloaded (see docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -78,13 +82,25 @@ class BuildExt(build_ext):
             omp_compile, omp_link = ["-fopenmp"], ["-fopenmp"]
             if _flag("EXTQL_NATIVE"):
                 compile_args.append("-march=native")
+        sanitize = os.environ.get("EXTQL_SANITIZE", "").strip()
+        sanitize_link: list[str] = []
+        if sanitize:
+            if ctype == "msvc":
+                raise SystemExit("extql: EXTQL_SANITIZE needs GCC or Clang")
+            compile_args = ["-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitize}",
+                            "-fno-sanitize-recover=all", "-fno-math-errno",
+                            "-fno-trapping-math"]
+            sanitize_link = [f"-fsanitize={sanitize}"]
+            self.force = True  # never reuse objects of a normal build (or the reverse)
+            print(f"extql: building with -fsanitize={sanitize} (not for release)",
+                  file=sys.stderr)
         use_omp = not _flag("EXTQL_NO_OPENMP") and _compiler_accepts(
             self.compiler, omp_compile, omp_link
         )
         print(f"extql: building {'with' if use_omp else 'without'} OpenMP", file=sys.stderr)
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + (omp_compile if use_omp else [])
-            ext.extra_link_args = omp_link if use_omp else []
+            ext.extra_link_args = (omp_link if use_omp else []) + sanitize_link
             self._add_avx2_variant(ext)
         super().build_extensions()
 
