@@ -26,6 +26,7 @@ extensions = [
     "sphinx.ext.doctest",
     "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
+    "myst_parser",  # the Markdown reports: reliability.md, benchmarks-results.md
     "extql_docs",
 ]
 
