@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 
-import ml_dtypes
 import numpy as np
 import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
@@ -43,7 +42,6 @@ FUZZ = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 LAYOUTS = ("c", "fortran", "strided", "reversed", "transposed", "unaligned", "readonly")
-BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def relayout(a: np.ndarray, layout: str) -> np.ndarray:
