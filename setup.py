@@ -41,11 +41,14 @@ _EXPORTED = [
     "__pyx_module_is_main_extql___kernels",
     "extql_quantize_range",
     "extql_dequantize_range",
+    "extql_quantize_range_ex",
+    "extql_dequantize_range_ex",
     "extql_quantize",
     "extql_dequantize",
     "extql_get_num_threads",
     "extql_set_num_threads",
     "extql_have_openmp",
+    "extql_bench_copy_range",
 ]
 
 
@@ -151,7 +154,7 @@ def _extensions() -> list[Extension]:
         # The onnxruntime custom-op shim is part of the same shared object:
         # it exports RegisterCustomOps and calls the kernels' C entry points.
         sources=[os.path.join("extql", "_kernels.pyx"), os.path.join(SRC, "ort_shim.c")],
-        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h", "ort_api.h")],
+        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h", "extql_avx2.h", "ort_api.h")],
         include_dirs=[SRC],
         define_macros=macros,
     )

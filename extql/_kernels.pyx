@@ -31,6 +31,9 @@ cdef extern from "extql_kernels.h":
         EXTQL_UINT32
         EXTQL_BFLOAT16
         EXTQL_PARALLEL_MIN_ELEMENTS
+        EXTQL_STREAM
+    int64_t STREAM_MIN_BYTES "EXTQL_STREAM_MIN_BYTES"
+    int stream_flags "EXTQL_STREAM_FLAGS"(int64_t out_bytes) noexcept nogil
 
 cdef extern from *:
     """
@@ -85,23 +88,158 @@ cdef extern from *:
     int threads_setting "extql_threads_setting"
 
 cdef extern from "extql_isa.h":
-    const bint F16C "EXTQL_F16C"
-    void f16c_pack8 "extql_f16c_pack8"(const float *v, uint16_t *h) noexcept nogil
-    void f16c_unpack8 "extql_f16c_unpack8"(const uint16_t *h, float *v) noexcept nogil
     bint use_avx2 "EXTQL_USE_AVX2"() noexcept nogil
     int isa_supported "extql_isa_supported"(int isa) noexcept nogil
     int ISA_BASELINE "EXTQL_ISA_BASELINE"
     int ISA_AVX2 "EXTQL_ISA_AVX2"
     int isa_current "extql_isa_current"() noexcept nogil
     int isa_force "extql_isa_force"(int isa) noexcept nogil
-    int quantize_range_avx2 "extql_quantize_range_avx2"(
+    int quantize_range_ex_avx2 "extql_quantize_range_ex_avx2"(
         int qtype, const float *x, const float *scale, const void *zero_point,
-        void *y, int64_t D, int64_t inner, int64_t start,
-        int64_t stop) noexcept nogil
-    int dequantize_range_avx2 "extql_dequantize_range_avx2"(
+        void *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
+        int flags) noexcept nogil
+    int dequantize_range_ex_avx2 "extql_dequantize_range_ex_avx2"(
         int qtype, const void *x, const float *scale, const void *zero_point,
-        float *y, int64_t D, int64_t inner, int64_t start,
-        int64_t stop) noexcept nogil
+        float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
+        int flags) noexcept nogil
+    int bench_copy_range_avx2 "extql_bench_copy_range_avx2"(
+        int in_size, int out_size, const void *src, void *dst, int64_t start,
+        int64_t stop, int flags) noexcept nogil
+
+cdef extern from "extql_avx2.h":
+    # The longest step of the "cols" loops, and the longest axis whose scale
+    # and zero point are extended periodically (on the stack).
+    enum:
+        COLS_STEP "EXTQL_COLS_STEP"
+        COLS_EXT_MAX "EXTQL_COLS_EXT_MAX"
+    # The AVX2 copy's element loops (0 and no-ops in the baseline copy);
+    # each returns how many leading elements it wrote.  stream: write with
+    # non-temporal stores (outputs larger than the caches).
+    const bint AVX2_LOOPS "EXTQL_AVX2_LOOPS"
+    void store_fence "EXTQL_STORE_FENCE"() noexcept nogil
+    int64_t q_block_int8 "extql_avx2_q_block_int8"(
+        const float *x, int8_t *y, int64_t n, float s, int8_t zp,
+        int stream) noexcept nogil
+    int64_t q_cols_int8 "extql_avx2_q_cols_int8"(
+        const float *x, int8_t *y, int64_t n, const float *s,
+        const int8_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t dq_block_int8 "extql_avx2_dq_block_int8"(
+        const int8_t *x, float *y, int64_t n, float s, int8_t zp,
+        int stream) noexcept nogil
+    int64_t dq_cols_int8 "extql_avx2_dq_cols_int8"(
+        const int8_t *x, float *y, int64_t n, const float *s,
+        const int8_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_uint8 "extql_avx2_q_block_uint8"(
+        const float *x, uint8_t *y, int64_t n, float s, uint8_t zp,
+        int stream) noexcept nogil
+    int64_t q_cols_uint8 "extql_avx2_q_cols_uint8"(
+        const float *x, uint8_t *y, int64_t n, const float *s,
+        const uint8_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t dq_block_uint8 "extql_avx2_dq_block_uint8"(
+        const uint8_t *x, float *y, int64_t n, float s, uint8_t zp,
+        int stream) noexcept nogil
+    int64_t dq_cols_uint8 "extql_avx2_dq_cols_uint8"(
+        const uint8_t *x, float *y, int64_t n, const float *s,
+        const uint8_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_int16 "extql_avx2_q_block_int16"(
+        const float *x, int16_t *y, int64_t n, float s, int16_t zp,
+        int stream) noexcept nogil
+    int64_t q_cols_int16 "extql_avx2_q_cols_int16"(
+        const float *x, int16_t *y, int64_t n, const float *s,
+        const int16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t dq_block_int16 "extql_avx2_dq_block_int16"(
+        const int16_t *x, float *y, int64_t n, float s, int16_t zp,
+        int stream) noexcept nogil
+    int64_t dq_cols_int16 "extql_avx2_dq_cols_int16"(
+        const int16_t *x, float *y, int64_t n, const float *s,
+        const int16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_uint16 "extql_avx2_q_block_uint16"(
+        const float *x, uint16_t *y, int64_t n, float s, uint16_t zp,
+        int stream) noexcept nogil
+    int64_t q_cols_uint16 "extql_avx2_q_cols_uint16"(
+        const float *x, uint16_t *y, int64_t n, const float *s,
+        const uint16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t dq_block_uint16 "extql_avx2_dq_block_uint16"(
+        const uint16_t *x, float *y, int64_t n, float s, uint16_t zp,
+        int stream) noexcept nogil
+    int64_t dq_cols_uint16 "extql_avx2_dq_cols_uint16"(
+        const uint16_t *x, float *y, int64_t n, const float *s,
+        const uint16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_int32 "extql_avx2_q_block_int32"(
+        const float *x, int32_t *y, int64_t n, float s, int32_t zp,
+        int stream) noexcept nogil
+    int64_t q_cols_int32 "extql_avx2_q_cols_int32"(
+        const float *x, int32_t *y, int64_t n, const float *s,
+        const int32_t *zp, int64_t D, int64_t c0, const float *fl,
+        const float *fh, int stream) noexcept nogil
+    int64_t dq_block_int32 "extql_avx2_dq_block_int32"(
+        const int32_t *x, float *y, int64_t n, float s, int32_t zp,
+        int stream) noexcept nogil
+    int64_t dq_cols_int32 "extql_avx2_dq_cols_int32"(
+        const int32_t *x, float *y, int64_t n, const float *s,
+        const int32_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_uint32 "extql_avx2_q_block_uint32"(
+        const float *x, uint32_t *y, int64_t n, float s, uint32_t zp,
+        int stream) noexcept nogil
+    int64_t q_cols_uint32 "extql_avx2_q_cols_uint32"(
+        const float *x, uint32_t *y, int64_t n, const float *s,
+        const uint32_t *zp, int64_t D, int64_t c0, const float *fl,
+        const float *fh, int stream) noexcept nogil
+    int64_t dq_block_uint32 "extql_avx2_dq_block_uint32"(
+        const uint32_t *x, float *y, int64_t n, float s, uint32_t zp,
+        int stream) noexcept nogil
+    int64_t dq_cols_uint32 "extql_avx2_dq_cols_uint32"(
+        const uint32_t *x, float *y, int64_t n, const float *s,
+        const uint32_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_f16 "extql_avx2_q_block_f16"(
+        const float *x, uint16_t *y, int64_t n, float s, float zf,
+        int stream) noexcept nogil
+    int64_t q_cols_f16 "extql_avx2_q_cols_f16"(
+        const float *x, uint16_t *y, int64_t n, const float *s,
+        const uint16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t dq_block_f16 "extql_avx2_dq_block_f16"(
+        const uint16_t *x, float *y, int64_t n, float s, float zf,
+        int stream) noexcept nogil
+    int64_t dq_cols_f16 "extql_avx2_dq_cols_f16"(
+        const uint16_t *x, float *y, int64_t n, const float *s,
+        const uint16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t q_block_bf16 "extql_avx2_q_block_bf16"(
+        const float *x, uint16_t *y, int64_t n, float s, float zf,
+        int stream) noexcept nogil
+    int64_t q_cols_bf16 "extql_avx2_q_cols_bf16"(
+        const float *x, uint16_t *y, int64_t n, const float *s,
+        const uint16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    int64_t dq_block_bf16 "extql_avx2_dq_block_bf16"(
+        const uint16_t *x, float *y, int64_t n, float s, float zf,
+        int stream) noexcept nogil
+    int64_t dq_cols_bf16 "extql_avx2_dq_cols_bf16"(
+        const uint16_t *x, float *y, int64_t n, const float *s,
+        const uint16_t *zp, int64_t D, int64_t c0,
+        int stream) noexcept nogil
+    float f32_toward "extql_f32_toward"(double d, int up) noexcept nogil
+    int64_t copy_41 "extql_avx2_copy_41"(
+        const uint32_t *x, uint8_t *y, int64_t n, int stream) noexcept nogil
+    int64_t copy_42 "extql_avx2_copy_42"(
+        const uint32_t *x, uint16_t *y, int64_t n, int stream) noexcept nogil
+    int64_t copy_44 "extql_avx2_copy_44"(
+        const uint32_t *x, uint32_t *y, int64_t n, int stream) noexcept nogil
+    int64_t copy_14 "extql_avx2_copy_14"(
+        const uint8_t *x, uint32_t *y, int64_t n, int stream) noexcept nogil
+    int64_t copy_24 "extql_avx2_copy_24"(
+        const uint16_t *x, uint32_t *y, int64_t n, int stream) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     char *getenv(const char *name)
@@ -271,66 +409,175 @@ cdef inline float dequantize_one(qtype_t x, float s, qtype_t zp) noexcept nogil:
 # ---------------------------------------------------------------------------
 
 cdef void quantize_block(const float *x, qtype_t *y, Py_ssize_t n, float s,
-                         qtype_t zp) noexcept nogil:
-    cdef Py_ssize_t i = 0, j
-    cdef float tile[8]
-    cdef float v, zf
-    if qtype_t is float16_t:
-        if F16C:
-            # The same float32 steps as quantize_one, 8 at a time, then the
-            # hardware's round-to-nearest-even conversion.
-            zf = zero_point_as_float(zp)
-            while i + 8 <= n:
-                for j in range(8):
-                    v = x[i + j] / s + zf
-                    v = F16_MAX if v > F16_MAX else v
-                    tile[j] = -F16_MAX if v < -F16_MAX else v
-                f16c_pack8(tile, <uint16_t *>(y + i))
-                i += 8
-    while i < n:
+                         qtype_t zp, int stream) noexcept nogil:
+    cdef Py_ssize_t i, i0 = 0
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = q_block_int8(x, y, n, s, zp, stream)
+        elif qtype_t is uint8_t:
+            i0 = q_block_uint8(x, y, n, s, zp, stream)
+        elif qtype_t is int16_t:
+            i0 = q_block_int16(x, y, n, s, zp, stream)
+        elif qtype_t is uint16_t:
+            i0 = q_block_uint16(x, y, n, s, zp, stream)
+        elif qtype_t is int32_t:
+            i0 = q_block_int32(x, y, n, s, zp, stream)
+        elif qtype_t is uint32_t:
+            i0 = q_block_uint32(x, y, n, s, zp, stream)
+        elif qtype_t is float16_t:
+            i0 = q_block_f16(x, <uint16_t *>y, n, s, zero_point_as_float(zp), stream)
+        else:
+            i0 = q_block_bf16(x, <uint16_t *>y, n, s, zero_point_as_float(zp), stream)
+    for i in range(i0, n):
         y[i] = quantize_one(x[i], s, zp)
-        i += 1
 
 
 cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
-                           const float *s, const qtype_t *zp) noexcept nogil:
-    cdef Py_ssize_t i
+                           const float *s, const qtype_t *zp, int64_t D,
+                           int64_t c0, const float *fl, const float *fh,
+                           int stream) noexcept nogil:
+    """Element i uses channel (c0 + i) % D: s[c], zp[c] (zp NULL: zero).
+    When the run wraps around D, s and zp hold D + COLS_STEP entries,
+    extended periodically (the vector loops read a whole step from c).
+    32-bit types: fl, fh (or NULL) are the channels' float bounds."""
+    cdef Py_ssize_t i, i0 = 0
+    cdef int64_t c
     cdef qtype_t zero = zero_of(y)
-    if zp == NULL:
-        for i in range(n):
-            y[i] = quantize_one(x[i], s[i], zero)
-    else:
-        for i in range(n):
-            y[i] = quantize_one(x[i], s[i], zp[i])
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = q_cols_int8(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is uint8_t:
+            i0 = q_cols_uint8(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is int16_t:
+            i0 = q_cols_int16(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is uint16_t:
+            i0 = q_cols_uint16(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is int32_t:
+            i0 = q_cols_int32(x, y, n, s, zp, D, c0, fl, fh, stream)
+        elif qtype_t is uint32_t:
+            i0 = q_cols_uint32(x, y, n, s, zp, D, c0, fl, fh, stream)
+        elif qtype_t is float16_t:
+            i0 = q_cols_f16(x, <uint16_t *>y, n, s, <const uint16_t *>zp, D,
+                            c0, stream)
+        else:
+            i0 = q_cols_bf16(x, <uint16_t *>y, n, s, <const uint16_t *>zp, D,
+                             c0, stream)
+    if c0 + n <= D:
+        # No wrap (a run within one row): plain indexing, which the compiler
+        # vectorises (the baseline variant's whole loop).
+        if zp == NULL:
+            for i in range(i0, n):
+                y[i] = quantize_one(x[i], s[c0 + i], zero)
+        else:
+            for i in range(i0, n):
+                y[i] = quantize_one(x[i], s[c0 + i], zp[c0 + i])
+        return
+    c = (c0 + i0) % D
+    for i in range(i0, n):
+        y[i] = quantize_one(x[i], s[c], zero if zp == NULL else zp[c])
+        c += 1
+        if c == D:
+            c = 0
 
 
 cdef void dequantize_block(const qtype_t *x, float *y, Py_ssize_t n, float s,
-                           qtype_t zp) noexcept nogil:
-    cdef Py_ssize_t i = 0, j
-    cdef float zf
-    if qtype_t is float16_t:
-        if F16C:
-            zf = zero_point_as_float(zp)
-            while i + 8 <= n:
-                f16c_unpack8(<const uint16_t *>(x + i), y + i)
-                for j in range(8):
-                    y[i + j] = (y[i + j] - zf) * s
-                i += 8
-    while i < n:
+                           qtype_t zp, int stream) noexcept nogil:
+    cdef Py_ssize_t i, i0 = 0
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = dq_block_int8(x, y, n, s, zp, stream)
+        elif qtype_t is uint8_t:
+            i0 = dq_block_uint8(x, y, n, s, zp, stream)
+        elif qtype_t is int16_t:
+            i0 = dq_block_int16(x, y, n, s, zp, stream)
+        elif qtype_t is uint16_t:
+            i0 = dq_block_uint16(x, y, n, s, zp, stream)
+        elif qtype_t is int32_t:
+            i0 = dq_block_int32(x, y, n, s, zp, stream)
+        elif qtype_t is uint32_t:
+            i0 = dq_block_uint32(x, y, n, s, zp, stream)
+        elif qtype_t is float16_t:
+            i0 = dq_block_f16(<const uint16_t *>x, y, n, s,
+                              zero_point_as_float(zp), stream)
+        else:
+            i0 = dq_block_bf16(<const uint16_t *>x, y, n, s,
+                               zero_point_as_float(zp), stream)
+    for i in range(i0, n):
         y[i] = dequantize_one(x[i], s, zp)
-        i += 1
 
 
 cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
-                             const float *s, const qtype_t *zp) noexcept nogil:
-    cdef Py_ssize_t i
+                             const float *s, const qtype_t *zp, int64_t D,
+                             int64_t c0, int stream) noexcept nogil:
+    """As quantize_columns."""
+    cdef Py_ssize_t i, i0 = 0
+    cdef int64_t c
     cdef qtype_t zero = zero_of(<qtype_t *>x)
-    if zp == NULL:
-        for i in range(n):
-            y[i] = dequantize_one(x[i], s[i], zero)
+    if AVX2_LOOPS:
+        if qtype_t is int8_t:
+            i0 = dq_cols_int8(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is uint8_t:
+            i0 = dq_cols_uint8(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is int16_t:
+            i0 = dq_cols_int16(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is uint16_t:
+            i0 = dq_cols_uint16(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is int32_t:
+            i0 = dq_cols_int32(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is uint32_t:
+            i0 = dq_cols_uint32(x, y, n, s, zp, D, c0, stream)
+        elif qtype_t is float16_t:
+            i0 = dq_cols_f16(<const uint16_t *>x, y, n, s,
+                             <const uint16_t *>zp, D, c0, stream)
+        else:
+            i0 = dq_cols_bf16(<const uint16_t *>x, y, n, s,
+                              <const uint16_t *>zp, D, c0, stream)
+    if c0 + n <= D:
+        if zp == NULL:
+            for i in range(i0, n):
+                y[i] = dequantize_one(x[i], s[c0 + i], zero)
+        else:
+            for i in range(i0, n):
+                y[i] = dequantize_one(x[i], s[c0 + i], zp[c0 + i])
+        return
+    c = (c0 + i0) % D
+    for i in range(i0, n):
+        y[i] = dequantize_one(x[i], s[c], zero if zp == NULL else zp[c])
+        c += 1
+        if c == D:
+            c = 0
+
+
+cdef inline void wide_bounds(const qtype_t *z_ext, bint have_zp, float *fl,
+                             float *fh, int64_t D) noexcept nogil:
+    """The float bounds of round(x / s) for each channel of a 32-bit
+    quantize (see extql_w32_bounds): lo - zp rounded up, hi - zp down."""
+    cdef int64_t k
+    cdef double zd, lo, hi
+    if qtype_t is int32_t:
+        lo, hi = -2147483648.0, 2147483647.0
     else:
-        for i in range(n):
-            y[i] = dequantize_one(x[i], s[i], zp[i])
+        lo, hi = 0.0, 4294967295.0
+    for k in range(D + COLS_STEP):
+        if qtype_t is int32_t or qtype_t is uint32_t:
+            zd = <double>z_ext[k] if have_zp else 0.0
+        else:
+            zd = 0.0
+        fl[k] = f32_toward(lo - zd, 1)
+        fh[k] = f32_toward(hi - zd, 0)
+
+
+cdef inline void extend(const float *scale, const qtype_t *zp, float *s_ext,
+                        qtype_t *z_ext, int64_t D) noexcept nogil:
+    """s_ext[k] = scale[k % D], z_ext[k] = zp[k % D] for k < D + COLS_STEP."""
+    cdef int64_t k, c = 0
+    for k in range(D + COLS_STEP):
+        s_ext[k] = scale[c]
+        if zp != NULL:
+            z_ext[k] = zp[c]
+        c += 1
+        if c == D:
+            c = 0
 
 
 # ---------------------------------------------------------------------------
@@ -340,129 +587,254 @@ cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
 cdef void quantize_range(const float *x, const float *scale,
                          const qtype_t *zp, qtype_t *y, int64_t D,
                          int64_t inner, int64_t start,
-                         int64_t stop) noexcept nogil:
+                         int64_t stop, int stream) noexcept nogil:
     cdef int64_t i = start, run, row, d, off
     cdef qtype_t zero = zero_of(y)
+    cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef float fl_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef float fh_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef float *fl = NULL
+    cdef float *fh = NULL
     if inner == 1 and D > 1:
-        # The channel changes every element (axis = last): runs along D.
-        while i < stop:
-            d = i % D
-            run = D - d if D - d < stop - i else stop - i
-            quantize_columns(x + i, y + i, run, scale + d,
-                             zp + d if zp != NULL else zp)
-            i += run
+        # The channel changes every element (axis = last).
+        if AVX2_LOOPS and D <= COLS_EXT_MAX and stop - start >= 2 * D:
+            # One pass over the range, with the scale and zero point
+            # extended periodically so that a vector step can cross the end
+            # of a row.
+            extend(scale, zp, s_ext, z_ext, D)
+            if qtype_t is int32_t or qtype_t is uint32_t:
+                fl, fh = fl_ext, fh_ext
+                wide_bounds(z_ext, zp != NULL, fl, fh, D)
+            quantize_columns(x + start, y + start, stop - start, s_ext,
+                             z_ext if zp != NULL else NULL, D, start % D,
+                             fl, fh, stream)
+        else:
+            # Runs along D.
+            while i < stop:
+                d = i % D
+                run = D - d if D - d < stop - i else stop - i
+                quantize_columns(x + i, y + i, run, scale + d,
+                                 zp + d if zp != NULL else zp, D - d, 0,
+                                 NULL, NULL, stream)
+                i += run
     else:
+        # Runs of inner elements that share a channel; only the first run's
+        # channel and offset need a division.
+        row = i // inner
+        d = row % D
+        off = i - row * inner
         while i < stop:
-            row = i // inner
-            d = row % D
-            off = i - row * inner
             run = inner - off if inner - off < stop - i else stop - i
             quantize_block(x + i, y + i, run, scale[d],
-                           zero if zp == NULL else zp[d])
+                           zero if zp == NULL else zp[d], stream)
             i += run
+            off = 0
+            d += 1
+            if d == D:
+                d = 0
+    if stream:
+        store_fence()
 
 
 cdef void dequantize_range(const qtype_t *x, const float *scale,
                            const qtype_t *zp, float *y, int64_t D,
                            int64_t inner, int64_t start,
-                           int64_t stop) noexcept nogil:
+                           int64_t stop, int stream) noexcept nogil:
     cdef int64_t i = start, run, row, d, off
     cdef qtype_t zero = zero_of(<qtype_t *>x)
+    cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
+    cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
     if inner == 1 and D > 1:
-        while i < stop:
-            d = i % D
-            run = D - d if D - d < stop - i else stop - i
-            dequantize_columns(x + i, y + i, run, scale + d,
-                               zp + d if zp != NULL else zp)
-            i += run
+        if AVX2_LOOPS and D <= COLS_EXT_MAX and stop - start >= 2 * D:
+            extend(scale, zp, s_ext, z_ext, D)
+            dequantize_columns(x + start, y + start, stop - start, s_ext,
+                               z_ext if zp != NULL else NULL, D, start % D,
+                               stream)
+        else:
+            while i < stop:
+                d = i % D
+                run = D - d if D - d < stop - i else stop - i
+                dequantize_columns(x + i, y + i, run, scale + d,
+                                   zp + d if zp != NULL else zp, D - d, 0,
+                                   stream)
+                i += run
     else:
+        row = i // inner
+        d = row % D
+        off = i - row * inner
         while i < stop:
-            row = i // inner
-            d = row % D
-            off = i - row * inner
             run = inner - off if inner - off < stop - i else stop - i
             dequantize_block(x + i, y + i, run, scale[d],
-                             zero if zp == NULL else zp[d])
+                             zero if zp == NULL else zp[d], stream)
             i += run
+            off = 0
+            d += 1
+            if d == D:
+                d = 0
+    if stream:
+        store_fence()
 
 
 # ---------------------------------------------------------------------------
 # C entry points (src/extql_kernels.h)
 # ---------------------------------------------------------------------------
 
+cdef public int extql_quantize_range_ex(
+        int qtype, const float *x, const float *scale, const void *zero_point,
+        void *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
+        int flags) noexcept nogil:
+    cdef int st = 1 if flags & EXTQL_STREAM else 0
+    if use_avx2():
+        return quantize_range_ex_avx2(qtype, x, scale, zero_point, y, D,
+                                      inner, start, stop, flags)
+    if qtype == EXTQL_INT8:
+        quantize_range(x, scale, <const int8_t *>zero_point, <int8_t *>y,
+                       D, inner, start, stop, st)
+    elif qtype == EXTQL_UINT8:
+        quantize_range(x, scale, <const uint8_t *>zero_point, <uint8_t *>y,
+                       D, inner, start, stop, st)
+    elif qtype == EXTQL_INT16:
+        quantize_range(x, scale, <const int16_t *>zero_point, <int16_t *>y,
+                       D, inner, start, stop, st)
+    elif qtype == EXTQL_UINT16:
+        quantize_range(x, scale, <const uint16_t *>zero_point,
+                       <uint16_t *>y, D, inner, start, stop, st)
+    elif qtype == EXTQL_INT32:
+        quantize_range(x, scale, <const int32_t *>zero_point, <int32_t *>y,
+                       D, inner, start, stop, st)
+    elif qtype == EXTQL_UINT32:
+        quantize_range(x, scale, <const uint32_t *>zero_point,
+                       <uint32_t *>y, D, inner, start, stop, st)
+    elif qtype == EXTQL_FLOAT16:
+        quantize_range(x, scale, <const float16_t *>zero_point,
+                       <float16_t *>y, D, inner, start, stop, st)
+    elif qtype == EXTQL_BFLOAT16:
+        quantize_range(x, scale, <const bfloat16_t *>zero_point,
+                       <bfloat16_t *>y, D, inner, start, stop, st)
+    else:
+        return -1
+    return 0
+
+
+cdef public int extql_dequantize_range_ex(
+        int qtype, const void *x, const float *scale, const void *zero_point,
+        float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
+        int flags) noexcept nogil:
+    cdef int st = 1 if flags & EXTQL_STREAM else 0
+    if use_avx2():
+        return dequantize_range_ex_avx2(qtype, x, scale, zero_point, y, D,
+                                        inner, start, stop, flags)
+    if qtype == EXTQL_INT8:
+        dequantize_range(<const int8_t *>x, scale,
+                         <const int8_t *>zero_point, y, D, inner, start, stop,
+                         st)
+    elif qtype == EXTQL_UINT8:
+        dequantize_range(<const uint8_t *>x, scale,
+                         <const uint8_t *>zero_point, y, D, inner, start, stop,
+                         st)
+    elif qtype == EXTQL_INT16:
+        dequantize_range(<const int16_t *>x, scale,
+                         <const int16_t *>zero_point, y, D, inner, start, stop,
+                         st)
+    elif qtype == EXTQL_UINT16:
+        dequantize_range(<const uint16_t *>x, scale,
+                         <const uint16_t *>zero_point, y, D, inner, start,
+                         stop, st)
+    elif qtype == EXTQL_INT32:
+        dequantize_range(<const int32_t *>x, scale,
+                         <const int32_t *>zero_point, y, D, inner, start, stop,
+                         st)
+    elif qtype == EXTQL_UINT32:
+        dequantize_range(<const uint32_t *>x, scale,
+                         <const uint32_t *>zero_point, y, D, inner, start,
+                         stop, st)
+    elif qtype == EXTQL_FLOAT16:
+        dequantize_range(<const float16_t *>x, scale,
+                         <const float16_t *>zero_point, y, D, inner, start,
+                         stop, st)
+    elif qtype == EXTQL_BFLOAT16:
+        dequantize_range(<const bfloat16_t *>x, scale,
+                         <const bfloat16_t *>zero_point, y, D, inner, start,
+                         stop, st)
+    else:
+        return -1
+    return 0
+
+
 cdef public int extql_quantize_range(
         int qtype, const float *x, const float *scale, const void *zero_point,
         void *y, int64_t D, int64_t inner, int64_t start,
         int64_t stop) noexcept nogil:
-    if use_avx2():
-        return quantize_range_avx2(qtype, x, scale, zero_point, y, D, inner,
-                                   start, stop)
-    if qtype == EXTQL_INT8:
-        quantize_range(x, scale, <const int8_t *>zero_point, <int8_t *>y,
-                       D, inner, start, stop)
-    elif qtype == EXTQL_UINT8:
-        quantize_range(x, scale, <const uint8_t *>zero_point, <uint8_t *>y,
-                       D, inner, start, stop)
-    elif qtype == EXTQL_INT16:
-        quantize_range(x, scale, <const int16_t *>zero_point, <int16_t *>y,
-                       D, inner, start, stop)
-    elif qtype == EXTQL_UINT16:
-        quantize_range(x, scale, <const uint16_t *>zero_point,
-                       <uint16_t *>y, D, inner, start, stop)
-    elif qtype == EXTQL_INT32:
-        quantize_range(x, scale, <const int32_t *>zero_point, <int32_t *>y,
-                       D, inner, start, stop)
-    elif qtype == EXTQL_UINT32:
-        quantize_range(x, scale, <const uint32_t *>zero_point,
-                       <uint32_t *>y, D, inner, start, stop)
-    elif qtype == EXTQL_FLOAT16:
-        quantize_range(x, scale, <const float16_t *>zero_point,
-                       <float16_t *>y, D, inner, start, stop)
-    elif qtype == EXTQL_BFLOAT16:
-        quantize_range(x, scale, <const bfloat16_t *>zero_point,
-                       <bfloat16_t *>y, D, inner, start, stop)
-    else:
-        return -1
-    return 0
+    return extql_quantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
+                                   start, stop, 0)
 
 
 cdef public int extql_dequantize_range(
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t D, int64_t inner, int64_t start,
         int64_t stop) noexcept nogil:
+    return extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
+                                     start, stop, 0)
+
+
+# ---------------------------------------------------------------------------
+# The copy kernel of `extql bench`: the memory-bandwidth yardstick
+# ---------------------------------------------------------------------------
+
+cdef public int extql_bench_copy_range(
+        int in_size, int out_size, const void *src, void *dst, int64_t start,
+        int64_t stop, int flags) noexcept nogil:
+    """Elements [start, stop) of a width-changing copy: read each in_size-byte
+    element of src, write an out_size-byte element of dst (its low bytes, or
+    zero-extended), no arithmetic.  It moves exactly the bytes a quantize
+    (4 -> 1, 2, 4) or dequantize (1, 2, 4 -> 4) of the same tensor moves, with
+    the same kind of loads and stores as the kernels (the AVX2 copy's vector
+    stores, non-temporal when flags has EXTQL_STREAM), so its speed is the
+    memory-bandwidth limit the kernels are measured against.  Not part of the
+    public C API."""
+    cdef int64_t i, n = stop - start, i0 = 0
+    cdef int st = 1 if flags & EXTQL_STREAM else 0
+    cdef const uint32_t *s32 = <const uint32_t *>src + start
+    cdef const uint16_t *s16 = <const uint16_t *>src + start
+    cdef const uint8_t *s8 = <const uint8_t *>src + start
+    cdef uint32_t *d32 = <uint32_t *>dst + start
+    cdef uint16_t *d16 = <uint16_t *>dst + start
+    cdef uint8_t *d8 = <uint8_t *>dst + start
     if use_avx2():
-        return dequantize_range_avx2(qtype, x, scale, zero_point, y, D, inner,
-                                     start, stop)
-    if qtype == EXTQL_INT8:
-        dequantize_range(<const int8_t *>x, scale,
-                         <const int8_t *>zero_point, y, D, inner, start, stop)
-    elif qtype == EXTQL_UINT8:
-        dequantize_range(<const uint8_t *>x, scale,
-                         <const uint8_t *>zero_point, y, D, inner, start, stop)
-    elif qtype == EXTQL_INT16:
-        dequantize_range(<const int16_t *>x, scale,
-                         <const int16_t *>zero_point, y, D, inner, start, stop)
-    elif qtype == EXTQL_UINT16:
-        dequantize_range(<const uint16_t *>x, scale,
-                         <const uint16_t *>zero_point, y, D, inner, start,
-                         stop)
-    elif qtype == EXTQL_INT32:
-        dequantize_range(<const int32_t *>x, scale,
-                         <const int32_t *>zero_point, y, D, inner, start, stop)
-    elif qtype == EXTQL_UINT32:
-        dequantize_range(<const uint32_t *>x, scale,
-                         <const uint32_t *>zero_point, y, D, inner, start,
-                         stop)
-    elif qtype == EXTQL_FLOAT16:
-        dequantize_range(<const float16_t *>x, scale,
-                         <const float16_t *>zero_point, y, D, inner, start,
-                         stop)
-    elif qtype == EXTQL_BFLOAT16:
-        dequantize_range(<const bfloat16_t *>x, scale,
-                         <const bfloat16_t *>zero_point, y, D, inner, start,
-                         stop)
+        return bench_copy_range_avx2(in_size, out_size, src, dst, start, stop,
+                                     flags)
+    if n <= 0:
+        return 0
+    if in_size == 4 and out_size == 1:
+        if AVX2_LOOPS:
+            i0 = copy_41(s32, d8, n, st)
+        for i in range(i0, n):
+            d8[i] = <uint8_t>s32[i]
+    elif in_size == 4 and out_size == 2:
+        if AVX2_LOOPS:
+            i0 = copy_42(s32, d16, n, st)
+        for i in range(i0, n):
+            d16[i] = <uint16_t>s32[i]
+    elif in_size == 4 and out_size == 4:
+        if AVX2_LOOPS:
+            i0 = copy_44(s32, d32, n, st)
+        for i in range(i0, n):
+            d32[i] = s32[i]
+    elif in_size == 1 and out_size == 4:
+        if AVX2_LOOPS:
+            i0 = copy_14(s8, d32, n, st)
+        for i in range(i0, n):
+            d32[i] = s8[i]
+    elif in_size == 2 and out_size == 4:
+        if AVX2_LOOPS:
+            i0 = copy_24(s16, d32, n, st)
+        for i in range(i0, n):
+            d32[i] = s16[i]
     else:
         return -1
+    if st:
+        store_fence()
     return 0
 
 
@@ -485,27 +857,43 @@ cdef inline int threads_for(int64_t n, int nthreads) noexcept nogil:
     return nthreads if nthreads > 1 else 1
 
 
-cdef inline int64_t split_point(int64_t n, int t, int nt) noexcept nogil:
-    """Start of thread t's share of n elements, aligned to 64 elements."""
-    if t >= nt:
-        return n
-    return ((n // nt) * t) & ~(<int64_t>63)
+cdef inline int64_t chunk_for(int64_t n, int nt) noexcept nogil:
+    """The chunk size (a multiple of 64 elements) of n elements on nt
+    threads: about 8 chunks a thread, at least half the parallel minimum.
+    The chunks are handed out dynamically, so a thread the system takes off
+    its core for a while delays the others by one chunk, not by its share."""
+    cdef int64_t c = n // (8 * nt)
+    if c < EXTQL_PARALLEL_MIN_ELEMENTS // 2:
+        c = EXTQL_PARALLEL_MIN_ELEMENTS // 2
+    return (c + 63) & ~(<int64_t>63)
+
+
+cdef inline int64_t type_size(int qtype) noexcept nogil:
+    if qtype == EXTQL_INT8 or qtype == EXTQL_UINT8:
+        return 1
+    if qtype == EXTQL_INT32 or qtype == EXTQL_UINT32:
+        return 4
+    return 2
 
 
 cdef public int extql_quantize(
         int qtype, const float *x, const float *scale, const void *zero_point,
         void *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
-    cdef int t, nt
+    cdef int64_t t, chunk
+    cdef int nt, flags
     if not known_type(qtype):
         return -1
+    flags = stream_flags(n * type_size(qtype))
     nt = threads_for(n, nthreads)
     if nt == 1:
-        return extql_quantize_range(qtype, x, scale, zero_point, y, D, inner,
-                                    0, n)
-    for t in prange(nt, schedule="static", num_threads=nt):
-        extql_quantize_range(qtype, x, scale, zero_point, y, D, inner,
-                             split_point(n, t, nt), split_point(n, t + 1, nt))
+        return extql_quantize_range_ex(qtype, x, scale, zero_point, y, D,
+                                       inner, 0, n, flags)
+    chunk = chunk_for(n, nt)
+    for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
+                    num_threads=nt):
+        extql_quantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
+                                t * chunk, min(n, (t + 1) * chunk), flags)
     return 0
 
 
@@ -513,17 +901,20 @@ cdef public int extql_dequantize(
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
-    cdef int t, nt
+    cdef int64_t t, chunk
+    cdef int nt, flags
     if not known_type(qtype):
         return -1
+    flags = stream_flags(n * 4)
     nt = threads_for(n, nthreads)
     if nt == 1:
-        return extql_dequantize_range(qtype, x, scale, zero_point, y, D,
-                                      inner, 0, n)
-    for t in prange(nt, schedule="static", num_threads=nt):
-        extql_dequantize_range(qtype, x, scale, zero_point, y, D, inner,
-                               split_point(n, t, nt),
-                               split_point(n, t + 1, nt))
+        return extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D,
+                                         inner, 0, n, flags)
+    chunk = chunk_for(n, nt)
+    for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
+                    num_threads=nt):
+        extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
+                                  t * chunk, min(n, (t + 1) * chunk), flags)
     return 0
 
 
@@ -600,6 +991,46 @@ def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
                               nthreads)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype}")
+
+
+def bench_copy(const uint8_t[::1] src, uint8_t[::1] dst, int in_size,
+               int out_size, int nthreads=1):
+    """The copy kernel (extql_bench_copy_range) over whole buffers, split
+    over nthreads OpenMP threads as extql_quantize splits a tensor, with the
+    stores the kernels use for an output of that size.  src holds n elements
+    of in_size bytes, dst n of out_size bytes.  (extql bench runs the copy
+    kernel through the library's QuantizeCopy / DequantizeCopy ops; this
+    entry point is for tests and quick experiments.)"""
+    cdef int64_t n, t, chunk
+    cdef int nt, rc = 0, flags
+    if in_size not in (1, 2, 4) or out_size not in (1, 2, 4):
+        raise ValueError("bench_copy: element sizes must be 1, 2 or 4")
+    n = src.shape[0] // in_size
+    if dst.shape[0] != n * out_size or src.shape[0] != n * in_size:
+        raise ValueError("bench_copy: buffer sizes do not match")
+    if n == 0:
+        return
+    flags = stream_flags(n * out_size)
+    nt = threads_for(n, nthreads if nthreads > 0 else 1)
+    with nogil:
+        if nt == 1:
+            rc = extql_bench_copy_range(in_size, out_size, &src[0], &dst[0], 0,
+                                        n, flags)
+        else:
+            chunk = chunk_for(n, nt)
+            for t in prange((n + chunk - 1) // chunk, schedule="dynamic",
+                            chunksize=1, num_threads=nt):
+                extql_bench_copy_range(in_size, out_size, &src[0], &dst[0],
+                                       t * chunk, min(n, (t + 1) * chunk),
+                                       flags)
+    if rc != 0:
+        raise ValueError("bench_copy: unsupported element sizes")
+
+
+def stream_min_bytes():
+    """Outputs of at least this many bytes are written with non-temporal
+    stores (EXTQL_STREAM_MIN_BYTES)."""
+    return STREAM_MIN_BYTES
 
 
 def get_num_threads():

@@ -17,36 +17,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* F16C: hardware float <-> float16 conversion of 8 values at a time,
-   rounding to nearest even (as the software conversion does). */
-#if defined(__F16C__) && defined(__AVX__)
-#include <immintrin.h>
-#define EXTQL_F16C 1
-static inline void extql_f16c_pack8(const float *v, uint16_t *h) {
-  _mm_storeu_si128((__m128i *)h,
-                   _mm256_cvtps_ph(_mm256_loadu_ps(v),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-}
-static inline void extql_f16c_unpack8(const uint16_t *h, float *v) {
-  _mm256_storeu_ps(v, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
-}
-#else
-#define EXTQL_F16C 0
-static inline void extql_f16c_pack8(const float *v, uint16_t *h) { (void)v; (void)h; }
-static inline void extql_f16c_unpack8(const uint16_t *h, float *v) { (void)h; (void)v; }
-#endif
+/* The element loops of the AVX2 copy are in extql_avx2.h. */
 
 /* ISA codes reported by extql_isa(). */
 #define EXTQL_ISA_BASELINE 0
 #define EXTQL_ISA_AVX2 1
 
 #if defined(EXTQL_HAVE_AVX2_VARIANT) && !defined(EXTQL_VARIANT_AVX2)
-int extql_quantize_range_avx2(int qtype, const float *x, const float *scale,
-                              const void *zero_point, void *y, int64_t D,
-                              int64_t inner, int64_t start, int64_t stop);
-int extql_dequantize_range_avx2(int qtype, const void *x, const float *scale,
-                                const void *zero_point, float *y, int64_t D,
-                                int64_t inner, int64_t start, int64_t stop);
+int extql_quantize_range_ex_avx2(int qtype, const float *x, const float *scale,
+                                 const void *zero_point, void *y, int64_t D, int64_t inner,
+                                 int64_t start, int64_t stop, int flags);
+int extql_dequantize_range_ex_avx2(int qtype, const void *x, const float *scale,
+                                   const void *zero_point, float *y, int64_t D, int64_t inner,
+                                   int64_t start, int64_t stop, int flags);
+int extql_bench_copy_range_avx2(int in_size, int out_size, const void *src, void *dst,
+                                int64_t start, int64_t stop, int flags);
 
 /* -1: not decided yet; else an EXTQL_ISA_* code.  Racing first calls all
    store the same value. */
@@ -93,8 +78,9 @@ static int extql_isa_force(int isa) {
    _avx2, so the names below are its own, never called), or a build without
    the variant. */
 #if !defined(EXTQL_VARIANT_AVX2)
-#define extql_quantize_range_avx2(...) (-1)
-#define extql_dequantize_range_avx2(...) (-1)
+#define extql_quantize_range_ex_avx2(...) (-1)
+#define extql_dequantize_range_ex_avx2(...) (-1)
+#define extql_bench_copy_range_avx2(...) (-1)
 #endif
 #define EXTQL_USE_AVX2() 0
 static inline int extql_isa_supported(int isa) { return isa == EXTQL_ISA_BASELINE; }

@@ -36,6 +36,19 @@ enum {
 /* Tensors smaller than this many elements are processed on one thread. */
 #define EXTQL_PARALLEL_MIN_ELEMENTS 65536
 
+/* Flags of the _ex range functions.  EXTQL_STREAM: write the output with
+ * non-temporal stores, bypassing the caches -- faster for an output too large
+ * to stay in the caches (no read of each line before it is written), slower
+ * for a consumer that would have found a small output in the cache.  A hint:
+ * the results are the same bits either way (variants without such stores
+ * ignore it). */
+#define EXTQL_STREAM 1
+/* Outputs of at least this many bytes are streamed by extql_quantize /
+ * extql_dequantize and by the onnxruntime ops; EXTQL_STREAM_FLAGS(bytes) is
+ * the flags they use for an output of that size. */
+#define EXTQL_STREAM_MIN_BYTES (16 * 1024 * 1024)
+#define EXTQL_STREAM_FLAGS(out_bytes) ((out_bytes) >= EXTQL_STREAM_MIN_BYTES ? EXTQL_STREAM : 0)
+
 /* Quantize elements [start, stop) of x into y (element type qtype).
  * Returns 0, or -1 when qtype is not one of the eight types. */
 int extql_quantize_range(int qtype, const float *x, const float *scale,
@@ -47,8 +60,18 @@ int extql_dequantize_range(int qtype, const void *x, const float *scale,
                            const void *zero_point, float *y, int64_t D,
                            int64_t inner, int64_t start, int64_t stop);
 
-/* The whole tensor of n elements, split statically over nthreads OpenMP
- * threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
+/* The same with flags (EXTQL_STREAM or 0). */
+int extql_quantize_range_ex(int qtype, const float *x, const float *scale,
+                            const void *zero_point, void *y, int64_t D,
+                            int64_t inner, int64_t start, int64_t stop,
+                            int flags);
+int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
+                              const void *zero_point, float *y, int64_t D,
+                              int64_t inner, int64_t start, int64_t stop,
+                              int flags);
+
+/* The whole tensor of n elements, in chunks handed out dynamically to
+ * nthreads OpenMP threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
  * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread. */
 int extql_quantize(int qtype, const float *x, const float *scale,
                    const void *zero_point, void *y, int64_t n, int64_t D,

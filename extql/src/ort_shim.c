@@ -8,6 +8,15 @@
  *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear  (version 1)
  *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear        (legacy names)
  *
+ * and, for `extql bench` only, the yardstick it measures them against:
+ *
+ *   com.amd.quark.bench  QuantizeCopy, DequantizeCopy
+ *
+ * which take the same inputs, check them the same way and split the work the
+ * same way on the same thread pool, but run the copy kernel
+ * (extql_bench_copy_range: the op's bytes moved with no arithmetic) instead of
+ * the math, so that the time of the memory traffic alone is measured exactly
+ * as the op is.
  * natively on the CPU execution provider.  The compute path calls the C entry
  * points of extql_kernels.h: no Python object, no GIL.
  *
@@ -48,8 +57,12 @@
  * honours the session's intra_op_num_threads, never adds threads of its own
  * (no oversubscription, no OpenMP team shared between sessions) and runs
  * inline when the session has one thread.  Tensors below
- * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread.  (extql's own
- * thread setting, EXTQL_NUM_THREADS, is for the NumPy API only.)
+ * EXTQL_ORT_PARALLEL_MIN_ELEMENTS run on the calling thread: handing work to
+ * a pool thread costs a wake-up (tens of microseconds when the pool does not
+ * spin), more than a smaller tensor takes on one core (measured: 64K-element
+ * quantize 15 us inline, 19 us split in two; 256K 48 us, 38 us split).
+ * (extql's own thread setting, EXTQL_NUM_THREADS, is for the NumPy API
+ * only.)
  *
  * Attributes are read once, when the kernel is created.  `axis` defaults to
  * 1, as the operator documents say.  (Quark's own custom-op library silently
@@ -79,6 +92,11 @@
 
 enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 
+/* Tensors smaller than this run on the calling thread (see "Threads"). */
+#define EXTQL_ORT_PARALLEL_MIN_ELEMENTS (1 << 18)
+/* Otherwise ranges of about this many elements go to the pool. */
+#define EXTQL_ORT_CHUNK_ELEMENTS (1 << 15)
+
 #define N_QTYPES 8
 static const int QTYPE_CODES[N_QTYPES] = {
     EXTQL_UINT8, EXTQL_INT8,  EXTQL_UINT16, EXTQL_INT16,
@@ -91,9 +109,14 @@ typedef struct {
   OrtCustomOp base;
   const char *name;
   int kind;  /* OP_QUANTIZE / OP_DEQUANTIZE */
+  int copy;  /* 1: the bench copy kernel instead of the math */
   int qtype; /* the zero point / quantized type; 0 = untyped */
   int form;  /* FORM_* */
 } ExtqlOp;
+
+/* The copy kernel of `extql bench` (extql/_kernels.pyx). */
+int extql_bench_copy_range(int in_size, int out_size, const void *src, void *dst, int64_t start,
+                           int64_t stop, int flags);
 
 enum {
   FORM_TYPED = 0,    /* every input typed by qtype */
@@ -101,27 +124,33 @@ enum {
   FORM_UNTYPED = 2   /* inputs untyped; dequantize's output float, quantize's untyped */
 };
 
-#define N_NAMES 4
+#define N_NAMES 6
 #define MAX_OPS_PER_NAME (N_QTYPES + 2)
 static ExtqlOp g_ops[N_NAMES * MAX_OPS_PER_NAME];
 static int g_nops; /* registrations in g_ops */
 static int g_op_domain[N_NAMES * MAX_OPS_PER_NAME]; /* index into OP_NAMES */
 
+#define N_DOMAINS 3
+static const char *const DOMAINS[N_DOMAINS] = {"com.amd.quark", "com.vai.quantize",
+                                               "com.amd.quark.bench"};
+
 static const struct {
-  const char *domain;
+  int domain; /* index in DOMAINS */
   const char *name;
-  int kind;
+  int kind, copy;
 } OP_NAMES[N_NAMES] = {
-    {"com.amd.quark", "ExtendedQuantizeLinear", OP_QUANTIZE},
-    {"com.amd.quark", "ExtendedDequantizeLinear", OP_DEQUANTIZE},
-    {"com.vai.quantize", "VitisQuantizeLinear", OP_QUANTIZE},
-    {"com.vai.quantize", "VitisDequantizeLinear", OP_DEQUANTIZE},
+    {0, "ExtendedQuantizeLinear", OP_QUANTIZE, 0},
+    {0, "ExtendedDequantizeLinear", OP_DEQUANTIZE, 0},
+    {1, "VitisQuantizeLinear", OP_QUANTIZE, 0},
+    {1, "VitisDequantizeLinear", OP_DEQUANTIZE, 0},
+    {2, "QuantizeCopy", OP_QUANTIZE, 1},
+    {2, "DequantizeCopy", OP_DEQUANTIZE, 1},
 };
 
 /* Process-wide registration state, built once by the first RegisterCustomOps
  * (under g_lock) and kept for the life of the process: onnxruntime requires
  * a domain to outlive every session that uses it. */
-static OrtCustomOpDomain *g_domains[2];
+static OrtCustomOpDomain *g_domains[N_DOMAINS];
 static volatile long g_lock;
 
 static void lock_acquire(void) {
@@ -144,6 +173,19 @@ static void lock_release(void) {
 /* ------------------------------------------------------------------------ */
 /* Names and messages                                                        */
 /* ------------------------------------------------------------------------ */
+
+/* Bytes per element of an output type. */
+static int64_t type_bytes(int t) {
+  switch (t) {
+    case EXTQL_UINT8:
+    case EXTQL_INT8: return 1;
+    case EXTQL_UINT16:
+    case EXTQL_INT16:
+    case EXTQL_FLOAT16:
+    case EXTQL_BFLOAT16: return 2;
+    default: return 4;
+  }
+}
 
 static int is_qtype(int t) {
   int i;
@@ -453,19 +495,20 @@ static void staging_free(Staging *g) {
 
 typedef struct {
   const OrtApi *api;
-  int kind;
+  int kind, copy;
   int64_t axis;
   char label[192];  /* "ExtendedQuantizeLinear (node 'q')" */
 } ExtqlKernel;
 
 /* Work for one KernelContext_ParallelFor call. */
 typedef struct {
-  int kind, qtype;
+  int kind, copy, qtype;
   const void *x;
   const float *scale;
   const void *zp;
   void *y;
   int64_t n, D, inner, chunk;
+  int flags; /* EXTQL_STREAM for outputs larger than the caches */
   volatile int failed;
 } Job;
 
@@ -476,12 +519,18 @@ static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
   int rc;
   if (start >= job->n) return;
   if (stop > job->n) stop = job->n;
-  if (job->kind == OP_QUANTIZE)
-    rc = extql_quantize_range(job->qtype, (const float *)job->x, job->scale, job->zp, job->y,
-                              job->D, job->inner, start, stop);
+  if (job->copy)
+    rc = job->kind == OP_QUANTIZE
+             ? extql_bench_copy_range(4, (int)type_bytes(job->qtype), job->x, job->y, start, stop,
+                                      job->flags)
+             : extql_bench_copy_range((int)type_bytes(job->qtype), 4, job->x, job->y, start, stop,
+                                      job->flags);
+  else if (job->kind == OP_QUANTIZE)
+    rc = extql_quantize_range_ex(job->qtype, (const float *)job->x, job->scale, job->zp, job->y,
+                                 job->D, job->inner, start, stop, job->flags);
   else
-    rc = extql_dequantize_range(job->qtype, job->x, job->scale, job->zp, (float *)job->y,
-                                job->D, job->inner, start, stop);
+    rc = extql_dequantize_range_ex(job->qtype, job->x, job->scale, job->zp, (float *)job->y,
+                                   job->D, job->inner, start, stop, job->flags);
   if (rc != 0) job->failed = 1;
 }
 
@@ -582,6 +631,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     Job job;
     int64_t n = (int64_t)fx.count, nchunks;
     job.kind = k->kind;
+    job.copy = k->copy;
     job.qtype = qtype;
     job.x = px;
     job.scale = (const float *)ps;
@@ -591,14 +641,15 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     job.D = D;
     job.inner = inner;
     job.failed = 0;
-    if (n < EXTQL_PARALLEL_MIN_ELEMENTS) {
+    job.flags = EXTQL_STREAM_FLAGS(n * type_bytes(k->kind == OP_QUANTIZE ? qtype : EXTQL_ORT_FLOAT));
+    if (n < EXTQL_ORT_PARALLEL_MIN_ELEMENTS) {
       job.chunk = n;
       run_chunk(&job, 0);
     } else {
-      /* Ranges of at least half the parallel minimum, 64-element aligned,
-       * handed out one by one by onnxruntime's intra-op pool (which runs
-       * them inline when the session has a single thread). */
-      nchunks = n / (EXTQL_PARALLEL_MIN_ELEMENTS / 2);
+      /* Ranges of about EXTQL_ORT_CHUNK_ELEMENTS, 64-element aligned, handed
+       * out one by one by onnxruntime's intra-op pool (which runs them
+       * inline when the session has a single thread). */
+      nchunks = n / EXTQL_ORT_CHUNK_ELEMENTS;
       if (nchunks > 4096) nchunks = 4096;
       job.chunk = ((n + nchunks - 1) / nchunks + 63) & ~(int64_t)63;
       nchunks = (n + job.chunk - 1) / job.chunk;
@@ -683,6 +734,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   if (k == NULL) return api->CreateStatus(EXTQL_ORT_FAIL, "extql: out of memory");
   k->api = api;
   k->kind = op->kind;
+  k->copy = op->copy;
   label = k->label;
 
   /* The label: operator and node name (onnxruntime's own messages name the
@@ -813,6 +865,7 @@ static void init_op(ExtqlOp *op, int n, int qtype, int form, uint32_t version) {
   memset(op, 0, sizeof *op);
   op->name = OP_NAMES[n].name;
   op->kind = OP_NAMES[n].kind;
+  op->copy = OP_NAMES[n].copy;
   op->qtype = qtype;
   op->form = form;
   op->base.version = version;
@@ -883,25 +936,23 @@ static OrtStatus *too_old(const OrtApiBase *base, const char *version) {
   return api1->CreateStatus(EXTQL_ORT_FAIL, msg);
 }
 
-/* Create the two domains once (under g_lock). */
+/* Create the domains once (under g_lock). */
 static OrtStatus *build_domains(const OrtApi *api) {
   OrtStatus *st;
-  OrtCustomOpDomain *dom[2] = {NULL, NULL};
+  OrtCustomOpDomain *dom[N_DOMAINS] = {NULL};
   int d, i;
-  for (d = 0; d < 2; d++) {
-    st = api->CreateCustomOpDomain(d == 0 ? "com.amd.quark" : "com.vai.quantize", &dom[d]);
+  for (d = 0; d < N_DOMAINS; d++) {
+    st = api->CreateCustomOpDomain(DOMAINS[d], &dom[d]);
     if (st != NULL) goto error;
   }
   for (i = 0; i < g_nops; i++) {
-    d = strcmp(OP_NAMES[g_op_domain[i]].domain, "com.amd.quark") == 0 ? 0 : 1;
-    st = api->CustomOpDomain_Add(dom[d], &g_ops[i].base);
+    st = api->CustomOpDomain_Add(dom[OP_NAMES[g_op_domain[i]].domain], &g_ops[i].base);
     if (st != NULL) goto error;
   }
-  g_domains[0] = dom[0];
-  g_domains[1] = dom[1];
+  for (d = 0; d < N_DOMAINS; d++) g_domains[d] = dom[d];
   return NULL;
 error:
-  for (d = 0; d < 2; d++)
+  for (d = 0; d < N_DOMAINS; d++)
     if (dom[d] != NULL) api->ReleaseCustomOpDomain(dom[d]);
   return st;
 }
@@ -931,7 +982,7 @@ EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *opti
   lock_release();
   if (st != NULL) return st;
 
-  for (d = 0; d < 2; d++) {
+  for (d = 0; d < N_DOMAINS; d++) {
     st = api->AddCustomOpDomain(options, g_domains[d]);
     if (st != NULL) return st;
   }

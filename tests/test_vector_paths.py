@@ -1,0 +1,375 @@
+"""The kernels' vector loops (extql/src/extql_avx2.h in the AVX2 variant, the
+compiler's vectorisation in the baseline) against the contract, bit for bit.
+
+The vector loops take 8, 16 or 32 elements a step and leave the remainder to
+the scalar code, so every special value is put at every lane position, runs
+have every length around the step sizes, buffers start misaligned, and the
+values are arbitrary float32 bit patterns (NaN payloads, subnormals, huge
+magnitudes) with arbitrary scales and zero points.  conftest.py runs this
+module once per kernel variant.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
+
+import extql
+from extql import _kernels
+from extql.types import QTYPES
+
+F32 = np.float32
+ALL_TYPES = list(TYPES)
+
+SPECIAL = np.array(
+    [
+        0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -2.5, 126.5, 127.5, 128.5, -128.5, -129.5, 254.5,
+        255.5, 32767.5, -32768.5, 65535.5, 65536.0, 2.0**24 + 2, 2.0**31, 2.0**31 - 128,
+        -(2.0**31), 2.0**32, 2.0**32 - 256, 1e-45, -1e-45, 1.17e-38, 1e30, -3.4e38,
+        65504.0, 65519.0, 65520.0, -65520.0, 6e-8, 3e-8, 2.9e-8, 3.3895313e38, 3.3961776e38,
+        np.nan, -np.nan, np.inf, -np.inf,
+    ],
+    dtype=F32,
+)
+NAN_BITS = np.array([0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFFFE000, 0x7F800001, 0xFF812345],
+                    np.uint32).view(F32)
+
+
+def _random_f32(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Arbitrary bit patterns, values near the type ranges, and ties."""
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(F32)
+    near = (rng.standard_normal(n) * rng.choice([1, 100, 3e4, 3e9], n)).astype(F32)
+    ties = (rng.integers(-70000, 70000, n) + F32(0.5)).astype(F32)
+    pick = rng.integers(0, 3, n)
+    return np.where(pick == 0, bits, np.where(pick == 1, near, ties)).astype(F32)
+
+
+def _scales(rng: np.random.Generator, n: int) -> np.ndarray:
+    s = rng.choice(
+        np.array([1.0, 0.5, -2.0, 0.37, 1 / 3, 3e-3, 1e-38, 1e-45, 3e38, 0.0, -0.0], F32), n
+    )
+    return np.where(rng.random(n) < 0.5, (rng.random(n) * 4 - 2).astype(F32), s).astype(F32)
+
+
+def _zero_points(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    dt, lo, hi = TYPES[name]
+    if name in FLOAT_TYPES:
+        with np.errstate(over="ignore"):
+            v = np.where(rng.random(n) < 0.8, rng.standard_normal(n) * 8, rng.standard_normal(n)
+                         * 1e6).astype(F32)
+            return v.astype(dt)
+    edge = rng.choice(np.array([lo, hi, 0, lo + 1, hi - 1], np.int64), n)
+    v = rng.integers(lo, hi, n, endpoint=True, dtype=np.int64)
+    return np.where(rng.random(n) < 0.3, edge, v).astype(dt)
+
+
+def _random_q(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Any bit pattern of the type (every float16 / bfloat16 class included)."""
+    dt = TYPES[name][0]
+    raw = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    return raw.astype(f"u{dt.itemsize}").view(dt)
+
+
+def _misaligned(a: np.ndarray, offset: int) -> np.ndarray:
+    """A C-contiguous copy of a that starts `offset` elements into a buffer."""
+    flat = a.reshape(-1)
+    buf = np.empty(flat.size + offset, a.dtype)
+    out = buf[offset:]
+    out[...] = flat
+    return out.reshape(a.shape)
+
+
+def _check(x, s, zp, axis, name, what):
+    got = extql.quantize_linear(x, s, zp, axis=axis)
+    want = quantize(x, s, zp, axis, None if zp is not None else np.uint8)
+    assert_same_bits(got, want, f"quantize {what}")
+
+
+def _check_dq(q, s, zp, axis, what):
+    got = extql.dequantize_linear(q, s, zp, axis=axis)
+    assert_same_bits(got, dequantize(q, s, zp, axis), f"dequantize {what}")
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_special_values_at_every_lane(name):
+    """Each special value at each position of a 32-element step, per tensor."""
+    rng = np.random.default_rng(20)
+    k = SPECIAL.size
+    # Row r holds SPECIAL rotated by r: value j lands at lane (j + r) % 32.
+    x = np.stack([np.roll(np.resize(SPECIAL, 96), r) for r in range(32)]).astype(F32)
+    for s in (F32(1.0), F32(0.37), F32(-3.0), F32(1e-30)):
+        for zp in (None, _zero_points(name, rng, 1).reshape(())):
+            _check(x.reshape(-1), s, zp, 1, name, f"{name} s={s} zp={zp} ({k} specials)")
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_per_tensor_lengths_and_alignment(name):
+    rng = np.random.default_rng(21)
+    for n in list(range(0, 70)) + [95, 96, 97, 127, 128, 129, 1000, 4099]:
+        x = _random_f32(rng, n)
+        x[rng.integers(0, max(n, 1), min(n, 3))] = NAN_BITS[: min(n, 3)] if n else x[:0]
+        s = _scales(rng, 1)[0]
+        zp = _zero_points(name, rng, 1).reshape(())
+        for offset in (0, 1, 3):
+            xm = _misaligned(x, offset)
+            _check(xm, s, zp, 1, name, f"{name} n={n} offset={offset}")
+            q = _misaligned(_random_q(name, rng, n), offset)
+            _check_dq(q, s, zp, 1, f"{name} n={n} offset={offset}")
+        _check(x, s, None, 1, name, f"{name} n={n} no zp")
+        _check_dq(_random_q(name, rng, n), s, None, 1, f"{name} n={n} no zp")
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize("d", [1, 7, 8, 9, 16, 31, 32, 33, 40, 67, 256])
+def test_per_axis_last_axis(name, d):
+    """Per-axis along the last axis: the scale and zero point change every
+    element (the "cols" loops), runs of length d."""
+    rng = np.random.default_rng(22 + d)
+    rows = 5
+    x = _random_f32(rng, rows * d).reshape(rows, d)
+    s = _scales(rng, d)
+    zp = _zero_points(name, rng, d)
+    for offset in (0, 1):
+        _check(_misaligned(x, offset), s, zp, 1, name, f"{name} d={d} offset={offset}")
+        q = _misaligned(_random_q(name, rng, rows * d).reshape(rows, d), offset)
+        _check_dq(q, s, zp, 1, f"{name} d={d} offset={offset}")
+    _check(x, s, None, 1, name, f"{name} d={d} no zp")
+    _check_dq(_random_q(name, rng, rows * d).reshape(rows, d), s, None, 1, f"{name} d={d}")
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize("inner", [2, 5, 8, 33, 100])
+def test_per_axis_blocks(name, inner):
+    """Per-axis along a leading axis: runs of `inner` elements share a scale."""
+    rng = np.random.default_rng(23 + inner)
+    d = 6
+    x = _random_f32(rng, 3 * d * inner).reshape(3, d, inner)
+    s = _scales(rng, d)
+    zp = _zero_points(name, rng, d)
+    _check(x, s, zp, 1, name, f"{name} inner={inner}")
+    _check(x, s, None, 1, name, f"{name} inner={inner} no zp")
+    q = _random_q(name, rng, x.size).reshape(x.shape)
+    _check_dq(q, s, zp, 1, f"{name} inner={inner}")
+    _check_dq(q, s, None, 1, f"{name} inner={inner} no zp")
+
+
+def _nan_lanes(bits: list[int], dtype, n: int = 96) -> np.ndarray:
+    """NaNs of the given bit patterns at every lane position, between numbers."""
+    out = np.zeros(n, dtype=np.dtype(f"u{np.dtype(dtype).itemsize}"))
+    out[:] = np.arange(n) % 7  # small numbers (as bits: tiny floats) between the NaNs
+    for i, b in enumerate(bits):
+        out[i::len(bits) + 3] = b
+    return out.view(dtype)
+
+
+def test_quantize_nan_payloads_at_every_lane():
+    """Only x is NaN: float16 keeps sign | 0x7E00 | payload >> 13 (as NumPy),
+    bfloat16 gives sign | 0x7FC0 (as ml_dtypes), in the vector loops too
+    (contract.assert_same_bits lets any NaN match a NaN, so the bits are
+    compared here directly)."""
+    payloads = [0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFFFE000, 0x7F800001, 0xFF812345,
+                0x7FFFFFFF, 0xFFFF8000]
+    x = _nan_lanes(payloads, F32)
+    u = x.view(np.uint32)
+    isnan = np.isnan(x)
+    quiet = u | 0x00400000  # the division quiets a signalling NaN
+    sign16 = (u >> 16) & 0x8000
+    for offset in (0, 1):
+        xm = _misaligned(x, offset)
+        h = extql.quantize_linear(xm, F32(3), np.float16(1)).view(np.uint16)
+        want_h = (sign16 | 0x7E00 | ((quiet >> 13) & 0x3FF)).astype(np.uint16)
+        np.testing.assert_array_equal(h[isnan], want_h[isnan])
+        b = extql.quantize_linear(xm, F32(3), np.zeros((), TYPES["bfloat16"][0]))
+        want_b = (sign16 | 0x7FC0).astype(np.uint16)
+        np.testing.assert_array_equal(b.view(np.uint16)[isnan], want_b[isnan])
+        # Per axis along the last axis (the "cols" loops).
+        x2 = xm.reshape(-1, 32)
+        h2 = extql.quantize_linear(x2, np.full(32, 3, F32), np.ones(32, np.float16))
+        np.testing.assert_array_equal(h2.view(np.uint16).reshape(-1)[isnan], want_h[isnan])
+        b2 = extql.quantize_linear(x2, np.full(32, 3, F32), np.zeros(32, TYPES["bfloat16"][0]))
+        np.testing.assert_array_equal(b2.view(np.uint16).reshape(-1)[isnan], want_b[isnan])
+
+
+@pytest.mark.parametrize("name", FLOAT_TYPES)
+def test_dequantize_nan_payloads_at_every_lane(name):
+    """Only x is NaN: the float32 result is x's NaN widened and quieted."""
+    if name == "float16":
+        bits = [0x7E00, 0xFE00, 0x7E01, 0x7D00, 0xFC01, 0x7FFF, 0xFFFF, 0x7C3F]
+        dt = np.dtype(np.float16)
+    else:
+        bits = [0x7FC0, 0xFFC0, 0x7FC1, 0x7F81, 0xFF81, 0x7FFF, 0xFFFF, 0x7FA5]
+        dt = TYPES["bfloat16"][0]
+    q = _nan_lanes(bits, dt)
+    h = q.view(np.uint16).astype(np.uint32)
+    isnan = np.isnan(q.astype(F32))
+    if name == "float16":
+        want = ((h & 0x8000) << 16) | 0x7FC00000 | ((h & 0x3FF) << 13)
+    else:
+        want = (h << 16) | 0x00400000
+    for offset in (0, 1):
+        qm = _misaligned(q, offset)
+        y = extql.dequantize_linear(qm, F32(2), np.array(0.5, F32).astype(dt))
+        np.testing.assert_array_equal(y.view(np.uint32)[isnan], want[isnan])
+        y2 = extql.dequantize_linear(qm.reshape(-1, 32), np.full(32, 2, F32),
+                                     np.full(32, 0.5, F32).astype(dt))
+        np.testing.assert_array_equal(y2.view(np.uint32).reshape(-1)[isnan], want[isnan])
+
+
+# ---------------------------------------------------------------------------
+# Non-temporal stores (EXTQL_STREAM): the _ex range functions, called as a C
+# caller would, on small buffers at every alignment.
+# ---------------------------------------------------------------------------
+
+_LIB = ctypes.CDLL(_kernels.__file__)
+_P, _I64 = ctypes.c_void_p, ctypes.c_int64
+_LIB.extql_quantize_range_ex.argtypes = [ctypes.c_int, _P, _P, _P, _P, _I64, _I64, _I64, _I64,
+                                         ctypes.c_int]
+_LIB.extql_dequantize_range_ex.argtypes = list(_LIB.extql_quantize_range_ex.argtypes)
+_STREAM = 1
+
+
+def _ptr(a):
+    return None if a is None else a.ctypes.data
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize("layout", ["tensor", "last", "blocks"])
+def test_streaming_stores_give_the_same_bits(name, layout):
+    rng = np.random.default_rng(30)
+    code = QTYPES[name].onnx
+    dt = TYPES[name][0]
+    for n_rows, d in [(1, 1), (3, 40), (2, 129), (5, 64)]:
+        inner = 7 if layout == "blocks" else 1
+        if layout == "tensor":
+            shape, axis, pshape = (n_rows * d * 3,), 0, ()
+        elif layout == "last":
+            shape, axis, pshape = (n_rows, d), 1, (d,)
+        else:
+            shape, axis, pshape = (n_rows, d, inner), 1, (d,)
+        size = int(np.prod(shape))
+        s = _scales(rng, max(1, int(np.prod(pshape)))).reshape(pshape)
+        zp = _zero_points(name, rng, s.size).reshape(pshape)
+        D = 1 if layout == "tensor" else d
+        inn = size if layout == "tensor" else inner
+        for offset in range(0, 8, 3):
+            x = _misaligned(_random_f32(rng, size).reshape(shape), offset)
+            y = _misaligned(np.zeros(shape, dt), (offset * 5) % 8)
+            for start, stop in [(0, size), (size // 3, size)]:
+                y[...] = 0
+                rc = _LIB.extql_quantize_range_ex(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), D,
+                                                  inn, start, stop, _STREAM)
+                assert rc == 0
+                want = quantize(x, s, zp, axis)
+                assert_same_bits(y.reshape(-1)[start:], want.reshape(-1)[start:],
+                                 f"stream quantize {name} {layout} n={size} [{start}:]")
+            q = _misaligned(_random_q(name, rng, size).reshape(shape), offset)
+            out = _misaligned(np.zeros(shape, F32), (offset * 3) % 8)
+            rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), _ptr(s), _ptr(zp), _ptr(out), D,
+                                                inn, 0, size, _STREAM)
+            assert rc == 0
+            assert_same_bits(out, dequantize(q, s, zp, axis),
+                             f"stream dequantize {name} {layout} n={size}")
+
+
+@pytest.mark.parametrize("sizes", [(4, 1), (4, 2), (4, 4), (1, 4), (2, 4)])
+def test_bench_copy_kernel_moves_the_bytes(sizes):
+    """The copy kernel of `extql bench` writes each element's low bytes (or
+    the element zero-extended): it reads and writes every byte it claims to."""
+    isz, osz = sizes
+    rng = np.random.default_rng(31)
+    for n in (0, 1, 31, 32, 33, 1000, 70_001):
+        src = rng.integers(0, 2**32, n, dtype=np.uint64).astype(f"u{isz}")
+        dst = np.zeros(n, f"u{osz}")
+        for threads in (1, 2):
+            _kernels.bench_copy(src.view(np.uint8), dst.view(np.uint8), isz, osz, threads)
+            want = (src.astype(np.uint64) & ((1 << (8 * osz)) - 1)).astype(f"u{osz}")
+            np.testing.assert_array_equal(dst, want)
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_last_axis_ranges_wrap_around_the_axis(name):
+    """Per-axis along the last axis over ranges that start mid-row and wrap
+    around the axis many times (one pass with periodically extended scales
+    for axes up to 1024, runs per row beyond), with and without streaming."""
+    rng = np.random.default_rng(32)
+    code = QTYPES[name].onnx
+    dt = TYPES[name][0]
+    for d in (2, 3, 7, 8, 17, 31, 32, 33, 100, 1024, 1025):
+        rows = max(3, 3000 // d)
+        x = _random_f32(rng, rows * d).reshape(rows, d)
+        q = _random_q(name, rng, rows * d).reshape(rows, d)
+        s = _scales(rng, d)
+        for zp in (_zero_points(name, rng, d), None):
+            want_q = quantize(x, s, zp, 1, None if zp is not None else dt)
+            want_d = dequantize(q, s, zp, 1)
+            size = rows * d
+            for start, stop in [(0, size), (d // 2 + 1, size - 3), (5, size), (size - 2 * d, size)]:
+                for flags in (0, _STREAM):
+                    y = np.zeros((rows, d), dt)
+                    rc = _LIB.extql_quantize_range_ex(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y),
+                                                      d, 1, start, stop, flags)
+                    assert rc == 0
+                    what = f"{name} d={d} [{start}:{stop}] flags={flags} zp={zp is not None}"
+                    assert_same_bits(y.reshape(-1)[start:stop], want_q.reshape(-1)[start:stop],
+                                     "quantize " + what)
+                    out = np.zeros((rows, d), F32)
+                    rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), _ptr(s), _ptr(zp),
+                                                        _ptr(out), d, 1, start, stop, flags)
+                    assert rc == 0
+                    assert_same_bits(out.reshape(-1)[start:stop], want_d.reshape(-1)[start:stop],
+                                     "dequantize " + what)
+
+
+@pytest.mark.parametrize("name", ["int32", "uint32"])
+def test_32bit_saturation_edges(name):
+    """The 32-bit quantize in float32 (AVX2 per-tensor loop): r = round(x / s)
+    near lo - zp and hi - zp, which float32 often cannot represent, and near
+    +-2^31 and +-2^32, for zero points across the range."""
+    dt, lo, hi = TYPES[name]
+    zps = [lo, lo + 1, lo + 255, -1, 0, 1, 7, 12345, 2**24 + 1, 2**30 + 3, hi - 256, hi - 1, hi]
+    zps = sorted({z for z in zps if lo <= z <= hi})
+    edges = [2.0**31, -(2.0**31), 2.0**32, -(2.0**32), 2.0**24, 0.0, 0.5, -0.5, 1.5]
+    for zp in zps:
+        pts = []
+        for c in [lo - zp, hi - zp] + edges:
+            f = np.float32(c)
+            for k in range(-3, 4):
+                g = f
+                for _ in range(abs(k)):
+                    g = np.nextafter(g, np.float32(np.inf if k > 0 else -np.inf))
+                pts += [g, g + np.float32(0.5), g - np.float32(0.5)]
+        x = np.array(pts + [np.inf, -np.inf, np.nan, 3.4e38, -3.4e38], F32)
+        x = np.concatenate([x, x[::-1], np.roll(x, 3)])
+        for s in (F32(1), F32(0.5), F32(-1), F32(2)):
+            for offset in (0, 1):
+                xm = _misaligned(x, offset)
+                _check(xm, s, np.array(zp).astype(dt), 1, name, f"{name} zp={zp} s={s}")
+
+
+@pytest.mark.parametrize("name", ["int32", "uint32"])
+def test_32bit_saturation_edges_per_axis(name):
+    """As test_32bit_saturation_edges along the last axis, where each channel
+    has its own zero point (the bounds of the float32 path per channel)."""
+    dt, lo, hi = TYPES[name]
+    zps = [lo, lo + 1, lo + 255, -1, 0, 1, 7, 12345, 2**24 + 1, 2**30 + 3, hi - 256, hi - 1, hi]
+    zps = np.array(sorted({z for z in zps if lo <= z <= hi}) * 2, np.int64)[:20]
+    d = zps.size
+    cols = []
+    for zp in zps:
+        pts = []
+        for c in [lo - zp, hi - zp, 2.0**31, -(2.0**31), 2.0**32, -(2.0**32), 0.5]:
+            g = np.float32(c)
+            for k in range(-3, 4):
+                h = g
+                for _ in range(abs(k)):
+                    h = np.nextafter(h, np.float32(np.inf if k > 0 else -np.inf))
+                pts += [h, h + np.float32(0.5), h - np.float32(0.5)]
+        cols.append(np.array(pts + [np.inf, -np.inf, np.nan], F32))
+    x = np.stack(cols, axis=1)
+    zp = zps.astype(dt)
+    for s in (np.ones(d, F32), np.full(d, 0.5, F32), np.where(np.arange(d) % 2, 1, -1).astype(F32)):
+        for offset in (0, 1):
+            _check(_misaligned(x, offset), s, zp, 1, name, f"{name} per axis s={s[:2]}")
