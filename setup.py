@@ -154,7 +154,10 @@ def _extensions() -> list[Extension]:
         # The onnxruntime custom-op shim is part of the same shared object:
         # it exports RegisterCustomOps and calls the kernels' C entry points.
         sources=[os.path.join("extql", "_kernels.pyx"), os.path.join(SRC, "ort_shim.c")],
-        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h", "extql_avx2.h", "ort_api.h")],
+        depends=[
+            os.path.join(SRC, h)
+            for h in ("extql_kernels.h", "extql_isa.h", "extql_avx2.h", "ort_api.h")
+        ],
         include_dirs=[SRC],
         define_macros=macros,
     )
