@@ -8,6 +8,10 @@ platform.  Environment switches:
 * ``EXTQL_NO_OPENMP=1``  build without OpenMP even where it is available.
 * ``EXTQL_COVERAGE=1``   compile the Cython code with line tracing (coverage).
 * ``EXTQL_NATIVE=1``     opt-in ``-march=native`` for local experiments only.
+* ``EXTQL_SANITIZE=address[,undefined]``  build for AddressSanitizer /
+  LeakSanitizer (and UBSan) runs (tox -e asan): ``-fsanitize=...``, frame
+  pointers and debug information.  Never for a build that ships; Python must
+  then run with the sanitizer runtime preloaded (see docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -81,13 +85,25 @@ class BuildExt(build_ext):
             omp_compile, omp_link = ["-fopenmp"], ["-fopenmp"]
             if _flag("EXTQL_NATIVE"):
                 compile_args.append("-march=native")
+        sanitize = os.environ.get("EXTQL_SANITIZE", "").strip()
+        sanitize_link: list[str] = []
+        if sanitize:
+            if ctype == "msvc":
+                raise SystemExit("extql: EXTQL_SANITIZE needs GCC or Clang")
+            compile_args = ["-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitize}",
+                            "-fno-sanitize-recover=all", "-fno-math-errno",
+                            "-fno-trapping-math"]
+            sanitize_link = [f"-fsanitize={sanitize}"]
+            self.force = True  # never reuse objects of a normal build (or the reverse)
+            print(f"extql: building with -fsanitize={sanitize} (not for release)",
+                  file=sys.stderr)
         use_omp = not _flag("EXTQL_NO_OPENMP") and _compiler_accepts(
             self.compiler, omp_compile, omp_link
         )
         print(f"extql: building {'with' if use_omp else 'without'} OpenMP", file=sys.stderr)
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + (omp_compile if use_omp else [])
-            ext.extra_link_args = omp_link if use_omp else []
+            ext.extra_link_args = (omp_link if use_omp else []) + sanitize_link
             self._add_avx2_variant(ext)
         super().build_extensions()
 
@@ -103,6 +119,9 @@ class BuildExt(build_ext):
             or "arm64" in os.environ.get("ARCHFLAGS", "")
             or "universal2" in sysconfig.get_platform()
             or _flag("EXTQL_NO_DISPATCH")
+            # Line tracing calls into the module's state, which only the
+            # baseline copy (the one Python imports) ever initialises.
+            or _flag("EXTQL_COVERAGE")
         ):
             return
         sources = [s for s in ext.sources if s.endswith("_kernels.c")]
@@ -135,7 +154,10 @@ def _extensions() -> list[Extension]:
         # The onnxruntime custom-op shim is part of the same shared object:
         # it exports RegisterCustomOps and calls the kernels' C entry points.
         sources=[os.path.join("extql", "_kernels.pyx"), os.path.join(SRC, "ort_shim.c")],
-        depends=[os.path.join(SRC, h) for h in ("extql_kernels.h", "extql_isa.h", "extql_avx2.h", "ort_api.h")],
+        depends=[
+            os.path.join(SRC, h)
+            for h in ("extql_kernels.h", "extql_isa.h", "extql_avx2.h", "ort_api.h")
+        ],
         include_dirs=[SRC],
         define_macros=macros,
     )

@@ -53,6 +53,7 @@ def _library_rows() -> list[tuple[str, str]]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``extql`` argument parser, with every command module's sub-commands."""
     parser = argparse.ArgumentParser(
         prog="extql",
         description=(
@@ -70,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``extql`` command with ``argv`` (default: ``sys.argv[1:]``);
+    return the exit status (2 and the help when no command is given)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:

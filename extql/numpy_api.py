@@ -88,9 +88,18 @@ def _granularity(
     return shape[axis], inner
 
 
+def _dense(arr: np.ndarray) -> np.ndarray:
+    """The array C-contiguous *and aligned* to its element size, copied only
+    when it is not.  (np.ascontiguousarray keeps an unaligned buffer, e.g.
+    np.frombuffer at an odd offset, and the kernels read typed elements:
+    an unaligned float pointer is undefined behaviour in C, which the
+    compiler may turn into aligned vector loads that fault.)"""
+    return np.require(arr, requirements=["C_CONTIGUOUS", "ALIGNED"])
+
+
 def _bytes(arr: np.ndarray) -> np.ndarray:
-    """A flat uint8 view of a C-contiguous array (what the kernels take)."""
-    return arr.reshape(-1).view(np.uint8)
+    """A flat uint8 view of a C-contiguous, aligned array (what the kernels take)."""
+    return _dense(arr).reshape(-1).view(np.uint8)
 
 
 def quantize_linear(
@@ -126,14 +135,40 @@ def quantize_linear(
     y = np.empty(x_arr.shape, dtype=qt.dtype)
     _kernels.quantize(
         qt.onnx,
-        np.ascontiguousarray(x_arr).reshape(-1),
-        np.ascontiguousarray(scale).reshape(-1),
-        None if zp is None else _bytes(np.ascontiguousarray(zp)),
+        _dense(x_arr).reshape(-1),
+        _dense(scale).reshape(-1),
+        None if zp is None else _bytes(zp),
         _bytes(y),
         D,
         inner,
     )
     return y
+
+
+def _python_number(op: str, v: Any, qt: QType) -> int | float:
+    """A zero-point element as a Python int or float (exact)."""
+    try:
+        return operator.index(v)  # int, bool, NumPy integers
+    except TypeError:
+        pass
+    if isinstance(v, (float, np.floating, np.generic)) and not isinstance(v, np.complexfloating):
+        try:
+            return float(v)  # every float type widens to a double exactly
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(
+        f"{op}: x_zero_point must be numbers of type {qt.name}, got {type(v).__name__}"
+    )
+
+
+def _to_float_type(v: int | float, qt: QType) -> Any:
+    """v in float16 / bfloat16 (inf when out of range, NaN for NaN)."""
+    try:
+        d = float(v)
+    except OverflowError:  # a Python int beyond the double range
+        d = float("inf") if v > 0 else float("-inf")
+    with np.errstate(over="ignore"):
+        return np.array(d, dtype=np.float64).astype(qt.dtype)[()]
 
 
 def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
@@ -146,14 +181,27 @@ def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
                 f"{op}: x_zero_point must have the dtype of x ({qt.name}), got {zp.dtype}"
             )
         return zp
+    # Python numbers (or nested sequences of them): each is converted on its
+    # own and compared with the original in Python's exact int/float
+    # arithmetic, so no value that the type does not hold is rounded into it
+    # (a float64 comparison would take 2**62 + 1 as 2**62).
     try:
-        raw = np.asarray(value)
-        zp = raw.astype(qt.dtype)
-        exact = np.array_equal(zp.astype(np.float64), raw.astype(np.float64), equal_nan=True)
-    except (TypeError, ValueError, OverflowError) as exc:
+        raw = np.asarray(value, dtype=object)
+    except ValueError as exc:  # ragged sequences
         raise TypeError(f"{op}: x_zero_point must be numbers of type {qt.name}: {exc}") from None
-    if not exact:
-        raise ValueError(f"{op}: x_zero_point {value!r} is not representable as {qt.name}")
+    zp = np.empty(raw.shape, dtype=qt.dtype)
+    flat = zp.reshape(-1)
+    for i, v in enumerate(raw.reshape(-1)):
+        v = _python_number(op, v, qt)
+        if qt.is_float:
+            y = _to_float_type(v, qt)
+            exact = v != v or float(y) == v  # NaN stays NaN
+        else:
+            exact = v == v and qt.lo <= v <= qt.hi and v == int(v)
+            y = int(v) if exact else 0
+        if not exact:
+            raise ValueError(f"{op}: x_zero_point {value!r} is not representable as {qt.name}")
+        flat[i] = y
     return zp
 
 
@@ -183,9 +231,9 @@ def dequantize_linear(
     y = np.empty(x_arr.shape, dtype=np.float32)
     _kernels.dequantize(
         qt.onnx,
-        _bytes(np.ascontiguousarray(x_arr)),
-        np.ascontiguousarray(scale).reshape(-1),
-        None if zp is None else _bytes(np.ascontiguousarray(zp)),
+        _bytes(x_arr),
+        _dense(scale).reshape(-1),
+        None if zp is None else _bytes(zp),
         y.reshape(-1),
         D,
         inner,

@@ -13,7 +13,9 @@ import numpy as np
 
 __all__ = ["QType", "QTYPES", "BY_ONNX", "qtype_of", "DOMAIN", "LEGACY_DOMAIN"]
 
+#: The ONNX domain of ExtendedQuantizeLinear / ExtendedDequantizeLinear.
 DOMAIN = "com.amd.quark"
+#: The domain of the legacy names VitisQuantizeLinear / VitisDequantizeLinear.
 LEGACY_DOMAIN = "com.vai.quantize"
 
 
@@ -38,6 +40,8 @@ class QType:
 
 _BF16_MAX = float(np.array(0x7F7F, dtype=np.uint16).view(ml_dtypes.bfloat16))
 
+#: The eight types by name, in the order int8, uint8, int16, uint16, int32,
+#: uint32, float16, bfloat16.
 QTYPES: dict[str, QType] = {
     t.name: t
     for t in (
@@ -52,6 +56,7 @@ QTYPES: dict[str, QType] = {
     )
 }
 
+#: The same types by ONNX ``TensorProto`` data type code.
 BY_ONNX: dict[int, QType] = {t.onnx: t for t in QTYPES.values()}
 _BY_DTYPE: dict[np.dtype, QType] = {t.dtype: t for t in QTYPES.values()}
 

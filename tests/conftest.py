@@ -1,10 +1,24 @@
-"""Shared pytest setup: make tests/contract.py importable, and run every test
-on every instruction-set variant of the kernels this build and CPU have."""
+"""pytest set-up shared by every test module.
+
+* tests/ is put on sys.path so that ``contract`` (the independent expectation)
+  and the helper modules import.
+* Every test module runs once per instruction-set variant of the kernels that
+  this build and this CPU have (``baseline``, ``avx2``): the autouse fixture
+  ``kernel_isa`` forces the variant.
+* The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
+  model through the onnxscript fallback functions with the compiled extql
+  library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
+  with ``EXTQL_FALLBACK_ONLY=1``; then onnxruntime's
+  ``SessionOptions.register_custom_ops_library`` is replaced for the whole
+  session by a function that raises, so a fallback test that registered the
+  library by mistake fails instead of silently testing the native kernel.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,11 +27,36 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from extql import _kernels  # noqa: E402
 
 ISAS = _kernels.available_isas()
+FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
 
 @pytest.fixture(scope="module", params=ISAS, autouse=True)
-def kernel_isa(request):
+def kernel_isa(request: pytest.FixtureRequest) -> Iterator[str]:
     """Force one kernel variant (baseline, avx2, ...) for the module's tests."""
     _kernels.set_isa(request.param)
     yield request.param
     _kernels.set_isa(None)
+
+
+def _refuse_library(self: object, path: str) -> None:
+    raise RuntimeError(
+        f"EXTQL_FALLBACK_ONLY=1: this run tests the fallback path, so registering the "
+        f"custom-op library {path!r} is refused"
+    )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fallback_only_session() -> Iterator[None]:
+    """In the fallback env, make registering any custom-op library an error."""
+    if not FALLBACK_ONLY:
+        yield
+        return
+    import onnxruntime
+
+    cls = onnxruntime.SessionOptions
+    original = cls.register_custom_ops_library
+    cls.register_custom_ops_library = _refuse_library
+    try:
+        yield
+    finally:
+        cls.register_custom_ops_library = original

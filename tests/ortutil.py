@@ -11,6 +11,7 @@ float32 and narrowed back here bit for bit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +56,9 @@ ORT_TYPE = {
     TensorProto.BFLOAT16: "tensor(bfloat16)",
 }
 
+#: Set by tests/run_sanitized.py: tensors then come from malloc, not from
+#: onnxruntime's arena, so AddressSanitizer guards each one.
+NO_ARENA = bool(os.environ.get("EXTQL_TEST_NO_ARENA"))
 HAVE_TYPED_ORTVALUE = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 OPSET = 17 if tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 20) else 21
 
@@ -95,6 +99,8 @@ def session(
     model: onnx.ModelProto | bytes, *, threads: int = 0, register: bool = True
 ) -> ort.InferenceSession:
     so = ort.SessionOptions()
+    if NO_ARENA:
+        so.enable_cpu_mem_arena = False
     if threads:
         so.intra_op_num_threads = threads
     if register:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
+from childproc import run_python
 
 import extql
 from extql import _kernels, cli
@@ -39,10 +38,7 @@ def _threads_in_child(env_value: str | None) -> int:
     env.pop("EXTQL_NUM_THREADS", None)
     if env_value is not None:
         env["EXTQL_NUM_THREADS"] = env_value
-    out = subprocess.run(
-        [sys.executable, "-c", "import extql; print(extql.get_num_threads())"],
-        env=env, capture_output=True, text=True, check=True,
-    )
+    out = run_python("-c", "import extql; print(extql.get_num_threads())", env=env)
     return int(out.stdout)
 
 
@@ -67,16 +63,11 @@ def test_set_num_threads_overrides_and_resets():
 
 
 def test_console_script_runs():
-    out = subprocess.run(
-        [sys.executable, "-m", "extql.cli", "info"], capture_output=True, text=True, check=True
-    )
+    out = run_python("-m", "extql.cli", "info")
     assert "openmp" in out.stdout
 
 
 def test_environment_variable_forces_the_baseline_kernels():
     env = dict(os.environ, EXTQL_ISA="baseline")
-    out = subprocess.run(
-        [sys.executable, "-c", "from extql import _kernels; print(_kernels.isa())"],
-        env=env, capture_output=True, text=True, check=True,
-    )
+    out = run_python("-c", "from extql import _kernels; print(_kernels.isa())", env=env)
     assert out.stdout.strip() == "baseline"

@@ -33,6 +33,10 @@ import extql
 from extql import fallbacks
 from extql.opset import quark
 
+# These run models through the fallback functions with the library not
+# registered: `tox -e fallback` runs them with the library refused.
+pytestmark = pytest.mark.fallback
+
 RUNNERS = ["onnxruntime", "reference"]
 #: onnxruntime 1.18 casts float32 -> float16 in software only, which drops NaN
 #: payloads (sign | 0x7E00); recent releases keep them in their vector path,

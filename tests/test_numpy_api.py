@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 from contract import (
+    BF16,
     FLOAT_TYPES,
     INT_TYPES,
     TYPES,
@@ -319,3 +320,81 @@ def test_nan_payloads_survive_when_only_x_is_nan():
     y = extql.dequantize_linear(hb.view(np.float16), F32(2), np.float16(0.5))
     # (0xFD00 and 0x7C01 are signalling NaNs: arithmetic quiets them.)
     np.testing.assert_array_equal(y.view(np.uint32), [0x7FC02000, 0xFFE00000, 0x7FC02000])
+
+
+def test_python_zero_point_is_checked_exactly():
+    """Regression (found by tests/test_fuzz_numpy.py): a Python int zero point
+    was compared with its conversion in float64, so 2**62 + 1 passed as the
+    bfloat16 2**62; ints beyond int64 failed with NumPy's "Python int too
+    large" TypeError.  Every element is now compared in exact arithmetic."""
+    bf = np.zeros(2, BF16)
+    with pytest.raises(ValueError, match="ExtendedDequantizeLinear.*not representable"):
+        extql.dequantize_linear(bf, F32(1), 2**62 + 1)
+    for value in (2**62, 2**70, -(2**100), float("inf"), float("nan")):
+        want = dequantize(bf, F32(1), np.array(float(value)).astype(BF16))
+        assert_same_bits(extql.dequantize_linear(bf, F32(1), value), want, repr(value))
+    u32 = np.array([0, 7, 2**32 - 1], np.uint32)
+    with pytest.raises(ValueError, match="not representable as uint32"):
+        extql.dequantize_linear(u32, F32(1), 2**64 + 5)
+    assert_same_bits(extql.dequantize_linear(u32, F32(1), [2**32 - 1]),
+                     dequantize(u32, F32(1), np.array([2**32 - 1], np.uint32)), "list")
+    with pytest.raises(ValueError, match="not representable as int8"):
+        extql.dequantize_linear(np.zeros(2, np.int8), F32(1), 1e300)
+    with pytest.raises(TypeError, match="x_zero_point must be numbers of type int8, got str"):
+        extql.dequantize_linear(np.zeros(2, np.int8), F32(1), ["1"])
+    # NumPy scalars inside a list are numbers too
+    assert_same_bits(extql.dequantize_linear(u32, F32(1), [np.uint64(7)]),
+                     dequantize(u32, F32(1), np.array([7], np.uint32)), "numpy scalar in list")
+
+
+def _unaligned(a: np.ndarray) -> np.ndarray:
+    raw = bytearray(a.nbytes + 1)
+    out = np.frombuffer(memoryview(raw)[1:], dtype=a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+def test_kernels_get_aligned_buffers(name, monkeypatch):
+    """Regression (found by the ASan/UBSan run of tests/test_fuzz_numpy.py):
+    an unaligned contiguous array (np.frombuffer at an odd offset) went to
+    the kernels as it was, a misaligned float/int pointer -- undefined
+    behaviour that the compiler may turn into faulting aligned loads.  The
+    API now copies such arrays; the kernels only ever see aligned buffers."""
+    from extql import numpy_api
+
+    real = numpy_api._kernels
+    seen = []
+
+    class Spy:
+        def __getattr__(self, attr):
+            return getattr(real, attr)
+
+        def _check(self, qtype, *buffers):
+            for b in buffers[:4]:
+                if b is not None and b.size:
+                    arr = np.asarray(b)
+                    # float32 buffers, or byte views of the quantized type
+                    width = arr.itemsize if arr.dtype != np.uint8 else TYPES[name][0].itemsize
+                    seen.append(arr.ctypes.data % width == 0)
+
+        def quantize(self, qtype, x, s, zp, y, *rest):
+            self._check(qtype, x, s, zp, y)
+            return real.quantize(qtype, x, s, zp, y, *rest)
+
+        def dequantize(self, qtype, x, s, zp, y, *rest):
+            self._check(qtype, x, s, zp, y)
+            return real.dequantize(qtype, x, s, zp, y, *rest)
+
+    monkeypatch.setattr(numpy_api, "_kernels", Spy())
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 70)) * 50).astype(F32)
+    s = np.array([0.5, 1.0, 2.0], F32)
+    zp = _zero_point(name, (3,), rng)
+    q = quantize(x, s, zp, 0)
+    ux, us, uz, uq = _unaligned(x), _unaligned(s), _unaligned(zp), _unaligned(q)
+    assert not ux.flags.aligned and not us.flags.aligned
+    assert_same_bits(extql.quantize_linear(ux, us, uz, axis=0), q, "unaligned quantize")
+    assert_same_bits(extql.dequantize_linear(uq, us, uz, axis=0), dequantize(q, s, zp, 0),
+                     "unaligned dequantize")
+    assert seen and all(seen), seen

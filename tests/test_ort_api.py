@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
-import sys
 
 import onnxruntime as ort
 import pytest
+from childproc import run_python
 
 import extql
 from extql import ort as extql_ort
@@ -57,16 +56,14 @@ def test_installed_runtime_is_supported():
 
 
 def test_cli_info_prints_the_library():
-    out = subprocess.run(
-        [sys.executable, "-m", "extql.cli", "info"], capture_output=True, text=True, check=True
-    ).stdout
+    out = run_python("-m", "extql.cli", "info").stdout
     assert extql.get_library_path() in out
     assert "ort tested" in out
 
 
 def test_import_extql_does_not_import_onnxruntime():
     code = "import sys, extql; print('onnxruntime' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python("-c", code)
     assert out.stdout.strip() == "False"
 
 

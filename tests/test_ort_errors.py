@@ -49,6 +49,20 @@ EXPECT: dict[str, tuple[str, str]] = {
     "vitis_q_axis_out_of_range": ("VitisQuantizeLinear", "axis 2 is out of range"),
     "vitis_dq_zp_type_differs": ("VitisDequantizeLinear", "x_zero_point must have the dtype of x"),
     "q_empty_x_bad_scale": (Q, "the scale has 2 elements but x has 3 along axis 1"),
+    # Regressions found by the structure fuzzer (tests/test_fuzz_structure.py):
+    # an axis of another attribute type was silently read as the default 1 ...
+    "q_axis_string_attribute": (Q, "the attribute axis must be an integer, got the string '0'"),
+    "q_axis_ints_attribute": (Q, "the attribute axis must be an integer, got an attribute of"),
+    "dq_axis_floats_attribute": (DQ, "the attribute axis must be an integer, got an attribute"),
+    "q_axis_tensor_attribute": (Q, "the attribute axis must be an integer, got an attribute of"),
+    "vitis_q_axis_string_attribute": ("VitisQuantizeLinear", "axis must be an integer"),
+    # ... and with the output's type declared, types that fit no typed
+    # registration met onnxruntime's generic "Type Error" first.
+    "dq_scale_int8_output_declared": (DQ, "x_scale must be float32, got int8"),
+    "dq_x_float32_output_declared": (DQ, "x must be one of"),
+    "q_x_int8_no_zp_output_declared": (Q, "x must be float32, got int8"),
+    "q_scale_float16_zp_int16_output_declared": (Q, "y_scale must be float32, got float16"),
+    "q_zp_float32_output_declared": (Q, "y_zero_point must be one of"),
 }
 
 
@@ -110,6 +124,24 @@ def _cases():
         "vitis_dq_zp_type_differs": q(i8, F32(1), np.int16(0), op="VitisDequantizeLinear",
                                       domain="com.vai.quantize"),
         "q_empty_x_bad_scale": q(np.ones((0, 3), F32), np.ones(2, F32), np.zeros(2, np.int8)),
+        "q_axis_string_attribute": q(np.ones((4, 4), F32), np.ones(4, F32), np.zeros(4, np.int8),
+                                     axis="0"),
+        "q_axis_ints_attribute": q(np.ones((4, 4), F32), np.ones(4, F32), np.zeros(4, np.int8),
+                                   axis=[0]),
+        "dq_axis_floats_attribute": q(np.ones((4, 4), np.int8), np.ones(4, F32), op=DQ,
+                                      axis=[0.0]),
+        "q_axis_tensor_attribute": q(np.ones((4, 4), F32), np.ones(4, F32), np.zeros(4, np.int8),
+                                     axis=helper.make_tensor("a", onnx.TensorProto.INT64, [], [0])),
+        "vitis_q_axis_string_attribute": q(np.ones((2, 2), F32), np.ones(2, F32),
+                                           np.zeros(2, np.int8), op="VitisQuantizeLinear",
+                                           domain="com.vai.quantize", axis="0"),
+        "dq_scale_int8_output_declared": q(i8, np.int8(1), np.int8(0), op=DQ,
+                                           out_type=onnx.TensorProto.FLOAT),
+        "dq_x_float32_output_declared": q(x3, F32(1), op=DQ, out_type=onnx.TensorProto.FLOAT),
+        "q_x_int8_no_zp_output_declared": q(i8, F32(1), out_type=onnx.TensorProto.UINT8),
+        "q_scale_float16_zp_int16_output_declared": q(
+            x3, np.float16(1), np.int16(0), out_type=onnx.TensorProto.INT16),
+        "q_zp_float32_output_declared": q(x3, F32(1), F32(0), out_type=onnx.TensorProto.FLOAT),
     }
 
 

@@ -30,6 +30,10 @@ from test_fallbacks import FORMS, _scale, quantized_x, special_x, zero_points
 import extql
 from extql import fallbacks, passes
 
+# These run models through the fallback functions with the library not
+# registered: `tox -e fallback` runs them with the library refused.
+pytestmark = pytest.mark.fallback
+
 ALL = list(TYPES)
 ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
 #: onnxruntime resolves model-local functions by (domain, name, overload)

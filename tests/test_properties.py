@@ -15,7 +15,9 @@ ANY_F32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnorm
 # Scales: any float32, with the interesting ones drawn often.
 SCALES = st.one_of(
     ANY_F32,
-    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 1e-38, 1e-45, 3e38, 0.1, 1 / 3]),
+    st.sampled_from(
+        [float(np.float32(v)) for v in (0.0, -0.0, 1.0, -1.0, 0.5, 1e-38, 1e-45, 3e38, 0.1, 1 / 3)]
+    ),
 )
 
 

@@ -18,7 +18,9 @@
  *
  * Slot numbers (0-based, one pointer each) and the API version that added
  * them, as published by onnxruntime:
- *    0.. 101  version 1        (e.g. CreateStatus = 0, ReleaseCustomOpDomain = 101)
+ *    0.. 101  version 1        (e.g. CreateStatus = 0, KernelInfoGetAttribute_string = 87,
+ *                               ReleaseCustomOpDomain = 101)
+ *  ... 163    up to version 8  (KernelInfoGetAttributeArray_int64 = 163)
  *  ... 238    up to version 14 (KernelInfo_GetInputCount = 230, _GetInputTypeInfo = 234)
  *  ... 254    version 15       (KernelInfo_GetNodeName = 244)
  *  ... 265    version 16
@@ -124,7 +126,8 @@ struct OrtApi {
                                                  float *out);                     /* 85 */
   EXTQL_ORT_STATUS KernelInfoGetAttribute_int64)(const OrtKernelInfo *info, const char *name,
                                                  int64_t *out);                   /* 86 */
-  void *slot_87;
+  EXTQL_ORT_STATUS KernelInfoGetAttribute_string)(const OrtKernelInfo *info, const char *name,
+                                                  char *out, size_t *size);      /* 87 */
   EXTQL_ORT_STATUS KernelContext_GetInputCount)(const OrtKernelContext *ctx, size_t *out);
   EXTQL_ORT_STATUS KernelContext_GetOutputCount)(const OrtKernelContext *ctx, size_t *out);
   EXTQL_ORT_STATUS KernelContext_GetInput)(const OrtKernelContext *ctx, size_t index,
@@ -139,7 +142,13 @@ struct OrtApi {
   void(EXTQL_ORT_CALL *ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo *info);
   void *slot_100;
   void(EXTQL_ORT_CALL *ReleaseCustomOpDomain)(OrtCustomOpDomain *domain);        /* 101 */
-  void *slots_102_229[128];
+  void *slots_102_162[61];
+  /* Reads the attribute's ints whatever its declared type, so a NULL buffer
+   * and a size query succeed exactly when the attribute exists. */
+  EXTQL_ORT_STATUS KernelInfoGetAttributeArray_int64)(const OrtKernelInfo *info,
+                                                      const char *name, int64_t *out,
+                                                      size_t *size);             /* 163 */
+  void *slots_164_229[66];
   EXTQL_ORT_STATUS KernelInfo_GetInputCount)(const OrtKernelInfo *info, size_t *out); /* 230 */
   EXTQL_ORT_STATUS KernelInfo_GetOutputCount)(const OrtKernelInfo *info, size_t *out);
   void *slots_232_233[2];
@@ -233,6 +242,7 @@ EXTQL_ORT_SLOT(GetTensorShapeElementCount, 64);
 EXTQL_ORT_SLOT(GetTensorTypeAndShape, 65);
 EXTQL_ORT_SLOT(KernelInfoGetAttribute_float, 85);
 EXTQL_ORT_SLOT(KernelInfoGetAttribute_int64, 86);
+EXTQL_ORT_SLOT(KernelInfoGetAttribute_string, 87);
 EXTQL_ORT_SLOT(KernelContext_GetInputCount, 88);
 EXTQL_ORT_SLOT(KernelContext_GetOutputCount, 89);
 EXTQL_ORT_SLOT(KernelContext_GetInput, 90);
@@ -241,6 +251,7 @@ EXTQL_ORT_SLOT(ReleaseStatus, 93);
 EXTQL_ORT_SLOT(ReleaseTypeInfo, 98);
 EXTQL_ORT_SLOT(ReleaseTensorTypeAndShapeInfo, 99);
 EXTQL_ORT_SLOT(ReleaseCustomOpDomain, 101);
+EXTQL_ORT_SLOT(KernelInfoGetAttributeArray_int64, 163);
 EXTQL_ORT_SLOT(KernelInfo_GetInputCount, 230);
 EXTQL_ORT_SLOT(KernelInfo_GetOutputCount, 231);
 EXTQL_ORT_SLOT(KernelInfo_GetInputTypeInfo, 234);

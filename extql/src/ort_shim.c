@@ -26,18 +26,25 @@
  * input of unknown rank from a scalar, so it would declare wrong shapes.
  * The output's element type is inferred from the registrations (below).
  *
- * Types.  Each operator is registered as nine OrtCustomOps of one name: eight
- * typed ones (quantize: x float, scale float, zero point T -> y T; dequantize:
- * x T, scale float, zero point T -> y float, T one of the eight types) and a
- * last, untyped one.  onnxruntime infers a node's output type from the first
- * registration whose input types match the node, so the typed ones give every
- * form its type: the zero point's type, or - with no zero point (two inputs or
- * an empty third name), where the uint8 registration comes first - uint8.
- * A node whose types fit no typed registration falls to the untyped one,
- * whose kernel creation reports exactly what is wrong ("x_zero_point must
- * have the type of x ...") instead of onnxruntime's generic "no kernel
- * matches".  All nine share one kernel that reads the actual types at run
- * time, so whichever registration onnxruntime picks, the result is right.
+ * Types.  Each operator is registered as several OrtCustomOps of one name:
+ * eight typed ones (quantize: x float, scale float, zero point T -> y T;
+ * dequantize: x T, scale float, zero point T -> y float, T one of the eight
+ * types) and fallbacks.  onnxruntime infers a node's output type from the
+ * first registration whose input types match the node, so the typed ones
+ * give every form its type: the zero point's type, or - with no zero point
+ * (two inputs or an empty third name), where the uint8 registration comes
+ * first - uint8.  A node whose types fit no typed registration falls to a
+ * fallback, whose kernel creation reports exactly what is wrong
+ * ("x_zero_point must have the type of x ...") instead of onnxruntime's
+ * generic "no kernel matches".  The fallbacks still give the output the type
+ * the user means, or a graph that declares it would be rejected by
+ * onnxruntime's type inference before the kernel can say what is wrong
+ * (onnxruntime gives an untyped output the type of the last untyped input):
+ * dequantize's untyped fallback declares a float output; quantize has
+ * "any x, any scale, uint8 zero point (or none) -> uint8" and then the
+ * untyped one, whose output takes the zero point's type.  All share one
+ * kernel that reads the actual types at run time, so whichever registration
+ * onnxruntime picks, the result is right.
  *
  * Errors.  Everything the NumPy API (extql/numpy_api.py) rejects is rejected
  * here with the same rule and the same words, as a failed OrtStatus whose
@@ -104,15 +111,24 @@ typedef struct {
   int kind;  /* OP_QUANTIZE / OP_DEQUANTIZE */
   int copy;  /* 1: the bench copy kernel instead of the math */
   int qtype; /* the zero point / quantized type; 0 = untyped */
+  int form;  /* FORM_* */
 } ExtqlOp;
 
 /* The copy kernel of `extql bench` (extql/_kernels.pyx). */
 int extql_bench_copy_range(int in_size, int out_size, const void *src, void *dst, int64_t start,
                            int64_t stop, int flags);
 
+enum {
+  FORM_TYPED = 0,    /* every input typed by qtype */
+  FORM_ZP_ONLY = 1,  /* quantize: x and scale untyped, zero point and y qtype (uint8) */
+  FORM_UNTYPED = 2   /* inputs untyped; dequantize's output float, quantize's untyped */
+};
+
 #define N_NAMES 6
-#define OPS_PER_NAME (N_QTYPES + 1)
-static ExtqlOp g_ops[N_NAMES * OPS_PER_NAME];
+#define MAX_OPS_PER_NAME (N_QTYPES + 2)
+static ExtqlOp g_ops[N_NAMES * MAX_OPS_PER_NAME];
+static int g_nops; /* registrations in g_ops */
+static int g_op_domain[N_NAMES * MAX_OPS_PER_NAME]; /* index into OP_NAMES */
 
 #define N_DOMAINS 3
 static const char *const DOMAINS[N_DOMAINS] = {"com.amd.quark", "com.vai.quantize",
@@ -427,6 +443,53 @@ static OrtStatus *check_granularity(const OrtApi *api, const char *label, const 
 }
 
 /* ------------------------------------------------------------------------ */
+/* Alignment                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* The size of one element of a quantized type (or float32). */
+static size_t elem_size(int type) {
+  switch (type) {
+    case EXTQL_UINT8:
+    case EXTQL_INT8: return 1;
+    case EXTQL_UINT16:
+    case EXTQL_INT16:
+    case EXTQL_FLOAT16:
+    case EXTQL_BFLOAT16: return 2;
+    default: return 4; /* int32, uint32, float32 */
+  }
+}
+
+static int misaligned(const void *p, size_t size) {
+  return ((uintptr_t)p & (uintptr_t)(size - 1)) != 0;
+}
+
+/* onnxruntime hands the kernel a caller's buffer as it is, and a tensor
+ * made from, say, np.frombuffer at an odd offset is not aligned to its
+ * element size; the kernels read and write typed elements, and a misaligned
+ * pointer is undefined behaviour (the compiler may use aligned vector
+ * loads).  Such a tensor is staged through an aligned copy (malloc aligns
+ * for every type); an aligned one is used in place. */
+typedef struct {
+  void *copies[4]; /* x, scale, zero point, y: NULL when used in place */
+} Staging;
+
+static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size) {
+  void *copy;
+  if (*p == NULL || !misaligned(*p, size)) return 0;
+  copy = malloc(count * size);
+  if (copy == NULL) return -1;
+  memcpy(copy, *p, count * size);
+  g->copies[slot] = copy;
+  *p = copy;
+  return 0;
+}
+
+static void staging_free(Staging *g) {
+  int i;
+  for (i = 0; i < 4; i++) free(g->copies[i]);
+}
+
+/* ------------------------------------------------------------------------ */
 /* The kernel                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -482,8 +545,12 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
   size_t nin = 0;
   int out_type = 0, qtype;
   int64_t D = 1, inner = 1;
-  void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL;
+  void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL, *py_out = NULL;
+  size_t x_size, y_size;
+  Staging staging;
   char b1[32], b2[32];
+
+  memset(&staging, 0, sizeof staging);
 
   facts_init(&fx);
   facts_init(&fs);
@@ -543,6 +610,22 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     st = fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave a tensor without data");
     goto done;
   }
+  x_size = k->kind == OP_QUANTIZE ? 4 : elem_size(qtype);
+  y_size = k->kind == OP_QUANTIZE ? elem_size(qtype) : 4;
+  py_out = py;
+  if (stage_input(&staging, 0, &px, fx.count, x_size) != 0 ||
+      stage_input(&staging, 1, &ps, fs.count, 4) != 0 ||
+      stage_input(&staging, 2, &pz, fz.count, elem_size(qtype)) != 0) {
+    st = fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+    goto done;
+  }
+  if (misaligned(py, y_size)) {
+    staging.copies[3] = py = malloc(fx.count * y_size);
+    if (py == NULL) {
+      st = fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+      goto done;
+    }
+  }
 
   {
     Job job;
@@ -578,14 +661,61 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     }
     if (job.failed)
       st = fail(api, label, EXTQL_ORT_FAIL, "the kernel does not know element type %d", qtype);
+    else if (py != py_out)
+      memcpy(py_out, py, fx.count * y_size);
   }
 
 done:
+  staging_free(&staging);
   facts_free(&fx);
   facts_free(&fs);
   facts_free(&fz);
   facts_free(&fy);
   return st;
+}
+
+/* The node has an attribute "axis" that is not an int (the int getter
+ * failed): a failed status saying what it is, or NULL when there is no
+ * attribute "axis" at all.  onnxruntime's int getter fails alike for an absent
+ * attribute and for one of another type, so the others are probed: float,
+ * string, and last the ints-array getter, which reads any attribute that
+ * exists whatever its type (a size query with no buffer), so lists, tensors
+ * and graphs are found too. */
+static OrtStatus *axis_of_another_type(const OrtApi *api, const OrtKernelInfo *info,
+                                       const char *label) {
+  OrtStatus *st;
+  float f;
+  size_t size = 0;
+  char text[64];
+  st = api->KernelInfoGetAttribute_float(info, "axis", &f);
+  if (st == NULL)
+    return fail(api, label, EXTQL_ORT_INVALID_GRAPH, "the attribute axis must be an integer, got %g",
+                (double)f);
+  api->ReleaseStatus(st);
+  st = api->KernelInfoGetAttribute_string(info, "axis", NULL, &size);
+  if (st == NULL) {
+    text[0] = '\0';
+    if (size <= sizeof text) {
+      st = api->KernelInfoGetAttribute_string(info, "axis", text, &size);
+      if (st != NULL) {
+        api->ReleaseStatus(st);
+        text[0] = '\0';
+      }
+    } else {
+      snprintf(text, sizeof text, "...");
+    }
+    return fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                "the attribute axis must be an integer, got the string '%s'", text);
+  }
+  api->ReleaseStatus(st);
+  size = 0;
+  st = api->KernelInfoGetAttributeArray_int64(info, "axis", NULL, &size);
+  if (st == NULL)
+    return fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                "the attribute axis must be an integer, got an attribute of another type "
+                "(a list, tensor or graph)");
+  api->ReleaseStatus(st);
+  return NULL; /* no attribute axis */
 }
 
 static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const OrtApi *api,
@@ -624,17 +754,13 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
    * error, not a silent default). */
   st = api->KernelInfoGetAttribute_int64(info, "axis", &axis);
   if (st != NULL) {
-    float f;
     api->ReleaseStatus(st);
     axis = 1;
-    st = api->KernelInfoGetAttribute_float(info, "axis", &f);
-    if (st == NULL) {
-      st = fail(api, label, EXTQL_ORT_INVALID_GRAPH, "the attribute axis must be an integer, got %g",
-                (double)f);
+    st = axis_of_another_type(api, info, label);
+    if (st != NULL) {
       free(k);
       return st;
     }
-    api->ReleaseStatus(st);
   }
   k->axis = axis;
 
@@ -685,7 +811,8 @@ static const char *EXTQL_ORT_CALL op_provider(const OrtCustomOp *op) {
 
 static int EXTQL_ORT_CALL op_input_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
-  if (op->qtype == 0) return EXTQL_ORT_UNDEFINED;
+  if (op->form == FORM_UNTYPED) return EXTQL_ORT_UNDEFINED;
+  if (op->form == FORM_ZP_ONLY) return index == 2 ? op->qtype : EXTQL_ORT_UNDEFINED;
   if (op->kind == OP_QUANTIZE) return index == 2 ? op->qtype : EXTQL_ORT_FLOAT;
   return index == 1 ? EXTQL_ORT_FLOAT : op->qtype;
 }
@@ -698,8 +825,8 @@ static size_t EXTQL_ORT_CALL op_input_count(const OrtCustomOp *op) {
 static int EXTQL_ORT_CALL op_output_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
   (void)index;
-  if (op->qtype == 0) return EXTQL_ORT_UNDEFINED;
-  return op->kind == OP_QUANTIZE ? op->qtype : EXTQL_ORT_FLOAT;
+  if (op->kind == OP_DEQUANTIZE) return EXTQL_ORT_FLOAT;
+  return op->form == FORM_UNTYPED ? EXTQL_ORT_UNDEFINED : op->qtype;
 }
 
 static size_t EXTQL_ORT_CALL op_output_count(const OrtCustomOp *op) {
@@ -734,37 +861,49 @@ static int EXTQL_ORT_CALL op_variadic_homogeneity(const OrtCustomOp *op) {
   return 1;
 }
 
+static void init_op(ExtqlOp *op, int n, int qtype, int form, uint32_t version) {
+  memset(op, 0, sizeof *op);
+  op->name = OP_NAMES[n].name;
+  op->kind = OP_NAMES[n].kind;
+  op->copy = OP_NAMES[n].copy;
+  op->qtype = qtype;
+  op->form = form;
+  op->base.version = version;
+  op->base.GetName = op_name;
+  op->base.GetExecutionProviderType = op_provider;
+  op->base.GetInputType = op_input_type;
+  op->base.GetInputTypeCount = op_input_count;
+  op->base.GetOutputType = op_output_type;
+  op->base.GetOutputTypeCount = op_output_count;
+  op->base.KernelDestroy = kernel_destroy;
+  op->base.GetInputCharacteristic = op_input_characteristic;
+  op->base.GetOutputCharacteristic = op_output_characteristic;
+  op->base.GetInputMemoryType = op_input_memory_type;
+  op->base.GetVariadicInputMinArity = op_variadic_min_arity;
+  op->base.GetVariadicInputHomogeneity = op_variadic_homogeneity;
+  op->base.GetVariadicOutputMinArity = op_variadic_min_arity;
+  op->base.GetVariadicOutputHomogeneity = op_variadic_homogeneity;
+  op->base.CreateKernelV2 = kernel_create;
+  op->base.KernelComputeV2 = kernel_compute;
+}
+
 static void init_ops(uint32_t version) {
   int n, t, i = 0;
   for (n = 0; n < N_NAMES; n++) {
     /* The typed registrations first (uint8 leading: the type of a quantize
-     * without zero point), the untyped one last. */
-    for (t = 0; t <= N_QTYPES; t++, i++) {
-      ExtqlOp *op = &g_ops[i];
-      memset(op, 0, sizeof *op);
-      op->name = OP_NAMES[n].name;
-      op->kind = OP_NAMES[n].kind;
-      op->copy = OP_NAMES[n].copy;
-      op->qtype = t < N_QTYPES ? QTYPE_CODES[t] : 0;
-      op->base.version = version;
-      op->base.GetName = op_name;
-      op->base.GetExecutionProviderType = op_provider;
-      op->base.GetInputType = op_input_type;
-      op->base.GetInputTypeCount = op_input_count;
-      op->base.GetOutputType = op_output_type;
-      op->base.GetOutputTypeCount = op_output_count;
-      op->base.KernelDestroy = kernel_destroy;
-      op->base.GetInputCharacteristic = op_input_characteristic;
-      op->base.GetOutputCharacteristic = op_output_characteristic;
-      op->base.GetInputMemoryType = op_input_memory_type;
-      op->base.GetVariadicInputMinArity = op_variadic_min_arity;
-      op->base.GetVariadicInputHomogeneity = op_variadic_homogeneity;
-      op->base.GetVariadicOutputMinArity = op_variadic_min_arity;
-      op->base.GetVariadicOutputHomogeneity = op_variadic_homogeneity;
-      op->base.CreateKernelV2 = kernel_create;
-      op->base.KernelComputeV2 = kernel_compute;
+     * without zero point), then the fallbacks, the untyped one last. */
+    for (t = 0; t < N_QTYPES; t++) {
+      g_op_domain[i] = n;
+      init_op(&g_ops[i++], n, QTYPE_CODES[t], FORM_TYPED, version);
     }
+    if (OP_NAMES[n].kind == OP_QUANTIZE) {
+      g_op_domain[i] = n;
+      init_op(&g_ops[i++], n, EXTQL_UINT8, FORM_ZP_ONLY, version);
+    }
+    g_op_domain[i] = n;
+    init_op(&g_ops[i++], n, 0, FORM_UNTYPED, version);
   }
+  g_nops = i;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -806,8 +945,8 @@ static OrtStatus *build_domains(const OrtApi *api) {
     st = api->CreateCustomOpDomain(DOMAINS[d], &dom[d]);
     if (st != NULL) goto error;
   }
-  for (i = 0; i < N_NAMES * OPS_PER_NAME; i++) {
-    st = api->CustomOpDomain_Add(dom[OP_NAMES[i / OPS_PER_NAME].domain], &g_ops[i].base);
+  for (i = 0; i < g_nops; i++) {
+    st = api->CustomOpDomain_Add(dom[OP_NAMES[g_op_domain[i]].domain], &g_ops[i].base);
     if (st != NULL) goto error;
   }
   for (d = 0; d < N_DOMAINS; d++) g_domains[d] = dom[d];
