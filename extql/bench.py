@@ -1037,7 +1037,14 @@ def register(subparsers: Any) -> None:
         "bench",
         help="median time ratios against onnxruntime's ops, Cast, a copy kernel, NumPy "
              "and the fallback model",
-        description=__doc__.split("\n\n", 1)[1].split("\n\n")[0] if __doc__ else None,
+        description=(
+            "Median time ratios extql / anchor, measured side by side and interleaved on the "
+            "same tensors: the native op in onnxruntime against onnxruntime's "
+            "QuantizeLinear/DequantizeLinear, its Cast (float16/bfloat16) and a copy kernel "
+            "moving the same bytes (ort table); the NumPy API against the NumPy expression "
+            "(numpy); the native op against the fallback model (fallback).  Below 1, extql "
+            "is faster.  The method is described in extql/bench.py and benchmarks/README.md."
+        ),
     )
     _add_arguments(p)
     p.set_defaults(func=_command)
