@@ -15,11 +15,19 @@
  *   quantize, 8/16-bit:  v = x / s (one IEEE division, never a reciprocal);
  *       v clamped to [lo - zp, hi - zp] (NaN -> lo - zp); rounded to nearest
  *       even; + zp (exact: small integers); converted.
- *   quantize, 32-bit:    the same clamp / round / + zp in double (exact).
+ *   quantize, 32-bit:    the same clamp / round / + zp, exact: in float32
+ *       with bounds rounded inwards and a wraparound add (extql_q_w32) where
+ *       the bounds are known (one zero point, or the extended per-channel
+ *       arrays), else in double.
+ *   dequantize, 32-bit:  in int32 when no lane's x - zp overflows, else in
+ *       double.
  *   quantize, float16 / bfloat16:  v = x / s + zp; saturated to the largest
  *       finite value (NaN kept); rounded to nearest even into the type.
  *   dequantize:  (x - zp) exact (int32, or double for 32-bit types; float32
  *       for float16 / bfloat16), one rounding to float32, times s.
+ *
+ * Large outputs are written with non-temporal stores (see EXTQL_RUN) and the
+ * input is prefetched ahead (EXTQL_PREFETCH); neither changes a bit.
  *
  * Operand order follows the scalar code, so that a NaN input keeps the same
  * payload (x86 returns the first operand's NaN; MAXPS / MINPS return the
