@@ -19,6 +19,7 @@ from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 )
 from cython.parallel cimport prange
+from libc.string cimport memcpy
 
 cdef extern from "extql_kernels.h":
     enum:
@@ -558,26 +559,29 @@ cdef inline void wide_bounds(const qtype_t *z_ext, bint have_zp, float *fl,
         lo, hi = -2147483648.0, 2147483647.0
     else:
         lo, hi = 0.0, 4294967295.0
-    for k in range(D + COLS_STEP):
+    for k in range(D):
         if qtype_t is int32_t or qtype_t is uint32_t:
             zd = <double>z_ext[k] if have_zp else 0.0
         else:
             zd = 0.0
         fl[k] = f32_toward(lo - zd, 1)
         fh[k] = f32_toward(hi - zd, 0)
+    for k in range(D, D + COLS_STEP):
+        fl[k] = fl[k - D]
+        fh[k] = fh[k - D]
 
 
 cdef inline void extend(const float *scale, const qtype_t *zp, float *s_ext,
                         qtype_t *z_ext, int64_t D) noexcept nogil:
     """s_ext[k] = scale[k % D], z_ext[k] = zp[k % D] for k < D + COLS_STEP."""
-    cdef int64_t k, c = 0
-    for k in range(D + COLS_STEP):
-        s_ext[k] = scale[c]
-        if zp != NULL:
-            z_ext[k] = zp[c]
-        c += 1
-        if c == D:
-            c = 0
+    cdef int64_t k
+    memcpy(s_ext, scale, D * sizeof(float))
+    for k in range(D, D + COLS_STEP):
+        s_ext[k] = s_ext[k - D]
+    if zp != NULL:
+        memcpy(z_ext, zp, D * sizeof(qtype_t))
+        for k in range(D, D + COLS_STEP):
+            z_ext[k] = z_ext[k - D]
 
 
 # ---------------------------------------------------------------------------

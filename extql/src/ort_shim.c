@@ -94,8 +94,15 @@ enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 
 /* Tensors smaller than this run on the calling thread (see "Threads"). */
 #define EXTQL_ORT_PARALLEL_MIN_ELEMENTS (1 << 18)
-/* Otherwise ranges of about this many elements go to the pool. */
-#define EXTQL_ORT_CHUNK_ELEMENTS (1 << 15)
+/* Otherwise the tensor is cut into about EXTQL_ORT_CHUNKS ranges (enough for
+ * the pool to balance them over its threads), of at least
+ * EXTQL_ORT_CHUNK_MIN and at most EXTQL_ORT_CHUNK_MAX elements: each range
+ * has a fixed cost (a pool hand-off; for per-axis along the last axis, the
+ * periodic scale and zero point), so ranges are made as large as balance
+ * allows. */
+#define EXTQL_ORT_CHUNKS 64
+#define EXTQL_ORT_CHUNK_MIN (1 << 15)
+#define EXTQL_ORT_CHUNK_MAX (1 << 18)
 
 #define N_QTYPES 8
 static const int QTYPE_CODES[N_QTYPES] = {
@@ -646,12 +653,13 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
       job.chunk = n;
       run_chunk(&job, 0);
     } else {
-      /* Ranges of about EXTQL_ORT_CHUNK_ELEMENTS, 64-element aligned, handed
-       * out one by one by onnxruntime's intra-op pool (which runs them
-       * inline when the session has a single thread). */
-      nchunks = n / EXTQL_ORT_CHUNK_ELEMENTS;
-      if (nchunks > 4096) nchunks = 4096;
-      job.chunk = ((n + nchunks - 1) / nchunks + 63) & ~(int64_t)63;
+      /* 64-element aligned ranges handed out one by one by onnxruntime's
+       * intra-op pool (which runs them inline when the session has a
+       * single thread). */
+      job.chunk = n / EXTQL_ORT_CHUNKS;
+      if (job.chunk < EXTQL_ORT_CHUNK_MIN) job.chunk = EXTQL_ORT_CHUNK_MIN;
+      if (job.chunk > EXTQL_ORT_CHUNK_MAX) job.chunk = EXTQL_ORT_CHUNK_MAX;
+      job.chunk = (job.chunk + 63) & ~(int64_t)63;
       nchunks = (n + job.chunk - 1) / job.chunk;
       st = api->KernelContext_ParallelFor(ctx, run_chunk, (size_t)nchunks, 0, &job);
       if (st != NULL) {
