@@ -642,16 +642,47 @@ def machine_info() -> dict[str, Any]:
 
     cpu = platform.processor() or platform.machine()
     try:
+        fields: dict[str, str] = {}
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("model name", "cpu family", "model") and key not in fields:
+                    fields[key] = value.strip()
+                if not line.strip():
+                    break  # the first processor is enough
+        if "model name" in fields:
+            cpu = fields["model name"]
+            if "cpu family" in fields and "model" in fields:
+                cpu += f" (family {fields['cpu family']}, model {fields['model']})"
+    except OSError:
+        pass
+    flags: list[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    flags = [x for x in ("sse4_1", "avx2", "fma", "f16c", "avx512f", "avx512_bf16")
+                             if x in have]
                     break
     except OSError:
+        pass
+    memory = cache = None
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+        memory = f"{kib / (1 << 20):.1f} GiB"
+        with open("/sys/devices/system/cpu/cpu0/cache/index3/size") as f:
+            cache = f.read().strip()
+    except (OSError, ValueError, IndexError):
         pass
     info: dict[str, Any] = {
         "cpu": cpu,
         "cores": os.cpu_count(),
+        "memory": memory,
+        "L3 cache": cache,
+        "cpu flags": " ".join(flags) or None,
         "platform": f"{platform.system()} {platform.release()} {platform.machine()}",
         "python": platform.python_version(),
         "numpy": np.__version__,
