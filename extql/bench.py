@@ -299,6 +299,16 @@ class _Ort:
 
         self.onnx, self.ort, self.TensorProto, self.helper = onnx, ort, TensorProto, helper
         self.bf16 = QTYPES["bfloat16"].dtype
+        # onnxruntime's Python API binds a bfloat16 buffer only through this
+        # (absent from older releases, 1.18 for one).
+        self.can_bind_bf16 = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+
+    def unmeasurable(self, qt: QType) -> str | None:
+        """Why a type cannot be measured with this onnxruntime, or None."""
+        if qt.name == "bfloat16" and not self.can_bind_bf16:
+            return ("not measured: this onnxruntime cannot bind bfloat16 buffers "
+                    "(no OrtValue.ortvalue_from_numpy_with_onnx_type)")
+        return None
 
     def _tensor(self, name: str, value: np.ndarray) -> Any:
         value = np.asarray(value)
@@ -437,6 +447,11 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
             for gran in cfg.granularities:
                 scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
                 for threads in dict.fromkeys(_all_threads(t) for t in cfg.threads):
+                    why = o.unmeasurable(qt)
+                    if why:
+                        out += [Result("ort", op, tname, gran, n, threads, float("nan"), note=why)
+                                for n in cfg.sizes]
+                        continue
                     model = o.model("extql", op, qt, gran, scale, zp)
                     ext_sess = o.session(model, threads, True, cfg.spin)
                     copy_sess = o.session(o.model("copy", op, qt, gran, scale, zp), threads,
@@ -462,6 +477,12 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                         anc = None
                         if anc_sess is not None:
                             anc = o.runner(anc_sess, x, y)
+                            try:
+                                anc()  # an older onnxruntime may refuse a form at run time
+                            except Exception as exc:
+                                note = f"anchor failed: {str(exc).splitlines()[0][:160]}"
+                                anc = None
+                        if anc is not None:
                             funcs.append(anc)
                         funcs.append(o.runner(copy_sess, x, y))
                         exact = None
@@ -596,6 +617,11 @@ def _run_fallback_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> Non
                 scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
                 for threads in dict.fromkeys(_all_threads(t) for t in cfg.threads):
                     model = o.model("extql", op, qt, gran, scale, zp)
+                    why = o.unmeasurable(qt)
+                    if why:
+                        out += [Result("fallback", op, tname, gran, n, threads, float("nan"),
+                                       note=why) for n in cfg.sizes]
+                        continue
                     if attach is None:
                         for n in cfg.sizes:
                             out.append(Result(

@@ -26,13 +26,23 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     rows = doc["results"]
     ort_rows = [r for r in rows if r["table"] == "ort"]
     assert len(ort_rows) == 2 * len(QTYPES)
+    if not _can_bind_bfloat16():  # older onnxruntime: those rows say why they are empty
+        for r in ort_rows + [r for r in rows if r["table"] == "fallback"]:
+            if r["type"] == "bfloat16":
+                assert "cannot bind bfloat16" in r["note"]
+        rows = [r for r in rows if r["type"] != "bfloat16" or r["table"] == "numpy"]
+        ort_rows = [r for r in ort_rows if r["type"] != "bfloat16"]
     for r in ort_rows:
         assert r["extql"] > 0 and r["copy"] > 0, r
         assert r["exact"] in ("=ort", "=api"), r
         shared = (r["op"] == "Q" and r["type"] in bench.ORT_Q_TYPES) or (
             r["op"] == "DQ" and r["type"] in bench.ORT_DQ_TYPES)
         if shared:
-            assert r["anchor_name"].startswith("onnxruntime") and r["exact"] == "=ort"
+            assert r["anchor_name"].startswith("onnxruntime")
+            if r["anchor"] is not None:
+                assert r["exact"] == "=ort"
+            else:  # e.g. onnxruntime 1.18 refuses an int32 zero point other than 0
+                assert r["note"].startswith("anchor failed") and r["exact"] == "=api"
         elif r["type"] in ("float16", "bfloat16"):
             assert r["anchor_name"] == "Cast" and r["anchor"] > 0
         else:
@@ -40,7 +50,7 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     numpy_rows = [r for r in rows if r["table"] == "numpy"]
     assert len(numpy_rows) == 2 * len(QTYPES) and all(r["anchor"] > 0 for r in numpy_rows)
     fallback_rows = [r for r in rows if r["table"] == "fallback"]
-    assert len(fallback_rows) == 2 * len(QTYPES)
+    assert len(fallback_rows) == 2 * len(QTYPES) - (0 if _can_bind_bfloat16() else 2)
     if bench._attach_fallbacks() is not None:
         assert all(r["exact"] == "=fallback" for r in fallback_rows)
     else:
@@ -48,6 +58,12 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     md = out_md.read_text()
     assert md.startswith("# extql benchmark results")
     assert "extql bench --quick" in md and "copy kernel" in md
+
+
+def _can_bind_bfloat16() -> bool:
+    import onnxruntime
+
+    return hasattr(onnxruntime.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 
 
 def test_options_select_what_runs(capsys):
@@ -93,6 +109,8 @@ def test_a_mismatch_is_a_failure(capsys):
 
 @pytest.mark.parametrize("name", list(QTYPES))
 def test_copy_ops_move_the_bytes(name):
+    if name == "bfloat16" and not _can_bind_bfloat16():
+        pytest.skip("this onnxruntime cannot bind bfloat16 buffers from Python")
     """QuantizeCopy / DequantizeCopy (the bench's yardstick, registered by the
     library in com.amd.quark.bench) write the op's output bytes with no
     arithmetic: the low bytes of each float32, or each element zero-extended."""
