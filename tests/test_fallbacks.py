@@ -398,8 +398,7 @@ def test_quark_opset_checks_types():
 def test_public_names_are_lazy():
     """The tools are reachable from the package, and ``import extql`` alone
     still does not import onnx or onnxscript."""
-    import subprocess
-    import sys
+    from childproc import run_python
 
     code = (
         "import sys, extql\n"
@@ -410,4 +409,4 @@ def test_public_names_are_lazy():
         "assert callable(extql.attach_fallbacks) and extql.reference.OPS\n"
         "assert extql.quark.domain == 'com.amd.quark'\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    run_python("-c", code)
