@@ -430,17 +430,21 @@ def run_case(spec: dict) -> dict[str, Any]:
         )
         stage = "run"
         binding = sess.io_binding()
+        alive = []  # the bound OrtValues do not own their memory
         for name, arr in feeds.items():
-            binding.bind_ortvalue_input(name, _ortvalue(arr))
+            alive.append(_ortvalue(arr))
+            binding.bind_ortvalue_input(name, alive[-1])
         verdict, _ = expectation(spec)
         out = None
         widened = widened_output(spec)
         if verdict != "error" and widened:
             out32 = np.empty(tuple(spec["shape"]), dtype=np.float32)
-            binding.bind_ortvalue_output("y32", _ortvalue(out32))
+            alive.append(_ortvalue(out32))
+            binding.bind_ortvalue_output("y32", alive[-1])
         elif verdict != "error":
             out = np.empty(tuple(spec["shape"]), dtype=_dtype(_out_type(spec)))
-            binding.bind_ortvalue_output("y", _ortvalue(out))
+            alive.append(_ortvalue(out))
+            binding.bind_ortvalue_output("y", alive[-1])
         else:
             binding.bind_output("y")
         if spec["extra_output"]:

@@ -126,18 +126,55 @@ def run(
     out_dtypes: Sequence[np.dtype],
     out_shapes: Sequence[tuple[int, ...]],
 ) -> list[np.ndarray]:
-    """Run with IOBinding into preallocated outputs (bfloat16 included)."""
+    """Run with IOBinding into preallocated outputs (bfloat16 included).
+
+    A bfloat16 output that the model widened to float32 (see widen_bf16) is
+    fetched as float32 and narrowed back bit for bit.
+    """
     binding = sess.io_binding()
+    # OrtValues made from NumPy do not own their memory (before onnxruntime
+    # 1.20 they keep no reference either): keep each one and its array alive
+    # until the run is over.
+    alive = []
     for name, value in feeds.items():
-        binding.bind_ortvalue_input(name, _ortvalue(value))
-    results = []
+        alive.append(_ortvalue(value))
+        binding.bind_ortvalue_input(name, alive[-1])
+    bufs, narrow = [], []
     for out, dtype, shape in zip(sess.get_outputs(), out_dtypes, out_shapes, strict=True):
-        buf = np.empty(shape, dtype=np.dtype(dtype))
-        binding.bind_ortvalue_output(out.name, _ortvalue(buf))
-        results.append(buf)
+        dtype = np.dtype(dtype)
+        widened = dtype == BF16 and out.type == "tensor(float)"
+        buf = np.empty(shape, dtype=np.float32 if widened else dtype)
+        alive.append(_ortvalue(buf))
+        binding.bind_ortvalue_output(out.name, alive[-1])
+        bufs.append(buf)
+        narrow.append(widened)
     sess.run_with_iobinding(binding)
     # The bound buffers were written in place.
-    return results
+    return [narrow_bf16(b) if w else b for b, w in zip(bufs, narrow, strict=True)]
+
+
+def narrow_bf16(y32: np.ndarray) -> np.ndarray:
+    """The bfloat16 values an exact bfloat16 -> float32 Cast produced."""
+    return (y32.view(np.uint32) >> 16).astype(np.uint16).view(BF16)
+
+
+def widen_bf16(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Where bfloat16 cannot be bound (onnxruntime < 1.20), give every
+    bfloat16 graph output an exact Cast to float32 under the same name; run()
+    narrows it back.  Elsewhere the model is returned unchanged."""
+    if HAVE_TYPED_ORTVALUE:
+        return model
+    graph = model.graph
+    for out in graph.output:
+        if out.type.tensor_type.elem_type != TensorProto.BFLOAT16:
+            continue
+        inner = out.name + "__bf16"
+        for node in graph.node:
+            node.output[:] = [inner if o == out.name else o for o in node.output]
+            node.input[:] = [inner if i == out.name else i for i in node.input]
+        graph.node.append(helper.make_node("Cast", [inner], [out.name], to=TensorProto.FLOAT))
+        out.type.tensor_type.elem_type = TensorProto.FLOAT
+    return model
 
 
 def node_model(
@@ -208,6 +245,6 @@ def run_node(op: str, x, scale, zp=None, *, threads: int = 0, **kw) -> np.ndarra
     shape = np.asarray(x).shape
     if dtype == BF16 and not HAVE_TYPED_ORTVALUE:
         (y32,) = run(sess, feeds, [np.float32], [shape])
-        return (y32.view(np.uint32) >> 16).astype(np.uint16).view(BF16)
+        return narrow_bf16(y32)
     (y,) = run(sess, feeds, [dtype], [shape])
     return y

@@ -344,20 +344,6 @@ def _unaligned(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _ort_before_1_20() -> bool:
-    import onnxruntime as ort
-
-    return not hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
-
-
-# Known open problem: on onnxruntime 1.18 (the oldest supported) the
-# per-axis channels of this unaligned-IOBinding case come out wrong; aligned
-# buffers (every other test) are exact there.  Recorded in the issue notes.
-@pytest.mark.xfail(
-    _ort_before_1_20(),
-    reason="onnxruntime < 1.20: unaligned IOBinding buffers give wrong channels (open bug)",
-    strict=True,
-)
 @pytest.mark.parametrize("name", list(TYPES))
 def test_unaligned_buffers(name):
     """Regression (found by the ASan/UBSan run): onnxruntime hands the
@@ -383,6 +369,10 @@ def test_unaligned_buffers(name):
         model, _, out_dtype = node_model(op, *inputs, axis=0, params="input")
         sess = session(model)
         binding = sess.io_binding()
+        # An OrtValue made from NumPy does not own the memory: every array
+        # and OrtValue bound must outlive the run (onnxruntime < 1.20 keeps
+        # no reference of its own).
+        alive = []
         for key, value in zip(("x", "s", "z"), inputs, strict=True):
             u = _unaligned(value)
             assert value.itemsize == 1 or not u.flags.aligned
@@ -391,6 +381,7 @@ def test_unaligned_buffers(name):
                     u.view(np.uint16), TensorProto.BFLOAT16)
             else:
                 ov = ort.OrtValue.ortvalue_from_numpy(u)
+            alive.append((u, ov))
             binding.bind_ortvalue_input(key, ov)
         out = _unaligned(np.zeros(x.shape, out_dtype))
         if out.dtype == BF16:
