@@ -115,7 +115,7 @@ def test_copy_ops_move_the_bytes(name):
     (Where onnxruntime cannot bind bfloat16 from Python, a bfloat16 output is
     widened in the graph and a bfloat16 input becomes an initializer.)"""
     import numpy as np
-    from onnx import numpy_helper
+    from onnx import TensorProto, numpy_helper
     from ortutil import run, session, widen_bf16
 
     qt = QTYPES[name]
@@ -137,7 +137,7 @@ def test_copy_ops_move_the_bytes(name):
         if name == "bfloat16" and not _can_bind_bfloat16():
             del model.graph.input[:]
             model.graph.initializer.append(numpy_helper.from_array(q.view(np.uint16), "x"))
-            model.graph.initializer[-1].data_type = 16  # BFLOAT16: the same bits
+            model.graph.initializer[-1].data_type = TensorProto.BFLOAT16  # the same bits
             feeds = {}
         (out,) = run(session(model, threads=threads), feeds, [np.float32], [q.shape])
         np.testing.assert_array_equal(out.view(np.uint32),
