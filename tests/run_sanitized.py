@@ -184,6 +184,11 @@ def main() -> int:
     print(json.dumps(result))
     bad = proc.returncode or result["asan_errors"] or result["ubsan_errors"] or \
         result["extql_leaks"]
+    if bad:
+        print(f"run_sanitized: the reports are in {logdir}")
+    else:  # hundreds of MB of Python's objects alive at exit: not worth keeping
+        shutil.rmtree(logdir, ignore_errors=True)
+        os.remove(supp)
     return 1 if bad else 0
 
 
