@@ -412,7 +412,7 @@ def run_case(spec: dict) -> dict[str, Any]:
     """Build and run one case; the outcome as a dict (in the worker)."""
     import onnxruntime as ort
     from contract import assert_same_bits, dequantize, quantize
-    from ortutil import NO_ARENA, _ortvalue
+    from ortutil import NO_ARENA, _ortvalue, narrow_bf16
 
     import extql
 
@@ -451,7 +451,7 @@ def run_case(spec: dict) -> dict[str, Any]:
             binding.bind_output("y2")
         sess.run_with_iobinding(binding)
         if verdict != "error" and widened:  # back to bfloat16, bit for bit
-            out = (out32.view(np.uint32) >> 16).astype(np.uint16).view(_dtype("bfloat16"))
+            out = narrow_bf16(out32)
     except Exception as exc:  # the error is the result
         return {"stage": stage, "error": type(exc).__name__, "message": str(exc)[:600]}
     result: dict[str, Any] = {"stage": "ok"}

@@ -134,10 +134,17 @@ def _np_of(elem: int) -> np.dtype:
 HAVE_TYPED_ORTVALUE = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 
 
-def _without_bfloat16_io(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
-    """For onnxruntime releases without typed OrtValues (< 1.19?): bfloat16
-    inputs become initializers, bfloat16 outputs are widened to float32 by an
-    exact Cast in the graph (narrowed back by run_ort)."""
+def narrow_bf16(y32: np.ndarray) -> np.ndarray:
+    """The bfloat16 values that an exact bfloat16 -> float32 Cast widened."""
+    return (y32.view(np.uint32) >> 16).astype(np.uint16).view(BF16)
+
+
+def without_bfloat16_io(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
+    """For onnxruntime releases without typed OrtValues (1.18 has none):
+    bfloat16 inputs become initializers holding their feeds, bfloat16 outputs
+    are widened to float32 by an exact Cast in the graph (narrow_bf16 takes
+    them back).  Returns the new model, the remaining feeds and the names of
+    the widened outputs."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     feeds = dict(feeds)
@@ -170,13 +177,12 @@ def run_ort(
     (they are preallocated)."""
     if not HAVE_TYPED_ORTVALUE and not _widened:
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
-        proto, feeds, widened = _without_bfloat16_io(proto, feeds)
+        proto, feeds, widened = without_bfloat16_io(proto, feeds)
         shapes = {k + "__as_float": v for k, v in (output_shapes or {}).items()}
         out = run_ort(proto, feeds, options=options, _widened=True,
                       output_shapes={**(output_shapes or {}), **shapes})
         for wide in widened:
-            bits = (out.pop(wide).view(np.uint32) >> 16).astype(np.uint16)
-            out[wide[: -len("__as_float")]] = bits.view(BF16)
+            out[wide[: -len("__as_float")]] = narrow_bf16(out.pop(wide))
         return out
     data = model if isinstance(model, str) else model.SerializeToString()
     sess = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])

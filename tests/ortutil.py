@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+from onnx_helpers import HAVE_TYPED_ORTVALUE, narrow_bf16, without_bfloat16_io
 
 import extql
 
@@ -59,7 +60,6 @@ ORT_TYPE = {
 #: Set by tests/run_sanitized.py: tensors then come from malloc, not from
 #: onnxruntime's arena, so AddressSanitizer guards each one.
 NO_ARENA = bool(os.environ.get("EXTQL_TEST_NO_ARENA"))
-HAVE_TYPED_ORTVALUE = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 OPSET = 17 if tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 20) else 21
 
 
@@ -128,8 +128,8 @@ def run(
 ) -> list[np.ndarray]:
     """Run with IOBinding into preallocated outputs (bfloat16 included).
 
-    A bfloat16 output that the model widened to float32 (see widen_bf16) is
-    fetched as float32 and narrowed back bit for bit.
+    A bfloat16 output that the model widened to float32 (see
+    bfloat16_io_fallback) is fetched as float32 and narrowed back bit for bit.
     """
     binding = sess.io_binding()
     # OrtValues made from NumPy do not own their memory (before onnxruntime
@@ -153,28 +153,17 @@ def run(
     return [narrow_bf16(b) if w else b for b, w in zip(bufs, narrow, strict=True)]
 
 
-def narrow_bf16(y32: np.ndarray) -> np.ndarray:
-    """The bfloat16 values an exact bfloat16 -> float32 Cast produced."""
-    return (y32.view(np.uint32) >> 16).astype(np.uint16).view(BF16)
-
-
-def widen_bf16(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Where bfloat16 cannot be bound (onnxruntime < 1.20), give every
-    bfloat16 graph output an exact Cast to float32 under the same name; run()
-    narrows it back.  Elsewhere the model is returned unchanged."""
+def bfloat16_io_fallback(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = None
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Where bfloat16 cannot be bound (no typed OrtValues): the model and
+    feeds of onnx_helpers.without_bfloat16_io, whose widened outputs run()
+    narrows back.  Elsewhere both are returned unchanged."""
+    feeds = dict(feeds or {})
     if HAVE_TYPED_ORTVALUE:
-        return model
-    graph = model.graph
-    for out in graph.output:
-        if out.type.tensor_type.elem_type != TensorProto.BFLOAT16:
-            continue
-        inner = out.name + "__bf16"
-        for node in graph.node:
-            node.output[:] = [inner if o == out.name else o for o in node.output]
-            node.input[:] = [inner if i == out.name else i for i in node.input]
-        graph.node.append(helper.make_node("Cast", [inner], [out.name], to=TensorProto.FLOAT))
-        out.type.tensor_type.elem_type = TensorProto.FLOAT
-    return model
+        return model, feeds
+    model, feeds, _ = without_bfloat16_io(model, feeds)
+    return model, feeds
 
 
 def node_model(

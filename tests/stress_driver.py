@@ -70,7 +70,7 @@ def shared_model():
     y16 (uint16, per tensor), ybf (bfloat16, per tensor)."""
     import ml_dtypes
     from onnx import TensorProto, helper
-    from ortutil import make_model, tensor, widen_bf16
+    from ortutil import bfloat16_io_fallback, make_model, tensor
 
     nodes = [
         helper.make_node("ExtendedQuantizeLinear", ["x", "s", "z8"], ["y8"],
@@ -94,7 +94,8 @@ def shared_model():
         helper.make_tensor_value_info("y16", TensorProto.UINT16, ["N", C]),
         helper.make_tensor_value_info("ybf", TensorProto.BFLOAT16, ["N", C]),
     ]
-    return widen_bf16(make_model(nodes, inputs, outputs, inits))
+    model, _ = bfloat16_io_fallback(make_model(nodes, inputs, outputs, inits))
+    return model
 
 
 def shared_expect(x: np.ndarray) -> list[np.ndarray]:

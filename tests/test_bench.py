@@ -115,8 +115,7 @@ def test_copy_ops_move_the_bytes(name):
     (Where onnxruntime cannot bind bfloat16 from Python, a bfloat16 output is
     widened in the graph and a bfloat16 input becomes an initializer.)"""
     import numpy as np
-    from onnx import TensorProto, numpy_helper
-    from ortutil import run, session, widen_bf16
+    from ortutil import bfloat16_io_fallback, run, session
 
     qt = QTYPES[name]
     o = bench._Ort()
@@ -125,20 +124,16 @@ def test_copy_ops_move_the_bytes(name):
     scale, zp = data.scale(qt, "tensor"), data.zero_point(qt, "tensor")
     for threads in (1, 2):
         x = data.x(n)
-        model = widen_bf16(o.model("copy", "Q", qt, "tensor", scale, zp))
-        (y,) = run(session(model, threads=threads), {"x": x}, [qt.dtype], [x.shape])
+        model, feeds = bfloat16_io_fallback(o.model("copy", "Q", qt, "tensor", scale, zp),
+                                            {"x": x})
+        (y,) = run(session(model, threads=threads), feeds, [qt.dtype], [x.shape])
         size = qt.dtype.itemsize
         want = (x.view(np.uint32) & np.uint32((1 << (8 * size)) - 1)).astype(f"u{size}")
         np.testing.assert_array_equal(y.view(f"u{size}"), want)
 
         q = data.q(n, qt, "tensor")
-        model = o.model("copy", "DQ", qt, "tensor", scale, zp)
-        feeds = {"x": q}
-        if name == "bfloat16" and not _can_bind_bfloat16():
-            del model.graph.input[:]
-            model.graph.initializer.append(numpy_helper.from_array(q.view(np.uint16), "x"))
-            model.graph.initializer[-1].data_type = TensorProto.BFLOAT16  # the same bits
-            feeds = {}
+        model, feeds = bfloat16_io_fallback(o.model("copy", "DQ", qt, "tensor", scale, zp),
+                                            {"x": q})
         (out,) = run(session(model, threads=threads), feeds, [np.float32], [q.shape])
         np.testing.assert_array_equal(out.view(np.uint32),
                                       q.view(f"u{size}").astype(np.uint32))
