@@ -268,6 +268,18 @@ class _Data:
             return zp
         return np.full(CHANNELS, zp, dtype=qt.dtype)
 
+    def input(self, op: str, n: int, qt: QType, granularity: str) -> np.ndarray:
+        """The input of op (x for quantize, q for dequantize) in the
+        granularity's shape."""
+        if op == Q:
+            return self.x(n).reshape(_shape(n, granularity))
+        return self.q(n, qt, granularity)
+
+    @staticmethod
+    def output(op: str, qt: QType, shape: tuple[int, ...]) -> np.ndarray:
+        """An uninitialised output buffer of op."""
+        return np.empty(shape, qt.dtype if op == Q else np.float32)
+
     def q(self, n: int, qt: QType, granularity: str) -> np.ndarray:
         """The quantized input of a dequantize: extql's quantize of x."""
         key = (n, qt.name, granularity)
@@ -464,14 +476,9 @@ def _run_ort_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                         except Exception as exc:  # the anchor may not support a form
                             note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
                     for n in cfg.sizes:
-                        shape = _shape(n, gran)
                         axis = _axis(gran)
-                        if op == Q:
-                            x = data.x(n).reshape(shape)
-                            y = np.empty(shape, qt.dtype)
-                        else:
-                            x = data.q(n, qt, gran)
-                            y = np.empty(shape, np.float32)
+                        x = data.input(op, n, qt, gran)
+                        y = data.output(op, qt, x.shape)
                         ext = o.runner(ext_sess, x, y)
                         funcs = [ext]
                         anc = None
@@ -566,8 +573,8 @@ def _run_numpy_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                         scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
                         axis = _axis(gran)
                         for n in cfg.sizes:
+                            x = data.input(op, n, qt, gran)
                             if op == Q:
-                                x = data.x(n).reshape(_shape(n, gran))
 
                                 def ext(x=x, s=scale, z=zp, a=axis):
                                     numpy_api.quantize_linear(x, s, z, axis=a)
@@ -575,7 +582,6 @@ def _run_numpy_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> None:
                                 def ref(x=x, s=scale, z=zp, q=qt, a=axis):
                                     _numpy_quantize(x, s, z, q, a)
                             else:
-                                x = data.q(n, qt, gran)
 
                                 def ext(x=x, s=scale, z=zp, a=axis):
                                     numpy_api.dequantize_linear(x, s, z, axis=a)
@@ -633,13 +639,8 @@ def _run_fallback_table(cfg: BenchConfig, data: _Data, out: list[Result]) -> Non
                     nat_sess = o.session(model, threads, True, cfg.spin)
                     fb_sess = o.session(attach(model), threads, False, cfg.spin)
                     for n in cfg.sizes:
-                        shape = _shape(n, gran)
-                        if op == Q:
-                            x = data.x(n).reshape(shape)
-                            y = np.empty(shape, qt.dtype)
-                        else:
-                            x = data.q(n, qt, gran)
-                            y = np.empty(shape, np.float32)
+                        x = data.input(op, n, qt, gran)
+                        y = data.output(op, qt, x.shape)
                         nat, fb = o.runner(nat_sess, x, y), o.runner(fb_sess, x, y)
                         exact = None
                         if cfg.check:

@@ -181,16 +181,16 @@ static void lock_release(void) {
 /* Names and messages                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Bytes per element of an output type. */
-static int64_t type_bytes(int t) {
-  switch (t) {
+/* The size of one element of a quantized type (or float32). */
+static size_t elem_size(int type) {
+  switch (type) {
     case EXTQL_UINT8:
     case EXTQL_INT8: return 1;
     case EXTQL_UINT16:
     case EXTQL_INT16:
     case EXTQL_FLOAT16:
     case EXTQL_BFLOAT16: return 2;
-    default: return 4;
+    default: return 4; /* int32, uint32, float32 */
   }
 }
 
@@ -453,19 +453,6 @@ static OrtStatus *check_granularity(const OrtApi *api, const char *label, const 
 /* Alignment                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* The size of one element of a quantized type (or float32). */
-static size_t elem_size(int type) {
-  switch (type) {
-    case EXTQL_UINT8:
-    case EXTQL_INT8: return 1;
-    case EXTQL_UINT16:
-    case EXTQL_INT16:
-    case EXTQL_FLOAT16:
-    case EXTQL_BFLOAT16: return 2;
-    default: return 4; /* int32, uint32, float32 */
-  }
-}
-
 static int misaligned(const void *p, size_t size) {
   return ((uintptr_t)p & (uintptr_t)(size - 1)) != 0;
 }
@@ -528,9 +515,9 @@ static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
   if (stop > job->n) stop = job->n;
   if (job->copy)
     rc = job->kind == OP_QUANTIZE
-             ? extql_bench_copy_range(4, (int)type_bytes(job->qtype), job->x, job->y, start, stop,
+             ? extql_bench_copy_range(4, (int)elem_size(job->qtype), job->x, job->y, start, stop,
                                       job->flags)
-             : extql_bench_copy_range((int)type_bytes(job->qtype), 4, job->x, job->y, start, stop,
+             : extql_bench_copy_range((int)elem_size(job->qtype), 4, job->x, job->y, start, stop,
                                       job->flags);
   else if (job->kind == OP_QUANTIZE)
     rc = extql_quantize_range_ex(job->qtype, (const float *)job->x, job->scale, job->zp, job->y,
@@ -648,7 +635,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_compute(void *kernel, OrtKernelContext *
     job.D = D;
     job.inner = inner;
     job.failed = 0;
-    job.flags = EXTQL_STREAM_FLAGS(n * type_bytes(k->kind == OP_QUANTIZE ? qtype : EXTQL_ORT_FLOAT));
+    job.flags = EXTQL_STREAM_FLAGS(n * (int64_t)y_size);
     if (n < EXTQL_ORT_PARALLEL_MIN_ELEMENTS) {
       job.chunk = n;
       run_chunk(&job, 0);
