@@ -16,6 +16,7 @@ platform.  Environment switches:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import shutil
@@ -48,7 +49,6 @@ _EXPORTED = [
     "extql_get_num_threads",
     "extql_set_num_threads",
     "extql_have_openmp",
-    "extql_bench_copy_range",
 ]
 
 
@@ -143,7 +143,27 @@ class BuildExt(build_ext):
         ext.define_macros = ext.define_macros + [("EXTQL_HAVE_AVX2_VARIANT", "1")]
 
 
+# The custom-op shim, one file per concern (see extql/src/ort_internal.h).
+SHIM_SOURCES = [
+    os.path.join(SRC, f"ort_{name}.c")
+    for name in ("library", "register", "ops", "validate", "compute", "messages")
+]
+SHIM_HEADERS = ["ort_api.h", "ort_internal.h", "extql_types.h"]
+KERNEL_HEADERS = ["extql_kernels.h", "extql_isa.h", "extql_avx2.h"]
+
+
+def _generate_types_header() -> None:
+    """Write extql/src/extql_types.h from the type table (tools/gen_types_header.py)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools",
+                        "gen_types_header.py")
+    spec = importlib.util.spec_from_file_location("gen_types_header", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    gen.write_header()
+
+
 def _extensions() -> list[Extension]:
+    _generate_types_header()
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
     directives = {"language_level": "3"}
     if _flag("EXTQL_COVERAGE"):
@@ -153,11 +173,8 @@ def _extensions() -> list[Extension]:
         "extql._kernels",
         # The onnxruntime custom-op shim is part of the same shared object:
         # it exports RegisterCustomOps and calls the kernels' C entry points.
-        sources=[os.path.join("extql", "_kernels.pyx"), os.path.join(SRC, "ort_shim.c")],
-        depends=[
-            os.path.join(SRC, h)
-            for h in ("extql_kernels.h", "extql_isa.h", "extql_avx2.h", "ort_api.h")
-        ],
+        sources=[os.path.join("extql", "_kernels.pyx")] + SHIM_SOURCES,
+        depends=[os.path.join(SRC, h) for h in KERNEL_HEADERS + SHIM_HEADERS],
         include_dirs=[SRC],
         define_macros=macros,
     )

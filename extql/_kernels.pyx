@@ -103,9 +103,6 @@ cdef extern from "extql_isa.h":
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
         int flags) noexcept nogil
-    int bench_copy_range_avx2 "extql_bench_copy_range_avx2"(
-        int in_size, int out_size, const void *src, void *dst, int64_t start,
-        int64_t stop, int flags) noexcept nogil
 
 cdef extern from "extql_avx2.h":
     # The longest step of the "cols" loops, and the longest axis whose scale
@@ -783,65 +780,6 @@ cdef public int extql_dequantize_range(
 
 
 # ---------------------------------------------------------------------------
-# The copy kernel of `extql bench`: the memory-bandwidth yardstick
-# ---------------------------------------------------------------------------
-
-cdef public int extql_bench_copy_range(
-        int in_size, int out_size, const void *src, void *dst, int64_t start,
-        int64_t stop, int flags) noexcept nogil:
-    """Elements [start, stop) of a width-changing copy: read each in_size-byte
-    element of src, write an out_size-byte element of dst (its low bytes, or
-    zero-extended), no arithmetic.  It moves exactly the bytes a quantize
-    (4 -> 1, 2, 4) or dequantize (1, 2, 4 -> 4) of the same tensor moves, with
-    the same kind of loads and stores as the kernels (the AVX2 copy's vector
-    stores, non-temporal when flags has EXTQL_STREAM), so its speed is the
-    memory-bandwidth limit the kernels are measured against.  Not part of the
-    public C API."""
-    cdef int64_t i, n = stop - start, i0 = 0
-    cdef int st = 1 if flags & EXTQL_STREAM else 0
-    cdef const uint32_t *s32 = <const uint32_t *>src + start
-    cdef const uint16_t *s16 = <const uint16_t *>src + start
-    cdef const uint8_t *s8 = <const uint8_t *>src + start
-    cdef uint32_t *d32 = <uint32_t *>dst + start
-    cdef uint16_t *d16 = <uint16_t *>dst + start
-    cdef uint8_t *d8 = <uint8_t *>dst + start
-    if use_avx2():
-        return bench_copy_range_avx2(in_size, out_size, src, dst, start, stop,
-                                     flags)
-    if n <= 0:
-        return 0
-    if in_size == 4 and out_size == 1:
-        if AVX2_LOOPS:
-            i0 = copy_41(s32, d8, n, st)
-        for i in range(i0, n):
-            d8[i] = <uint8_t>s32[i]
-    elif in_size == 4 and out_size == 2:
-        if AVX2_LOOPS:
-            i0 = copy_42(s32, d16, n, st)
-        for i in range(i0, n):
-            d16[i] = <uint16_t>s32[i]
-    elif in_size == 4 and out_size == 4:
-        if AVX2_LOOPS:
-            i0 = copy_44(s32, d32, n, st)
-        for i in range(i0, n):
-            d32[i] = s32[i]
-    elif in_size == 1 and out_size == 4:
-        if AVX2_LOOPS:
-            i0 = copy_14(s8, d32, n, st)
-        for i in range(i0, n):
-            d32[i] = s8[i]
-    elif in_size == 2 and out_size == 4:
-        if AVX2_LOOPS:
-            i0 = copy_24(s16, d32, n, st)
-        for i in range(i0, n):
-            d32[i] = s16[i]
-    else:
-        return -1
-    if st:
-        store_fence()
-    return 0
-
-
 cdef inline bint known_type(int qtype) noexcept nogil:
     return (qtype == EXTQL_INT8 or qtype == EXTQL_UINT8
             or qtype == EXTQL_INT16 or qtype == EXTQL_UINT16
@@ -995,40 +933,6 @@ def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
                               nthreads)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype}")
-
-
-def bench_copy(const uint8_t[::1] src, uint8_t[::1] dst, int in_size,
-               int out_size, int nthreads=1):
-    """The copy kernel (extql_bench_copy_range) over whole buffers, split
-    over nthreads OpenMP threads as extql_quantize splits a tensor, with the
-    stores the kernels use for an output of that size.  src holds n elements
-    of in_size bytes, dst n of out_size bytes.  (extql bench runs the copy
-    kernel through the library's QuantizeCopy / DequantizeCopy ops; this
-    entry point is for tests and quick experiments.)"""
-    cdef int64_t n, t, chunk
-    cdef int nt, rc = 0, flags
-    if in_size not in (1, 2, 4) or out_size not in (1, 2, 4):
-        raise ValueError("bench_copy: element sizes must be 1, 2 or 4")
-    n = src.shape[0] // in_size
-    if dst.shape[0] != n * out_size or src.shape[0] != n * in_size:
-        raise ValueError("bench_copy: buffer sizes do not match")
-    if n == 0:
-        return
-    flags = stream_flags(n * out_size)
-    nt = threads_for(n, nthreads if nthreads > 0 else 1)
-    with nogil:
-        if nt == 1:
-            rc = extql_bench_copy_range(in_size, out_size, &src[0], &dst[0], 0,
-                                        n, flags)
-        else:
-            chunk = chunk_for(n, nt)
-            for t in prange((n + chunk - 1) // chunk, schedule="dynamic",
-                            chunksize=1, num_threads=nt):
-                extql_bench_copy_range(in_size, out_size, &src[0], &dst[0],
-                                       t * chunk, min(n, (t + 1) * chunk),
-                                       flags)
-    if rc != 0:
-        raise ValueError("bench_copy: unsupported element sizes")
 
 
 def stream_min_bytes():

@@ -1,7 +1,9 @@
 """The eight quantized element types: NumPy dtypes, ONNX codes and ranges.
 
-One table that the NumPy API, the graph tools and the tests all read, so that
-a type is named the same way everywhere.
+The Python view of the type table ``extql/_typetable.py`` (the one place the
+types are written; the C header ``extql/src/extql_types.h`` is generated from
+it), read by the NumPy API, the graph tools and the tests, so that a type is
+named the same way everywhere.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+
+from ._typetable import FLOAT_TYPES, QTYPE_ROWS
 
 __all__ = ["QType", "QTYPES", "BY_ONNX", "qtype_of", "DOMAIN", "LEGACY_DOMAIN"]
 
@@ -35,25 +39,17 @@ class QType:
 
     @property
     def is_float(self) -> bool:
-        return self.name in ("float16", "bfloat16")
+        return self.name in FLOAT_TYPES
 
 
-_BF16_MAX = float(np.array(0x7F7F, dtype=np.uint16).view(ml_dtypes.bfloat16))
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
 
 #: The eight types by name, in the order int8, uint8, int16, uint16, int32,
 #: uint32, float16, bfloat16.
 QTYPES: dict[str, QType] = {
-    t.name: t
-    for t in (
-        QType("int8", np.dtype(np.int8), 3, -128, 127),
-        QType("uint8", np.dtype(np.uint8), 2, 0, 255),
-        QType("int16", np.dtype(np.int16), 5, -32768, 32767),
-        QType("uint16", np.dtype(np.uint16), 4, 0, 65535),
-        QType("int32", np.dtype(np.int32), 6, -(2**31), 2**31 - 1),
-        QType("uint32", np.dtype(np.uint32), 12, 0, 2**32 - 1),
-        QType("float16", np.dtype(np.float16), 10, -65504.0, 65504.0),
-        QType("bfloat16", np.dtype(ml_dtypes.bfloat16), 16, -_BF16_MAX, _BF16_MAX),
-    )
+    name: QType(name, _dtype(name), onnx, lo, hi) for name, onnx, _size, lo, hi in QTYPE_ROWS
 }
 
 #: The same types by ONNX ``TensorProto`` data type code.

@@ -21,7 +21,7 @@ Every process writes its reports to a log directory.  Afterwards:
 * any AddressSanitizer error (overflow, use after free, double free ...) or
   UBSan runtime error, in any process, fails the run;
 * LeakSanitizer's leak reports at exit are split into leaks allocated by
-  extql's own code (a stack frame in ort_shim.c, extql/_kernels.pyx or an
+  extql's own code (a stack frame in an ort_*.c file, extql/_kernels.pyx or an
   ``extql_`` function, outside the one-time module initialisation) -- any of
   these fails the run -- and the rest (Python's and onnxruntime's objects
   still alive at exit), which are counted and reported.
@@ -57,7 +57,7 @@ leak:_PyMem_RawCalloc
 leak:PyThread_allocate_lock
 """
 
-OURS = re.compile(r"ort_shim\.c|extql/_kernels\.pyx|\bin extql_|\bin kernel_(create|compute)")
+OURS = re.compile(r"ort_[a-z]+\.c|extql/_kernels\.pyx|\bin extql_|\bin kernel_(create|compute)")
 MODULE_INIT = re.compile(r"__pyx_pymod_exec|__Pyx_modinit|PyInit__kernels|__Pyx_InitGlobals")
 
 

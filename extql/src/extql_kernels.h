@@ -2,7 +2,7 @@
  * extql_kernels.h - the C-level entry points of extql's kernels.
  *
  * The kernels are written in Cython (extql/_kernels.pyx) and compiled into the
- * extension extql._extql; these functions are exported from it with C linkage.
+ * extension extql._kernels; these functions are exported from it with C linkage.
  * They touch no Python object, never take the GIL and need no module
  * initialisation, so a C caller (the onnxruntime custom-op shim) can call them
  * from any thread.

@@ -1,0 +1,25 @@
+"""The table of the eight quantized element types, the one place they are written.
+
+Plain data with no imports, so that the build can read it without numpy or
+ml_dtypes: ``extql/types.py`` turns it into :class:`extql.types.QType` objects
+for Python, and ``tools/gen_types_header.py`` (run by ``setup.py`` at build
+time) writes the C header ``extql/src/extql_types.h`` from it.
+"""
+
+#: One row per type: name, ONNX ``TensorProto.DataType`` code, element size in
+#: bytes, and the saturation bounds lo / hi (the integer range, or the largest
+#: finite value of float16 / bfloat16).  The order is the order of every type
+#: list users see (messages, ``--help``, documentation).
+QTYPE_ROWS: tuple[tuple[str, int, int, float, float], ...] = (
+    ("int8", 3, 1, -128, 127),
+    ("uint8", 2, 1, 0, 255),
+    ("int16", 5, 2, -32768, 32767),
+    ("uint16", 4, 2, 0, 65535),
+    ("int32", 6, 4, -(2**31), 2**31 - 1),
+    ("uint32", 12, 4, 0, 2**32 - 1),
+    ("float16", 10, 2, -float.fromhex("0x1.ffcp15"), float.fromhex("0x1.ffcp15")),
+    ("bfloat16", 16, 2, -float.fromhex("0x1.fep127"), float.fromhex("0x1.fep127")),
+)
+
+#: The two floating-point types among them (the others are integers).
+FLOAT_TYPES: tuple[str, ...] = ("float16", "bfloat16")

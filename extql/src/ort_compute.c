@@ -1,0 +1,237 @@
+/*
+ * ort_compute.c - one run of a node: read and check the inputs, stage
+ * misaligned buffers, split the work and call the library's range function.
+ *
+ * Threads.  The work is split into ranges of the flat tensor run by
+ * KernelContext_ParallelFor on the session's own intra-op thread pool, so it
+ * honours the session's intra_op_num_threads, never adds threads of its own
+ * (no oversubscription, no OpenMP team shared between sessions) and runs
+ * inline when the session has one thread.  extql's own thread setting
+ * (EXTQL_NUM_THREADS) is for the NumPy API only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ort_internal.h"
+
+/* The split of n elements over the session's pool: tensors below
+ * EXTQL_ORT_PARALLEL_MIN_ELEMENTS run on the calling thread (handing work
+ * to a pool thread costs a wake-up, more than a smaller tensor takes on one
+ * core); larger ones are cut into about EXTQL_ORT_CHUNKS ranges (enough for
+ * the pool to balance them over its threads) of EXTQL_ORT_CHUNK_MIN to
+ * EXTQL_ORT_CHUNK_MAX elements, a multiple of 64: each range has a fixed
+ * cost (a pool hand-off; for per-axis along the last axis, the periodic
+ * scale and zero point), so ranges are made as large as balance allows. */
+#define EXTQL_ORT_PARALLEL_MIN_ELEMENTS (1 << 18)
+#define EXTQL_ORT_CHUNKS 64
+#define EXTQL_ORT_CHUNK_MIN (1 << 15)
+#define EXTQL_ORT_CHUNK_MAX (1 << 18)
+
+/* The range length for n elements (n itself: run inline). */
+static int64_t chunk_for(int64_t n) {
+  int64_t chunk;
+  if (n < EXTQL_ORT_PARALLEL_MIN_ELEMENTS) return n;
+  chunk = n / EXTQL_ORT_CHUNKS;
+  if (chunk < EXTQL_ORT_CHUNK_MIN) chunk = EXTQL_ORT_CHUNK_MIN;
+  if (chunk > EXTQL_ORT_CHUNK_MAX) chunk = EXTQL_ORT_CHUNK_MAX;
+  return (chunk + 63) & ~(int64_t)63;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Alignment                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int misaligned(const void *p, size_t size) {
+  return ((uintptr_t)p & (uintptr_t)(size - 1)) != 0;
+}
+
+/* onnxruntime hands the kernel a caller's buffer as it is, and a tensor
+ * made from, say, np.frombuffer at an odd offset is not aligned to its
+ * element size; the kernels read and write typed elements, and a misaligned
+ * pointer is undefined behaviour (the compiler may use aligned vector
+ * loads).  Such a tensor is staged through an aligned copy (malloc aligns
+ * for every type); an aligned one is used in place. */
+typedef struct {
+  void *copies[4]; /* x, scale, zero point, y: NULL when used in place */
+} Staging;
+
+static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size) {
+  void *copy;
+  if (*p == NULL || !misaligned(*p, size)) return 0;
+  copy = malloc(count * size);
+  if (copy == NULL) return -1;
+  memcpy(copy, *p, count * size);
+  g->copies[slot] = copy;
+  *p = copy;
+  return 0;
+}
+
+static void staging_free(Staging *g) {
+  int i;
+  for (i = 0; i < 4; i++) free(g->copies[i]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The run                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Work for one KernelContext_ParallelFor call. */
+typedef struct {
+  ExtqlRangeFn range;
+  int kind, qtype;
+  const void *x;
+  const float *scale;
+  const void *zp;
+  void *y;
+  int64_t n, D, inner, chunk, out_bytes;
+  volatile int failed;
+} Job;
+
+static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
+  Job *job = (Job *)data;
+  int64_t start = (int64_t)index * job->chunk;
+  int64_t stop = start + job->chunk;
+  if (start >= job->n) return;
+  if (stop > job->n) stop = job->n;
+  if (job->range(job->kind, job->qtype, job->x, job->scale, job->zp, job->y, job->D, job->inner,
+                 start, stop, job->out_bytes) != 0)
+    job->failed = 1;
+}
+
+OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *ctx) {
+  ExtqlKernel *k = (ExtqlKernel *)kernel;
+  const OrtApi *api = k->api;
+  const char *label = k->label;
+  const OrtValue *vx = NULL, *vs = NULL, *vz = NULL;
+  OrtValue *vy = NULL;
+  TensorFacts fx, fs, fz, fy;
+  OrtStatus *st = NULL;
+  size_t nin = 0;
+  int out_type = 0, qtype;
+  int64_t D = 1, inner = 1;
+  void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL, *py_out = NULL;
+  size_t x_size, y_size;
+  Staging staging;
+  char b1[32], b2[32];
+
+  memset(&staging, 0, sizeof staging);
+  extql_facts_init(&fx);
+  extql_facts_init(&fs);
+  extql_facts_init(&fz);
+  extql_facts_init(&fy);
+
+  EXTQL_TRY(api->KernelContext_GetInputCount(ctx, &nin));
+  if (nin < 2 || nin > 3)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "expected 2 or 3 inputs, got %zu",
+                      nin);
+  EXTQL_TRY(api->KernelContext_GetInput(ctx, 0, &vx));
+  EXTQL_TRY(api->KernelContext_GetInput(ctx, 1, &vs));
+  if (nin == 3) EXTQL_TRY(api->KernelContext_GetInput(ctx, 2, &vz)); /* NULL: empty name */
+  if (vx == NULL || vs == NULL)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "inputs x and %s are required",
+                      extql_input_name(k->kind, 1));
+
+  st = extql_facts_of_value(api, label, "x", vx, &fx);
+  if (st == NULL) st = extql_facts_of_value(api, label, extql_input_name(k->kind, 1), vs, &fs);
+  if (st == NULL && vz != NULL)
+    st = extql_facts_of_value(api, label, extql_input_name(k->kind, 2), vz, &fz);
+  if (st == NULL)
+    st = extql_check_types(api, label, k->kind, fx.type, fs.type, vz ? fz.type : 0, &out_type);
+  if (st == NULL)
+    st = extql_check_granularity(api, label, &fx, &fs, vz ? &fz : NULL, k->axis, &D, &inner);
+  if (st != NULL) goto done;
+  qtype = k->kind == OP_QUANTIZE ? out_type : fx.type;
+
+  st = api->KernelContext_GetOutput(ctx, 0, fx.rank ? fx.dims : fx.small, fx.rank, &vy);
+  if (st != NULL) {
+    st = extql_wrap(api, label, st);
+    goto done;
+  }
+  if (vy == NULL) {
+    st = extql_fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave no output tensor");
+    goto done;
+  }
+  st = extql_facts_of_value(api, label, "y", vy, &fy);
+  if (st != NULL) goto done;
+  /* The graph decides the output's element type: it must be the one the
+   * inputs give, or the kernel would write the wrong element size. */
+  if (fy.type != out_type || fy.count != fx.count) {
+    st = extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                    "the output y is %s but the inputs make it %s",
+                    extql_type_name(fy.type, b1, sizeof b1),
+                    extql_type_name(out_type, b2, sizeof b2));
+    goto done;
+  }
+  if (fx.count == 0) goto done; /* empty: nothing to compute */
+
+  st = api->GetTensorMutableData((OrtValue *)vx, &px);
+  if (st == NULL) st = api->GetTensorMutableData((OrtValue *)vs, &ps);
+  if (st == NULL && vz != NULL) st = api->GetTensorMutableData((OrtValue *)vz, &pz);
+  if (st == NULL) st = api->GetTensorMutableData(vy, &py);
+  if (st != NULL) {
+    st = extql_wrap(api, label, st);
+    goto done;
+  }
+  if (px == NULL || ps == NULL || py == NULL || (vz != NULL && pz == NULL)) {
+    st = extql_fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave a tensor without data");
+    goto done;
+  }
+  x_size = k->kind == OP_QUANTIZE ? 4 : extql_elem_size(qtype);
+  y_size = k->kind == OP_QUANTIZE ? extql_elem_size(qtype) : 4;
+  py_out = py;
+  if (stage_input(&staging, 0, &px, fx.count, x_size) != 0 ||
+      stage_input(&staging, 1, &ps, fs.count, 4) != 0 ||
+      stage_input(&staging, 2, &pz, fz.count, extql_elem_size(qtype)) != 0) {
+    st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+    goto done;
+  }
+  if (misaligned(py, y_size)) {
+    staging.copies[3] = py = malloc(fx.count * y_size);
+    if (py == NULL) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+      goto done;
+    }
+  }
+
+  {
+    Job job;
+    int64_t n = (int64_t)fx.count;
+    job.range = k->range;
+    job.kind = k->kind;
+    job.qtype = qtype;
+    job.x = px;
+    job.scale = (const float *)ps;
+    job.zp = pz;
+    job.y = py;
+    job.n = n;
+    job.D = D;
+    job.inner = inner;
+    job.out_bytes = n * (int64_t)y_size;
+    job.failed = 0;
+    job.chunk = chunk_for(n);
+    if (job.chunk == n) {
+      run_chunk(&job, 0);
+    } else {
+      /* ParallelFor runs the ranges inline when the session has one thread. */
+      st = api->KernelContext_ParallelFor(ctx, run_chunk, (size_t)((n + job.chunk - 1) / job.chunk),
+                                          0, &job);
+      if (st != NULL) {
+        st = extql_wrap(api, label, st);
+        goto done;
+      }
+    }
+    if (job.failed)
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernel does not know element type %d",
+                      qtype);
+    else if (py != py_out)
+      memcpy(py_out, py, fx.count * y_size);
+  }
+
+done:
+  staging_free(&staging);
+  extql_facts_free(&fx);
+  extql_facts_free(&fs);
+  extql_facts_free(&fz);
+  extql_facts_free(&fy);
+  return st;
+}

@@ -1,0 +1,49 @@
+/*
+ * ort_library.c - extql's onnxruntime custom-op library.
+ *
+ * Built into the extension extql._kernels, so one shared object holds the
+ * kernels and exports RegisterCustomOps;
+ * SessionOptions.register_custom_ops_library(extql.get_library_path()) then
+ * runs natively on the CPU execution provider
+ *
+ *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear  (version 1)
+ *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear        (legacy names)
+ *
+ * and nothing else.  The work is done by the C entry points of
+ * extql_kernels.h: no Python object, no GIL.  The registrations, checks and
+ * the split of the work are in the other ort_*.c files (ort_internal.h).
+ */
+#include "extql_kernels.h"
+#include "ort_internal.h"
+
+static const char *const DOMAINS[] = {"com.amd.quark", "com.vai.quantize"};
+
+static const ExtqlOpName NAMES[] = {
+    {0, "ExtendedQuantizeLinear", OP_QUANTIZE},
+    {0, "ExtendedDequantizeLinear", OP_DEQUANTIZE},
+    {1, "VitisQuantizeLinear", OP_QUANTIZE},
+    {1, "VitisDequantizeLinear", OP_DEQUANTIZE},
+};
+
+/* Elements [start, stop) through the kernels, with the stores they choose
+ * for an output of out_bytes (non-temporal for one larger than the caches). */
+static int kernels_range(int kind, int qtype, const void *x, const float *scale,
+                         const void *zero_point, void *y, int64_t D, int64_t inner,
+                         int64_t start, int64_t stop, int64_t out_bytes) {
+  int flags = EXTQL_STREAM_FLAGS(out_bytes);
+  if (kind == OP_QUANTIZE)
+    return extql_quantize_range_ex(qtype, (const float *)x, scale, zero_point, y, D, inner,
+                                   start, stop, flags);
+  return extql_dequantize_range_ex(qtype, x, scale, zero_point, (float *)y, D, inner, start,
+                                   stop, flags);
+}
+
+static ExtqlOpSet LIBRARY = {
+    DOMAINS, (int)(sizeof DOMAINS / sizeof DOMAINS[0]),
+    NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
+    kernels_range, 0, NULL, 0, NULL};
+
+EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
+                                                         const OrtApiBase *base) {
+  return extql_ort_register(options, base, &LIBRARY);
+}

@@ -1,0 +1,85 @@
+/*
+ * ort_messages.c - element types and the words of the shim's messages.
+ *
+ * Every failure is a failed OrtStatus "<label>: <message>", the label being
+ * the operator and node name, with types and shapes written as the NumPy
+ * API's messages write them (extql/numpy_api.py), so a user reads the same
+ * words from both.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "extql_types.h"
+#include "ort_internal.h"
+
+int extql_is_qtype(int type) {
+#define EXTQL_IS(NAME, name, code, size, lo, hi) \
+  if (type == (code)) return 1;
+  EXTQL_FOR_EACH_QTYPE(EXTQL_IS)
+#undef EXTQL_IS
+  return 0;
+}
+
+/* The size of one element of a quantized type, or 4 (float32). */
+size_t extql_elem_size(int type) {
+#define EXTQL_SIZE(NAME, name, code, size, lo, hi) \
+  if (type == (code)) return (size);
+  EXTQL_FOR_EACH_QTYPE(EXTQL_SIZE)
+#undef EXTQL_SIZE
+  return 4;
+}
+
+/* NumPy-style names of ONNX element types. */
+const char *extql_type_name(int type, char *buf, size_t size) {
+  static const char *const others[] = {
+      NULL,    "float32", NULL,      NULL,       NULL,      NULL,        NULL, "int64",
+      "string", "bool",   NULL,      "float64",  NULL,      "uint64",    "complex64",
+      "complex128"};
+#define EXTQL_NAME(NAME, name, code, size_, lo, hi) \
+  if (type == (code)) return name;
+  EXTQL_FOR_EACH_QTYPE(EXTQL_NAME)
+#undef EXTQL_NAME
+  if (type > 0 && type < (int)(sizeof others / sizeof others[0]) && others[type] != NULL)
+    return others[type];
+  snprintf(buf, size, "ONNX type %d", type);
+  return buf;
+}
+
+/* A shape as Python prints a tuple: (), (3,), (2, 4). */
+const char *extql_shape_str(const int64_t *dims, size_t rank, char *buf, size_t size) {
+  size_t i, used = 0;
+  int w;
+  if (size == 0) return buf;
+  buf[0] = '\0';
+  w = snprintf(buf, size, "(");
+  used = w > 0 ? (size_t)w : 0;
+  for (i = 0; i < rank && used < size; i++) {
+    w = snprintf(buf + used, size - used, i == 0 ? "%lld" : ", %lld", (long long)dims[i]);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+  if (used < size) snprintf(buf + used, size - used, rank == 1 ? ",)" : ")");
+  return buf;
+}
+
+/* A failed status "<label>: <message>". */
+OrtStatus *extql_fail(const OrtApi *api, const char *label, int code, const char *fmt, ...) {
+  char msg[1024];
+  int n;
+  va_list ap;
+  n = snprintf(msg, sizeof msg, "%s: ", label);
+  if (n < 0 || (size_t)n >= sizeof msg) n = 0;
+  va_start(ap, fmt);
+  vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+  va_end(ap);
+  return api->CreateStatus(code, msg);
+}
+
+/* A status returned by onnxruntime, prefixed with the label (st released). */
+OrtStatus *extql_wrap(const OrtApi *api, const char *label, OrtStatus *st) {
+  OrtStatus *out;
+  if (st == NULL) return NULL;
+  out = extql_fail(api, label, api->GetErrorCode(st), "%s", api->GetErrorMessage(st));
+  api->ReleaseStatus(st);
+  return out;
+}

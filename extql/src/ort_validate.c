@@ -1,0 +1,282 @@
+/*
+ * ort_validate.c - the checks of a node and of its inputs.
+ *
+ * Everything the NumPy API (extql/numpy_api.py) rejects is rejected here with
+ * the same rule and the same words.  Nothing reads outside a buffer: each
+ * input's element count and shape come from onnxruntime and are checked
+ * before a kernel touches them.  Kernel creation checks what the graph
+ * declares (input count, element types, the attribute axis), so a wrong graph
+ * fails when the session is made; the run checks the actual tensors.
+ *
+ * `axis` defaults to 1, as the operator documents say (Quark's own
+ * custom-op library uses 0 when the attribute is absent; extql follows the
+ * documents).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "extql_types.h"
+#include "ort_internal.h"
+
+/* ------------------------------------------------------------------------ */
+/* Tensor facts                                                              */
+/* ------------------------------------------------------------------------ */
+
+void extql_facts_init(TensorFacts *t) {
+  memset(t, 0, sizeof *t);
+  t->dims = t->small;
+}
+
+void extql_facts_free(TensorFacts *t) {
+  if (t->dims != t->small) free(t->dims);
+  t->dims = t->small;
+}
+
+static OrtStatus *facts_of_info(const OrtApi *api, const char *label,
+                                const OrtTensorTypeAndShapeInfo *info, TensorFacts *t) {
+  EXTQL_TRY(api->GetTensorElementType(info, &t->type));
+  EXTQL_TRY(api->GetDimensionsCount(info, &t->rank));
+  if (t->rank > EXTQL_SMALL_RANK) {
+    t->dims = (int64_t *)malloc(t->rank * sizeof(int64_t));
+    if (t->dims == NULL) {
+      t->dims = t->small;
+      return extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+    }
+  }
+  if (t->rank > 0) EXTQL_TRY(api->GetDimensions(info, t->dims, t->rank));
+  return NULL;
+}
+
+/* Type, shape and element count of a tensor value. */
+OrtStatus *extql_facts_of_value(const OrtApi *api, const char *label, const char *what,
+                                const OrtValue *v, TensorFacts *t) {
+  OrtTensorTypeAndShapeInfo *info = NULL;
+  OrtStatus *st;
+  st = api->GetTensorTypeAndShape(v, &info);
+  if (st != NULL) {
+    api->ReleaseStatus(st);
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "%s must be a tensor", what);
+  }
+  st = facts_of_info(api, label, info, t);
+  if (st == NULL) {
+    OrtStatus *st2 = api->GetTensorShapeElementCount(info, &t->count);
+    if (st2 != NULL) st = extql_wrap(api, label, st2);
+  }
+  api->ReleaseTensorTypeAndShapeInfo(info);
+  return st;
+}
+
+/* The element type of a node input/output as the graph declares it; 0 when
+ * the graph does not say (or says it is not a tensor). */
+static int declared_type(const OrtApi *api, const OrtKernelInfo *info, int output, size_t index) {
+  OrtTypeInfo *ti = NULL;
+  const OrtTensorTypeAndShapeInfo *tensor = NULL;
+  OrtStatus *st;
+  int onnx_type = 0, type = 0;
+  st = output ? api->KernelInfo_GetOutputTypeInfo(info, index, &ti)
+              : api->KernelInfo_GetInputTypeInfo(info, index, &ti);
+  if (st != NULL) {
+    api->ReleaseStatus(st);
+    return 0;
+  }
+  if (ti == NULL) return 0;
+  st = api->GetOnnxTypeFromTypeInfo(ti, &onnx_type);
+  if (st == NULL && onnx_type == EXTQL_ORT_TYPE_TENSOR) {
+    st = api->CastTypeInfoToTensorInfo(ti, &tensor);
+    if (st == NULL && tensor != NULL) {
+      st = api->GetTensorElementType(tensor, &type);
+      if (st != NULL) type = 0;
+    }
+  }
+  if (st != NULL) api->ReleaseStatus(st);
+  api->ReleaseTypeInfo(ti);
+  return type;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The rules (the same as extql/numpy_api.py)                                */
+/* ------------------------------------------------------------------------ */
+
+/* Names of the inputs, as the operator documents call them. */
+const char *extql_input_name(int kind, int index) {
+  static const char *const q[3] = {"x", "y_scale", "y_zero_point"};
+  static const char *const dq[3] = {"x", "x_scale", "x_zero_point"};
+  return kind == OP_QUANTIZE ? q[index] : dq[index];
+}
+
+/* Check the element types; *out_type gets the type of y.  zp_type is 0 when
+ * there is no zero point.  Any type may be 0 = not known yet (kernel
+ * creation from a graph without types): it is then not checked. */
+OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int x_type,
+                             int s_type, int zp_type, int *out_type) {
+  char b1[32], b2[32];
+  if (kind == OP_QUANTIZE) {
+    if (x_type != 0 && x_type != EXTQL_ORT_FLOAT)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "x must be float32, got %s",
+                        extql_type_name(x_type, b1, sizeof b1));
+    if (s_type != 0 && s_type != EXTQL_ORT_FLOAT)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "y_scale must be float32, got %s", extql_type_name(s_type, b1, sizeof b1));
+    if (zp_type != 0 && !extql_is_qtype(zp_type))
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "y_zero_point must be one of " EXTQL_QTYPE_NAMES ", got %s",
+                        extql_type_name(zp_type, b1, sizeof b1));
+    *out_type = zp_type != 0 ? zp_type : EXTQL_UINT8;
+  } else {
+    if (x_type != 0 && !extql_is_qtype(x_type))
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "x must be one of " EXTQL_QTYPE_NAMES ", got %s",
+                        extql_type_name(x_type, b1, sizeof b1));
+    if (s_type != 0 && s_type != EXTQL_ORT_FLOAT)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "x_scale must be float32, got %s", extql_type_name(s_type, b1, sizeof b1));
+    if (zp_type != 0 && x_type != 0 && zp_type != x_type)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "x_zero_point must have the dtype of x (%s), got %s",
+                        extql_type_name(x_type, b1, sizeof b1),
+                        extql_type_name(zp_type, b2, sizeof b2));
+    *out_type = EXTQL_ORT_FLOAT;
+  }
+  return NULL;
+}
+
+/* Check scale / zero point / axis against x's shape; return the [outer, D,
+ * inner] view the kernels take (per tensor: D = 1, inner = all). */
+OrtStatus *extql_check_granularity(const OrtApi *api, const char *label, const TensorFacts *x,
+                                   const TensorFacts *s, const TensorFacts *zp, int64_t axis,
+                                   int64_t *D, int64_t *inner) {
+  char b1[256], b2[256];
+  int64_t rank = (int64_t)x->rank, a, i;
+  if (s->rank >= 2)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "the scale must be a scalar or 1-D, got shape %s",
+                      extql_shape_str(s->dims, s->rank, b1, sizeof b1));
+  if (zp != NULL) {
+    int bad;
+    if (s->count == 1) {
+      bad = zp->rank >= 2 || zp->count != 1;
+    } else {
+      bad = zp->rank != s->rank || (s->rank == 1 && zp->dims[0] != s->dims[0]);
+    }
+    if (bad)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "the zero point must have the shape of the scale %s, got %s",
+                        extql_shape_str(s->dims, s->rank, b1, sizeof b1),
+                        extql_shape_str(zp->dims, zp->rank, b2, sizeof b2));
+  }
+  if (s->count == 1) {
+    *D = 1;
+    *inner = (int64_t)x->count;
+    return NULL;
+  }
+  if (rank == 0)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "a per-axis scale of shape %s needs x of rank >= 1, got a scalar",
+                      extql_shape_str(s->dims, s->rank, b1, sizeof b1));
+  if (axis < -rank || axis >= rank)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "axis %lld is out of range for x of rank %lld", (long long)axis,
+                      (long long)rank);
+  a = axis < 0 ? axis + rank : axis;
+  /* s->rank is 1 here (rank 0 has one element) */
+  if (s->dims[0] != x->dims[a])
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "the scale has %lld elements but x has %lld along axis %lld (shape %s)",
+                      (long long)s->dims[0], (long long)x->dims[a], (long long)a,
+                      extql_shape_str(x->dims, x->rank, b1, sizeof b1));
+  *D = x->dims[a];
+  *inner = 1;
+  for (i = a + 1; i < rank; i++) *inner *= x->dims[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The node, at kernel creation                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The node has an attribute "axis" that is not an int (the int getter
+ * failed): a failed status saying what it is, or NULL when there is no
+ * attribute "axis" at all.  onnxruntime's int getter fails alike for an absent
+ * attribute and for one of another type, so the others are probed: float,
+ * string, and last the ints-array getter, which reads any attribute that
+ * exists whatever its type (a size query with no buffer), so lists, tensors
+ * and graphs are found too. */
+static OrtStatus *axis_of_another_type(const OrtApi *api, const OrtKernelInfo *info,
+                                       const char *label) {
+  OrtStatus *st;
+  float f;
+  size_t size = 0;
+  char text[64];
+  st = api->KernelInfoGetAttribute_float(info, "axis", &f);
+  if (st == NULL)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute axis must be an integer, got %g", (double)f);
+  api->ReleaseStatus(st);
+  st = api->KernelInfoGetAttribute_string(info, "axis", NULL, &size);
+  if (st == NULL) {
+    text[0] = '\0';
+    if (size <= sizeof text) {
+      st = api->KernelInfoGetAttribute_string(info, "axis", text, &size);
+      if (st != NULL) {
+        api->ReleaseStatus(st);
+        text[0] = '\0';
+      }
+    } else {
+      snprintf(text, sizeof text, "...");
+    }
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute axis must be an integer, got the string '%s'", text);
+  }
+  api->ReleaseStatus(st);
+  size = 0;
+  st = api->KernelInfoGetAttributeArray_int64(info, "axis", NULL, &size);
+  if (st == NULL)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute axis must be an integer, got an attribute of another type "
+                      "(a list, tensor or graph)");
+  api->ReleaseStatus(st);
+  return NULL; /* no attribute axis */
+}
+
+/* The attribute axis: an int, default 1 (absent: 1; of another type: an
+ * error, not a silent default). */
+OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info, const char *label,
+                           int64_t *axis) {
+  OrtStatus *st = api->KernelInfoGetAttribute_int64(info, "axis", axis);
+  if (st == NULL) return NULL;
+  api->ReleaseStatus(st);
+  *axis = 1;
+  return axis_of_another_type(api, info, label);
+}
+
+/* The input count and the element types the graph declares, when it
+ * declares them: a wrong graph fails now rather than at run time. */
+OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info, const char *label,
+                            int kind) {
+  OrtStatus *st;
+  size_t nin = 0;
+  int x_type, s_type, zp_type = 0, y_type, out_type = 0;
+  st = api->KernelInfo_GetInputCount(info, &nin);
+  if (st != NULL) {
+    api->ReleaseStatus(st);
+    nin = 0;
+  }
+  if (nin != 0 && (nin < 2 || nin > 3))
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH, "expected 2 or 3 inputs, got %zu",
+                      nin);
+  x_type = declared_type(api, info, 0, 0);
+  s_type = declared_type(api, info, 0, 1);
+  if (nin == 3) zp_type = declared_type(api, info, 0, 2); /* 0 for an empty name */
+  st = extql_check_types(api, label, kind, x_type, s_type, zp_type, &out_type);
+  if (st == NULL && x_type != 0 && (kind == OP_DEQUANTIZE || nin < 3 || zp_type != 0)) {
+    char b1[32], b2[32];
+    y_type = declared_type(api, info, 1, 0);
+    if (y_type != 0 && y_type != out_type)
+      st = extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the output y is %s but the inputs make it %s",
+                      extql_type_name(y_type, b1, sizeof b1),
+                      extql_type_name(out_type, b2, sizeof b2));
+  }
+  return st;
+}

@@ -1,0 +1,108 @@
+"""Write ``extql/src/extql_types.h``, the C view of the type table ``extql/_typetable.py``.
+
+``setup.py`` runs this at build time, so the C sources always see the table
+Python sees; the header is a build product (not kept in git).  By hand::
+
+    python tools/gen_types_header.py           # (re)write the header
+    python tools/gen_types_header.py --check   # exit 1 when it differs from the table
+    python tools/gen_types_header.py --print   # print it
+
+It reads the table by path, without importing ``extql`` (which needs the
+compiled extension this header is part of).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "extql" / "_typetable.py"
+HEADER = ROOT / "extql" / "src" / "extql_types.h"
+
+
+def load_rows(table: Path = TABLE) -> tuple[tuple[str, int, int, float, float], ...]:
+    """The rows of the type table file."""
+    spec = importlib.util.spec_from_file_location("_extql_typetable", table)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{table}: cannot be read")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.QTYPE_ROWS)
+
+
+def _c_double(value: float) -> str:
+    """A C double literal that reads back as exactly ``value``."""
+    text = repr(float(value))
+    return text if ("e" in text or "." in text) else text + ".0"
+
+
+def header_text(rows: tuple[tuple[str, int, int, float, float], ...]) -> str:
+    """The header for the table rows."""
+    names = ", ".join(r[0] for r in rows)
+    width = max(len(r[0]) for r in rows)
+    enum = ",\n".join(f"  EXTQL_{r[0].upper():<{width}} = {r[1]}" for r in rows)
+    xrows = " \\\n".join(
+        f"  X({r[0].upper()}, \"{r[0]}\", {r[1]}, {r[2]}, {_c_double(r[3])}, {_c_double(r[4])})"
+        for r in rows
+    )
+    return f"""\
+/*
+ * extql_types.h - the eight quantized element types, for C.
+ *
+ * GENERATED from extql/_typetable.py by tools/gen_types_header.py (setup.py
+ * runs it at build time); edit the table, not this file.
+ */
+#ifndef EXTQL_TYPES_H
+#define EXTQL_TYPES_H
+
+/* Element type codes: ONNX's TensorProto.DataType. */
+enum {{
+{enum}
+}};
+
+#define EXTQL_N_QTYPES {len(rows)}
+
+/* The names, in the order users see them (messages). */
+#define EXTQL_QTYPE_NAMES "{names}"
+
+/* X(NAME, "name", onnx code, element bytes, lo, hi) for every type, in that
+ * order; lo / hi are the saturation bounds (the integer range, or the largest
+ * finite float16 / bfloat16 value), as doubles. */
+#define EXTQL_FOR_EACH_QTYPE(X) \\
+{xrows}
+
+#endif /* EXTQL_TYPES_H */
+"""
+
+
+def write_header(header: Path = HEADER, table: Path = TABLE) -> bool:
+    """Write the header when its text differs; True when it was written."""
+    text = header_text(load_rows(table))
+    if header.exists() and header.read_text() == text:
+        return False
+    header.write_text(text)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--check"]:
+        want = header_text(load_rows())
+        if not HEADER.exists() or HEADER.read_text() != want:
+            print(f"{HEADER.relative_to(ROOT)} differs from {TABLE.relative_to(ROOT)}; "
+                  "run python tools/gen_types_header.py", file=sys.stderr)
+            return 1
+        return 0
+    if argv == ["--print"]:
+        print(header_text(load_rows()), end="")
+        return 0
+    if argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    write_header()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
