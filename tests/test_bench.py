@@ -1,15 +1,30 @@
-"""``extql bench``: that it runs and reports, never how fast (speed is not
-asserted in unit tests)."""
+"""``extql bench`` and its harness (benchmarks/extql_bench): that it runs and
+reports, never how fast (speed is not asserted in unit tests); and the copy
+anchor's library (benchmarks/copy_ops), which must move exactly the op's bytes."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 
+import benchutil  # noqa: F401  (puts benchmarks/ on sys.path)
+import numpy as np
 import pytest
+from extql_bench import anchors, config, copy_library, data, runner
+from extql_bench.models import Ort
+from ortutil import bfloat16_io_fallback, run
 
-from extql import bench, cli
+from extql import cli
 from extql.types import QTYPES
+
+
+def _can_bind_bfloat16() -> bool:
+    import onnxruntime
+
+    return hasattr(onnxruntime.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 
 
 def test_quick_run_prints_every_table(capsys, tmp_path):
@@ -35,8 +50,8 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     for r in ort_rows:
         assert r["extql"] > 0 and r["copy"] > 0, r
         assert r["exact"] in ("=ort", "=api"), r
-        shared = (r["op"] == "Q" and r["type"] in bench.ORT_Q_TYPES) or (
-            r["op"] == "DQ" and r["type"] in bench.ORT_DQ_TYPES)
+        shared = (r["op"] == "Q" and r["type"] in anchors.ORT_Q_TYPES) or (
+            r["op"] == "DQ" and r["type"] in anchors.ORT_DQ_TYPES)
         if shared:
             assert r["anchor_name"].startswith("onnxruntime")
             if r["anchor"] is not None:
@@ -51,19 +66,13 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     assert len(numpy_rows) == 2 * len(QTYPES) and all(r["anchor"] > 0 for r in numpy_rows)
     fallback_rows = [r for r in rows if r["table"] == "fallback"]
     assert len(fallback_rows) == 2 * len(QTYPES) - (0 if _can_bind_bfloat16() else 2)
-    if bench._attach_fallbacks() is not None:
+    if anchors.attach_fallbacks() is not None:
         assert all(r["exact"] == "=fallback" for r in fallback_rows)
     else:
         assert all("not measured" in r["note"] for r in fallback_rows)
     md = out_md.read_text()
     assert md.startswith("# extql benchmark results")
     assert "extql bench --quick" in md and "copy kernel" in md
-
-
-def _can_bind_bfloat16() -> bool:
-    import onnxruntime
-
-    return hasattr(onnxruntime.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 
 
 def test_options_select_what_runs(capsys):
@@ -76,16 +85,40 @@ def test_options_select_what_runs(capsys):
     assert "| Q |" not in text and "## NumPy API" not in text
 
 
+def test_nchw_rows_are_exact(tmp_path):
+    """The NCHW middle-axis row: shape (1, 64, H, W), axis 1, every type
+    checked bit for bit against onnxruntime's op or extql's NumPy API."""
+    out = tmp_path / "nchw.json"
+    rc = cli.main(["bench", "-q", "--tables", "ort", "--granularity", "nchw", "--sizes", "64K",
+                   "--threads", "1", "--repeat", "1", "--json", str(out)])
+    assert rc == 0
+    rows = [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
+    assert len(rows) == 2 * len(QTYPES) - (0 if _can_bind_bfloat16() else 2)
+    assert all(r["granularity"] == "nchw" and r["exact"] in ("=ort", "=api") for r in rows)
+
+
+def test_nchw_shapes():
+    assert data.shape(1 << 24, "nchw") == (1, 64, 512, 512)
+    assert data.shape(1 << 20, "nchw") == (1, 64, 128, 128)
+    assert data.shape(1 << 16, "nchw") == (1, 64, 32, 32)
+    assert data.shape(3 * 256, "nchw") == (1, 64, 3, 4)
+    qt = QTYPES["int8"]
+    assert data.Data.scale(qt, "nchw").shape == (64,)
+    assert data.Data.zero_point(qt, "nchw").shape == (64,)
+
+
 def test_parse_size():
-    assert bench.parse_size("64K") == 65536
-    assert bench.parse_size("16M") == 1 << 24
-    assert bench.parse_size("4096") == 4096
+    assert config.parse_size("64K") == 65536
+    assert config.parse_size("16M") == 1 << 24
+    assert config.parse_size("4096") == 4096
     for bad in ("abc", "100", "0"):
         with pytest.raises(argparse.ArgumentTypeError):
-            bench.parse_size(bad)
+            config.parse_size(bad)
 
 
 def test_time_interleaved_runs_every_function():
+    from extql_bench.timing import time_interleaved
+
     calls = {"a": 0, "b": 0}
 
     def a():
@@ -94,46 +127,75 @@ def test_time_interleaved_runs_every_function():
     def b():
         calls["b"] += 1
 
-    ta, tb = bench.time_interleaved([a, b], repeat=4, min_sample=1e-5)
+    ta, tb = time_interleaved([a, b], repeat=4, min_sample=1e-5)
     assert ta > 0 and tb > 0
     assert calls["a"] >= 2 + 4 and calls["b"] >= 2 + 4
 
 
 def test_a_mismatch_is_a_failure(capsys):
-    bad = bench.Result("ort", "Q", "int8", "tensor", 65536, 1, 1e-5, exact="MISMATCH vs x")
-    good = bench.Result("ort", "Q", "int8", "tensor", 65536, 1, 1e-5, exact="=ort")
-    assert bench._status([good]) == 0
-    assert bench._status([good, bad]) == 1
+    from extql_bench.cli import status
+
+    bad = runner.Result("ort", "Q", "int8", "tensor", 65536, 1, 1e-5, exact="MISMATCH vs x")
+    good = runner.Result("ort", "Q", "int8", "tensor", 65536, 1, 1e-5, exact="=ort")
+    assert status([good]) == 0
+    assert status([good, bad]) == 1
     assert "MISMATCH" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", list(QTYPES))
-def test_copy_ops_move_the_bytes(name):
-    """QuantizeCopy / DequantizeCopy (the bench's yardstick, registered by the
-    library in com.amd.quark.bench) write the op's output bytes with no
-    arithmetic: the low bytes of each float32, or each element zero-extended.
-    (Where onnxruntime cannot bind bfloat16 from Python, a bfloat16 output is
-    widened in the graph and a bfloat16 input becomes an initializer.)"""
-    import numpy as np
-    from ortutil import bfloat16_io_fallback, run, session
+def test_without_the_harness_bench_says_where_it_is(tmp_path):
+    """An installed extql without a source checkout: one line, exit status 2."""
+    env = dict(os.environ, EXTQL_BENCHMARKS=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--quick"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "source checkout" in lines[0], proc.stderr
 
+
+def test_bench_help_is_the_harness_help():
+    proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    assert "--quick" in proc.stdout and "--granularity" in proc.stdout
+
+
+@pytest.mark.parametrize("name", list(QTYPES))
+def test_copy_ops_move_the_bytes(name, kernel_isa):
+    """QuantizeCopy / DequantizeCopy (the copy anchor's library) write the op's
+    output bytes with no arithmetic: the low bytes of each float32, or each
+    element zero-extended; at sizes around the vector width, split over the
+    pool, and with an output large enough for non-temporal stores.  (Where
+    onnxruntime cannot bind bfloat16 from Python, a bfloat16 output is widened
+    in the graph and a bfloat16 input becomes an initializer.)"""
+    import onnxruntime as ort
+
+    assert copy_library.set_isa(kernel_isa) == kernel_isa
     qt = QTYPES[name]
-    o = bench._Ort()
-    data = bench._Data(5)
-    n = 70_000
-    scale, zp = data.scale(qt, "tensor"), data.zero_point(qt, "tensor")
-    for threads in (1, 2):
-        x = data.x(n)
+    o = Ort()
+    d = data.Data(5)
+    size = qt.dtype.itemsize
+    scale, zp = d.scale(qt, "tensor"), d.zero_point(qt, "tensor")
+    stream_n = (16 << 20) // size + 5  # an output of at least 16 MiB when quantizing
+    for n, threads in [(1, 1), (31, 1), (33, 2), (1000, 1), (70_001, 2), (300_001, 2),
+                       (stream_n, 2)]:
+        def sess(model, threads=threads):
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = threads
+            so.register_custom_ops_library(copy_library.library_path())
+            return ort.InferenceSession(model.SerializeToString(), so,
+                                        providers=["CPUExecutionProvider"])
+
+        x = d.x(n)
         model, feeds = bfloat16_io_fallback(o.model("copy", "Q", qt, "tensor", scale, zp),
                                             {"x": x})
-        (y,) = run(session(model, threads=threads), feeds, [qt.dtype], [x.shape])
-        size = qt.dtype.itemsize
+        (y,) = run(sess(model), feeds, [qt.dtype], [x.shape])
         want = (x.view(np.uint32) & np.uint32((1 << (8 * size)) - 1)).astype(f"u{size}")
         np.testing.assert_array_equal(y.view(f"u{size}"), want)
 
-        q = data.q(n, qt, "tensor")
+        q = d.q(n, qt, "tensor")
         model, feeds = bfloat16_io_fallback(o.model("copy", "DQ", qt, "tensor", scale, zp),
                                             {"x": q})
-        (out,) = run(session(model, threads=threads), feeds, [np.float32], [q.shape])
+        (out,) = run(sess(model), feeds, [np.float32], [q.shape])
         np.testing.assert_array_equal(out.view(np.uint32),
                                       q.view(f"u{size}").astype(np.uint32))

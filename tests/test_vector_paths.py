@@ -274,21 +274,6 @@ def test_streaming_stores_give_the_same_bits(name, layout):
                              f"stream dequantize {name} {layout} n={size}")
 
 
-@pytest.mark.parametrize("sizes", [(4, 1), (4, 2), (4, 4), (1, 4), (2, 4)])
-def test_bench_copy_kernel_moves_the_bytes(sizes):
-    """The copy kernel of `extql bench` writes each element's low bytes (or
-    the element zero-extended): it reads and writes every byte it claims to."""
-    isz, osz = sizes
-    rng = np.random.default_rng(31)
-    for n in (0, 1, 31, 32, 33, 1000, 70_001):
-        src = rng.integers(0, 2**32, n, dtype=np.uint64).astype(f"u{isz}")
-        dst = np.zeros(n, f"u{osz}")
-        for threads in (1, 2):
-            _kernels.bench_copy(src.view(np.uint8), dst.view(np.uint8), isz, osz, threads)
-            want = (src.astype(np.uint64) & ((1 << (8 * osz)) - 1)).astype(f"u{osz}")
-            np.testing.assert_array_equal(dst, want)
-
-
 @pytest.mark.parametrize("name", ALL_TYPES)
 def test_last_axis_ranges_wrap_around_the_axis(name):
     """Per-axis along the last axis over ranges that start mid-row and wrap

@@ -1,0 +1,38 @@
+"""The benchmark harness of extql (``extql bench`` in a source checkout).
+
+Not part of the installed package: it lives in ``benchmarks/`` with the copy
+anchor it needs (``benchmarks/copy_ops``), and ``extql bench`` runs it from
+there.  Three tables, each a list of MEDIAN time ratios ``extql / anchor``
+(below 1: extql is faster), measured side by side in one process on the same
+tensors, interleaved, so that noise from other work on the machine hits all
+contenders alike:
+
+``ort``
+    extql's native op in an onnxruntime session against onnxruntime's own
+    QuantizeLinear / DequantizeLinear or Cast, and against the copy kernel
+    (``copy%``: the share of the memory bandwidth extql reaches).
+``numpy``
+    ``extql.quantize_linear`` / ``dequantize_linear`` against the NumPy
+    expression of the same formula.
+``fallback``
+    The native op against the same model through the fallback functions.
+
+The modules, by concern:
+
+==================  ==========================================================
+``config``          what to measure (sizes, types, granularities, threads)
+``data``            shapes, inputs, scales and zero points
+``timing``          interleaved median timing
+``models``          one-node models, sessions and IOBinding runners
+``copy_library``    builds the copy anchor's custom-op library
+``anchors``         the anchor of each row, NumPy expressions, fallbacks
+``runner``          the three tables and the exactness checks
+``machine``         what the figures depend on (CPU, cores, versions)
+``targets``         the targets, checked on the measured rows
+``report``          the tables, the report and the Markdown document
+``cli``             the command line (``extql bench``, ``python -m extql_bench``)
+==================  ==========================================================
+
+Nothing here is asserted: the tables are for people (and ``--json`` for
+scripts); ``tests/test_bench.py`` checks that the harness runs and reports.
+"""

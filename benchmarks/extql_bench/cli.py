@@ -1,0 +1,176 @@
+"""The command line of the harness: ``extql bench`` (in a source checkout) and
+``python -m extql_bench`` from ``benchmarks/``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+
+from extql.types import QTYPES
+
+from .config import DQ, GRANULARITIES, TABLES, BenchConfig, Q, parse_size, size_label
+from .copy_library import BuildError
+from .machine import loadavg, machine_info
+from .report import format_markdown, format_report
+from .runner import Result, run
+
+DESCRIPTION = (
+    "Median time ratios extql / anchor, measured side by side and interleaved on the "
+    "same tensors: the native op in onnxruntime against onnxruntime's "
+    "QuantizeLinear/DequantizeLinear, its Cast (float16/bfloat16) and a copy kernel "
+    "moving the same bytes (ort table); the NumPy API against the NumPy expression "
+    "(numpy); the native op against the fallback model (fallback).  Below 1, extql "
+    "is faster.  The method: benchmarks/README.md."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", nargs="+", type=parse_size, metavar="N",
+                   help="tensor sizes in elements (64K, 1M, 16M, or numbers; "
+                        "default: 64K 1M 16M)")
+    p.add_argument("--threads", nargs="+", type=int, metavar="T",
+                   help="session / kernel thread counts; 0 = all cores (default: 1 0)")
+    p.add_argument("--repeat", type=int, metavar="R",
+                   help="interleaved samples per contender; the median is reported (default 15)")
+    p.add_argument("--ops", nargs="+", choices=[Q, DQ, "q", "dq"], metavar="OP",
+                   help="Q and/or DQ (default both)")
+    p.add_argument("--types", nargs="+", choices=list(QTYPES), metavar="TYPE",
+                   help=f"quantized types (default all: {', '.join(QTYPES)})")
+    p.add_argument("--granularity", nargs="+", choices=GRANULARITIES, dest="granularities",
+                   metavar="G", help=f"{', '.join(GRANULARITIES)} (default all)")
+    p.add_argument("--tables", nargs="+", choices=TABLES, metavar="TABLE",
+                   help="ort, numpy, fallback (default all)")
+    p.add_argument("--isa", help="force a kernel variant (baseline, avx2); default: automatic")
+    p.add_argument("--no-check", action="store_true", help="skip the exactness check")
+    p.add_argument("--spin", action="store_true",
+                   help="keep onnxruntime's thread-pool spinning (default: off, because the "
+                        "idle workers of one session would spin on the cores the next "
+                        "interleaved session needs)")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: 64K elements, 1 thread, 3 repeats, per tensor")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write the results as JSON to FILE ('-': standard output, "
+                        "instead of the table)")
+    p.add_argument("--markdown", metavar="FILE",
+                   help="also write a standalone Markdown report (command, machine, method, "
+                        "targets, tables) to FILE")
+    p.add_argument("--details", action="store_true",
+                   help="also print the times of every measurement (ms)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    cfg = BenchConfig()
+    if args.quick:
+        cfg.sizes, cfg.threads, cfg.repeat, cfg.side_repeat = (1 << 16,), (1,), 3, 3
+        cfg.granularities, cfg.min_sample = ("tensor",), 5e-4
+    if args.sizes:
+        cfg.sizes = tuple(args.sizes)
+    if args.threads:
+        cfg.threads = tuple(args.threads)
+    if args.repeat:
+        cfg.repeat = cfg.side_repeat = max(1, args.repeat)
+    if args.ops:
+        cfg.ops = tuple(dict.fromkeys(o.upper() for o in args.ops))
+    if args.types:
+        cfg.types = tuple(args.types)
+    if args.granularities:
+        cfg.granularities = cfg.side_granularities = tuple(args.granularities)
+    if args.tables:
+        cfg.tables = tuple(args.tables)
+    cfg.check = not args.no_check
+    cfg.spin = args.spin
+    if not args.quiet:
+        cfg.progress = lambda line: print(line, file=sys.stderr, flush=True)
+    return cfg
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The options a run was given, as a command line (for the reports)."""
+    out: list[str] = []
+    for name, flag in (("sizes", "--sizes"), ("threads", "--threads"), ("repeat", "--repeat"),
+                       ("ops", "--ops"), ("types", "--types"),
+                       ("granularities", "--granularity"), ("tables", "--tables"),
+                       ("isa", "--isa")):
+        value = getattr(args, name, None)
+        if value is None or value == []:
+            continue
+        if isinstance(value, (list, tuple)):
+            out += [flag] + [size_label(v) if name == "sizes" else str(v) for v in value]
+        else:
+            out += [flag, str(value)]
+    for name, flag in (("quick", "--quick"), ("spin", "--spin"), ("no_check", "--no-check")):
+        if getattr(args, name, False):
+            out.append(flag)
+    return out
+
+
+def status(results: Sequence[Result]) -> int:
+    """1 when an output was not exact (a bug, whatever the speed)."""
+    bad = [r for r in results if r.exact and r.exact.startswith("MISMATCH")]
+    for r in bad:
+        print(f"extql bench: {r.op} {r.type} {r.granularity} {size_label(r.size)}: {r.exact}",
+              file=sys.stderr)
+    return 1 if bad else 0
+
+
+def command(args: argparse.Namespace) -> int:
+    """Run the benchmark the parsed options describe; print and write the reports."""
+    from extql import _kernels
+
+    cfg = config_from_args(args)
+    load_start = loadavg()
+    if args.isa:
+        try:
+            _kernels.set_isa(args.isa)
+        except ValueError as exc:
+            print(f"extql bench: {exc}", file=sys.stderr)
+            return 2
+    try:
+        results = run(cfg)
+    except BuildError as exc:
+        print(f"extql bench: the copy anchor: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if args.isa:
+            _kernels.set_isa(None)
+    info = machine_info()
+    # Other work on the machine shows in the figures (a 2-thread run needs
+    # both cores): say how busy it was.
+    info["load average (1/5/15 min)"] = f"{load_start} at the start, {loadavg()} at the end"
+    if args.isa:
+        info["kernels"] = args.isa
+    command_line = "extql bench" + "".join(" " + a for a in argv_of(args))
+    if args.json:
+        doc = {
+            "machine": info,
+            "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "progress"},
+            "command": command_line,
+            "results": [r.as_dict() for r in results],
+        }
+        text = json.dumps(doc, indent=1)
+        if args.json == "-":
+            print(text)
+            return status(results)
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(format_markdown(results, cfg, info, command_line))
+    print(format_report(results, cfg, info, details=args.details))
+    return status(results)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "extql bench") -> int:
+    """Parse argv (default: sys.argv[1:]) and run; the exit status (0, 1 for
+    an inexact output, 2 for bad options or a copy anchor that cannot be built)."""
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    add_arguments(p)
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad option (2)
+        return int(exc.code or 0)
+    return command(args)

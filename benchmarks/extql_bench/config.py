@@ -1,0 +1,66 @@
+"""What a benchmark run measures: the options of ``extql bench`` as a config."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from extql.types import QTYPES
+
+Q, DQ = "Q", "DQ"
+#: ``tensor``: scalar scale; ``axis0``: shape (256, n/256), axis 0;
+#: ``axis1``: shape (n/256, 256), axis 1 (the channel changes every element);
+#: ``nchw``: shape (1, 64, H, W), axis 1 (a middle axis, as in a convolution's
+#: activations: the channel changes every H*W elements).
+GRANULARITIES = ("tensor", "axis0", "axis1", "nchw")
+DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)
+TABLES = ("ort", "numpy", "fallback")
+#: Every size must be a multiple of this (the longest quantized axis).
+SIZE_QUANTUM = 256
+
+
+def parse_size(text: str) -> int:
+    """``65536``, ``64K``, ``1M``, ``16M`` -> elements."""
+    t = text.strip().upper()
+    mult = 1
+    if t.endswith("K"):
+        mult, t = 1 << 10, t[:-1]
+    elif t.endswith("M"):
+        mult, t = 1 << 20, t[:-1]
+    try:
+        value = int(float(t) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 65536, 64K, 16M)") from None
+    if value < SIZE_QUANTUM or value % SIZE_QUANTUM:
+        raise argparse.ArgumentTypeError(f"size {text!r} must be a multiple of {SIZE_QUANTUM}")
+    return value
+
+
+def size_label(n: int) -> str:
+    """16777216 -> ``16M``, 65536 -> ``64K``."""
+    if n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n % (1 << 10) == 0:
+        return f"{n >> 10}K"
+    return str(n)
+
+
+@dataclasses.dataclass
+class BenchConfig:
+    """What to measure (the command line's options)."""
+
+    sizes: Sequence[int] = DEFAULT_SIZES
+    threads: Sequence[int] = (1, 0)  # 0: all cores
+    repeat: int = 15
+    ops: Sequence[str] = (Q, DQ)
+    types: Sequence[str] = tuple(QTYPES)
+    granularities: Sequence[str] = GRANULARITIES
+    tables: Sequence[str] = TABLES
+    # The NumPy and fallback tables (slow anchors): fewer samples, per tensor.
+    side_repeat: int = 5
+    side_granularities: Sequence[str] = ("tensor",)
+    min_sample: float = 2e-3  # seconds: small cases are timed in batches
+    check: bool = True
+    spin: bool = False  # onnxruntime's default thread-pool spinning
+    progress: Callable[[str], None] | None = None

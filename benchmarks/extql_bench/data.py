@@ -1,0 +1,115 @@
+"""The tensors of a benchmark row: shapes per granularity, inputs, scales and
+zero points (made once per size and type)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from extql.types import QType
+
+from .config import Q
+
+#: The length of the quantized axis of axis0 / axis1, and the channels of nchw.
+CHANNELS = 256
+NCHW_CHANNELS = 64
+
+# Zero points per type: non-zero, so that the zero-point arithmetic runs.
+_ZERO_POINT = {
+    "int8": 3, "uint8": 128, "int16": -7, "uint16": 32768,
+    "int32": 11, "uint32": 2**31, "float16": 0.5, "bfloat16": 0.5,
+}
+
+
+def shape(n: int, granularity: str) -> tuple[int, ...]:
+    """The shape of an n-element tensor of the granularity: (n,) per tensor,
+    (256, n/256) / (n/256, 256) along axis 0 / 1, and for nchw
+    (1, 64, H, W) with H * W = n/64, H the largest divisor <= sqrt(n/64)
+    (16M: (1, 64, 512, 512); 1M: (1, 64, 128, 128); 64K: (1, 64, 32, 32))."""
+    if granularity == "tensor":
+        return (n,)
+    if granularity == "axis0":
+        return (CHANNELS, n // CHANNELS)
+    if granularity == "axis1":
+        return (n // CHANNELS, CHANNELS)
+    hw = n // NCHW_CHANNELS
+    h = next(d for d in range(math.isqrt(hw), 0, -1) if hw % d == 0)
+    return (1, NCHW_CHANNELS, h, hw // h)
+
+
+def axis(granularity: str) -> int:
+    """The quantized axis (per tensor: the attribute's default, unused)."""
+    return 0 if granularity == "axis0" else 1
+
+
+def channels(granularity: str) -> int:
+    """The length of the quantized axis (1 per tensor)."""
+    return {"tensor": 1, "nchw": NCHW_CHANNELS}.get(granularity, CHANNELS)
+
+
+class Data:
+    """Inputs, scales and zero points, made once per size and type."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self._x: dict[int, np.ndarray] = {}
+        self._q: dict[tuple[int, str, str], np.ndarray] = {}
+
+    def x(self, n: int) -> np.ndarray:
+        """float32 standard normal values (scaled per type by the scale)."""
+        if n not in self._x:
+            self._x[n] = self.rng.standard_normal(n, dtype=np.float32)
+        return self._x[n]
+
+    @staticmethod
+    def scale(qt: QType, granularity: str) -> np.ndarray:
+        """Scales that put a standard normal input across about a third of
+        the integer range (so some values saturate at 3 sigma; 32-bit types:
+        a small part of it); per channel, a ramp from 0.5 to 2 times that."""
+        if qt.is_float:
+            base = np.float32(0.37)  # not a power of two: a real division
+        elif qt.name in ("int32", "uint32"):
+            # Inside +-2^24: onnxruntime's DequantizeLinear computes x - zp in
+            # int32, which wraps near the ends of the range (extql does not).
+            base = np.float32(6.0 / (1 << 25))
+        else:
+            base = np.float32(6.0 / (qt.hi - qt.lo))
+        if granularity == "tensor":
+            return np.array(base, dtype=np.float32)
+        ramp = np.linspace(0.5, 2.0, channels(granularity), dtype=np.float32)
+        return (base * ramp).astype(np.float32)
+
+    @staticmethod
+    def zero_point(qt: QType, granularity: str) -> np.ndarray:
+        zp = np.array(_ZERO_POINT[qt.name]).astype(qt.dtype)
+        if granularity == "tensor":
+            return zp
+        return np.full(channels(granularity), zp, dtype=qt.dtype)
+
+    def input(self, op: str, n: int, qt: QType, granularity: str) -> np.ndarray:
+        """The input of op (x for quantize, q for dequantize) in the
+        granularity's shape."""
+        if op == Q:
+            return self.x(n).reshape(shape(n, granularity))
+        return self.q(n, qt, granularity)
+
+    @staticmethod
+    def output(op: str, qt: QType, out_shape: tuple[int, ...]) -> np.ndarray:
+        """An uninitialised output buffer of op."""
+        return np.empty(out_shape, qt.dtype if op == Q else np.float32)
+
+    def q(self, n: int, qt: QType, granularity: str) -> np.ndarray:
+        """The quantized input of a dequantize: extql's quantize of x."""
+        key = (n, qt.name, granularity)
+        if key not in self._q:
+            from extql.numpy_api import quantize_linear
+
+            x = self.x(n).reshape(shape(n, granularity))
+            self._q[key] = quantize_linear(
+                x,
+                self.scale(qt, granularity),
+                self.zero_point(qt, granularity),
+                axis=axis(granularity),
+            )
+        return self._q[key]

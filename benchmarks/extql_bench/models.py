@@ -1,0 +1,145 @@
+"""One-node ONNX models of every contender, their sessions, and runners that
+call a session through IOBinding (the session's work and nothing else)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from extql.types import DOMAIN, QTYPES, QType
+
+from .config import Q
+from .data import axis as axis_of
+
+#: The copy anchor's domain (benchmarks/copy_ops/copy_ops.c).
+COPY_DOMAIN = "com.amd.quark.bench"
+
+# kind -> (quantize name, dequantize name, domain)
+_NODES = {
+    "extql": ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear", DOMAIN),
+    "copy": ("QuantizeCopy", "DequantizeCopy", COPY_DOMAIN),
+    "ort": ("QuantizeLinear", "DequantizeLinear", ""),
+}
+_DIMS = {"tensor": ["n"], "axis0": ["c", "n"], "axis1": ["n", "c"], "nchw": ["n", "c", "h", "w"]}
+
+
+class Ort:
+    """Builds one-node models and runs them with IOBinding."""
+
+    def __init__(self) -> None:
+        import onnx
+        import onnxruntime as ort
+        from onnx import TensorProto, helper
+
+        self.onnx, self.ort, self.TensorProto, self.helper = onnx, ort, TensorProto, helper
+        self.bf16 = QTYPES["bfloat16"].dtype
+        # onnxruntime's Python API binds a bfloat16 buffer only through this
+        # (absent from older releases, 1.18 for one).
+        self.can_bind_bf16 = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+
+    def unmeasurable(self, qt: QType) -> str | None:
+        """Why a type cannot be measured with this onnxruntime, or None."""
+        if qt.name == "bfloat16" and not self.can_bind_bf16:
+            return ("not measured: this onnxruntime cannot bind bfloat16 buffers "
+                    "(no OrtValue.ortvalue_from_numpy_with_onnx_type)")
+        return None
+
+    def _tensor(self, name: str, value: np.ndarray) -> Any:
+        value = np.asarray(value)
+        if value.dtype == self.bf16:
+            return self.helper.make_tensor(
+                name, self.TensorProto.BFLOAT16, value.shape,
+                value.view(np.uint16).tobytes(), raw=True,
+            )
+        return self.onnx.numpy_helper.from_array(np.array(value, order="C"), name)
+
+    def model(
+        self,
+        kind: str,
+        op: str,
+        qt: QType,
+        granularity: str,
+        scale: np.ndarray,
+        zp: np.ndarray,
+    ) -> Any:
+        """A one-node ModelProto over an input of symbolic shape.
+
+        kind: ``extql`` (ExtendedQuantizeLinear / ExtendedDequantizeLinear),
+        ``copy`` (the same node as QuantizeCopy / DequantizeCopy of the copy
+        library: the copy kernel), ``ort`` (QuantizeLinear /
+        DequantizeLinear, opset 21) or ``cast`` (Cast to or from the 16-bit
+        float type).
+        """
+        h, TP = self.helper, self.TensorProto
+        dims = _DIMS[granularity]
+        in_type, out_type = (TP.FLOAT, qt.onnx) if op == Q else (qt.onnx, TP.FLOAT)
+        inits = []
+        domains: list[str] = []
+        if kind == "cast":
+            node = h.make_node("Cast", ["x"], ["y"], to=out_type)
+        else:
+            inits = [self._tensor("s", scale), self._tensor("z", zp)]
+            attrs = {} if granularity == "tensor" else {"axis": axis_of(granularity)}
+            q_name, dq_name, domain = _NODES[kind]
+            domains = [domain] if domain else []
+            node = h.make_node(q_name if op == Q else dq_name, ["x", "s", "z"], ["y"],
+                               domain=domain, **attrs)
+        graph = h.make_graph(
+            [node],
+            f"bench_{kind}",
+            [h.make_tensor_value_info("x", in_type, dims)],
+            [h.make_tensor_value_info("y", out_type, dims)],
+            initializer=inits,
+        )
+        opsets = [h.make_opsetid("", 21)] + [h.make_opsetid(d, 1) for d in domains]
+        model = h.make_model(graph, opset_imports=opsets)
+        model.ir_version = 10
+        return model
+
+    def session(self, model: Any, threads: int, library: str | None, spin: bool = False) -> Any:
+        """An InferenceSession of model with ``intra_op_num_threads`` threads;
+        library: ``extql`` (extql's custom-op library), ``copy`` (the copy
+        anchor's) or None."""
+        so = self.ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.log_severity_level = 4  # an anchor failing on purpose is a note, not a log
+        if not spin:
+            # Idle pool threads of one session would otherwise spin (tens of
+            # ms after each run) on the cores the next session needs.
+            so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if library == "extql":
+            from extql.ort import register as register_library
+
+            register_library(so)
+        elif library == "copy":
+            from .copy_library import library_path
+
+            so.register_custom_ops_library(library_path())
+        data = model if isinstance(model, bytes) else model.SerializeToString()
+        return self.ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+    def ortvalue(self, arr: np.ndarray) -> Any:
+        if arr.dtype == self.bf16:
+            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                arr.view(np.uint16), self.TensorProto.BFLOAT16
+            )
+        return self.ort.OrtValue.ortvalue_from_numpy(arr)
+
+    def runner(self, sess: Any, x: np.ndarray, y: np.ndarray) -> Callable[[], None]:
+        """A no-argument function that runs the session from x into y (both
+        bound once, so a call is the session's work and nothing else)."""
+        binding = sess.io_binding()
+        # The OrtValues wrap the arrays' memory; keep them alive with the closure.
+        vx, vy = self.ortvalue(x), self.ortvalue(y)
+        binding.bind_ortvalue_input("x", vx)
+        binding.bind_ortvalue_output("y", vy)
+        run = sess.run_with_iobinding
+
+        def call() -> None:
+            run(binding)
+
+        call.keep = (vx, vy, binding)  # type: ignore[attr-defined]
+        return call

@@ -1,0 +1,182 @@
+"""The tables for people: the summary of ratios, the times behind them, the
+report ``extql bench`` prints and the standalone Markdown document
+(docs/benchmarks-results.md)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .config import TABLES, BenchConfig, size_label
+from .runner import Result
+from .targets import format_targets
+
+TITLES = {
+    "ort": "onnxruntime sessions (IOBinding): extql's native op / anchor; "
+           "copy% = copy kernel time / extql time",
+    "numpy": "NumPy API: extql.quantize_linear / dequantize_linear over the NumPy expression",
+    "fallback": "native op / the same model through the fallback functions (no library)",
+}
+
+
+def _ms(t: float | None) -> str:
+    if t is None or t != t:
+        return "-"
+    return f"{t * 1e3:.3f}" if t < 0.1 else f"{t * 1e3:.1f}"
+
+
+def format_table(results: Sequence[Result], table: str) -> str:
+    """A Markdown table of one table's rows, one line per measurement (ms)."""
+    rows = [r for r in results if r.table == table]
+    if not rows:
+        return ""
+    head = ["op", "type", "gran.", "size", "thr", "extql ms", "anchor", "anchor ms", "ratio"]
+    if table == "ort":
+        head += ["copy ms", "copy%"]
+    head += ["exact"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [
+            r.op, r.type, r.granularity, size_label(r.size), str(r.threads), _ms(r.extql),
+            r.anchor_name or "-", _ms(r.anchor), "-" if r.ratio is None else f"{r.ratio:.2f}",
+        ]
+        if table == "ort":
+            share = r.copy_share
+            cells += [_ms(r.copy), "-" if share is None else f"{share * 100:.0f}%"]
+        cells.append(r.exact or (r.note or "-"))
+        if r.note and r.exact:
+            cells[-1] += f" ({r.note})"
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_summary(results: Sequence[Result], table: str) -> str:
+    """A compact Markdown table: one line per op, type, granularity and
+    thread count, one column per size holding the ratio (and, for the
+    onnxruntime table, the share of the copy kernel's bandwidth)."""
+    rows = [r for r in results if r.table == table]
+    if not rows:
+        return ""
+    sizes = list(dict.fromkeys(r.size for r in rows))
+    keys: dict[tuple, dict[int, Result]] = {}
+    for r in rows:
+        keys.setdefault((r.op, r.type, r.anchor_name or "-", r.granularity, r.threads), {})[
+            r.size] = r
+    cell_name = "ratio / copy%" if table == "ort" else "ratio"
+    head = ["op", "type", "anchor", "gran.", "thr"] + [f"{size_label(n)} {cell_name}"
+                                                       for n in sizes]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes = sorted({r.note for r in rows if r.note and not r.measured})
+    for (op, tname, anchor, gran, thr), by_size in keys.items():
+        cells = [op, tname, anchor, gran, str(thr)]
+        for n in sizes:
+            r = by_size.get(n)
+            if r is None or not r.measured:
+                cells.append("n/a")
+                continue
+            text = "-" if r.ratio is None else f"{r.ratio:.2f}"
+            if table == "ort" and r.copy_share is not None:
+                text += f" / {r.copy_share * 100:.0f}%"
+            if r.exact and r.exact.startswith("MISMATCH"):
+                text += " MISMATCH"
+            cells.append(text)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [f"\nn/a: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def format_report(results: Sequence[Result], cfg: BenchConfig, info: dict[str, Any],
+                  details: bool = False) -> str:
+    """What ``extql bench`` prints: machine, summaries, targets (and times)."""
+    parts = [
+        "machine: " + ", ".join(f"{k} {v}" for k, v in info.items()),
+        f"median of {cfg.repeat} interleaved runs ({cfg.side_repeat} for the NumPy and "
+        "fallback tables); ratio = extql / anchor (below 1: extql is faster)",
+    ]
+    for table in TABLES:
+        text = format_summary(results, table)
+        if text:
+            parts += ["", f"## {TITLES[table]}", "", text]
+    targets = format_targets(results)
+    if targets.count("\n") > 1:
+        parts += ["", "## Targets", "", targets]
+    if details:
+        for table in TABLES:
+            text = format_table(results, table)
+            if text:
+                parts += ["", f"## Times: {table}", "", text]
+    return "\n".join(parts)
+
+
+METHOD = """\
+How it was measured (`extql bench`, the harness in benchmarks/extql_bench):
+
+* Every row runs its contenders side by side in one process on the same input
+  and output buffers, interleaved: each of `repeat` rounds takes one sample of
+  each contender, in an order that rotates from round to round; the table shows
+  medians.  Small tensors are timed in batches of calls (a sample lasts about
+  2 ms).
+* extql: the native op in an onnxruntime `InferenceSession` (library
+  registered), run with IOBinding into a preallocated output (bfloat16 through
+  `OrtValue.ortvalue_from_numpy_with_onnx_type`).  The anchors run in the same
+  way in sessions of their own with the same `intra_op_num_threads`:
+  onnxruntime's QuantizeLinear / DequantizeLinear (opset 21) for int8, uint8,
+  int16, uint16 (and DequantizeLinear of int32); `Cast` for float16 / bfloat16
+  (quantize: Cast float -> float16/bfloat16; dequantize: Cast back to float).
+  Thread-pool spinning is off in every session (`session.intra_op.allow_spinning
+  = 0`): otherwise the idle workers of one session spin for tens of
+  milliseconds after each run on the cores the next, interleaved session needs.
+* copy% is the copy kernel's time over extql's time: the share of the memory
+  bandwidth limit extql reaches.  The copy kernel is the same node run as
+  `QuantizeCopy` / `DequantizeCopy` (domain `com.amd.quark.bench`) of the
+  benchmarks' own custom-op library (benchmarks/copy_ops, built on demand from
+  extql's shim sources, not part of extql's library): the same inputs, the same
+  checks, the same split of the work on the session's thread pool, but instead
+  of the math a C loop, in the instruction-set variant the kernels run (AVX2:
+  non-temporal stores for outputs of 16 MiB or more, as the kernels), that
+  reads the op's input buffer and writes its output buffer element by element
+  with no arithmetic (the low bytes of each float32 for quantize; each element
+  zero-extended to 32 bits for dequantize).  So it moves exactly the op's
+  bytes, in the same session, on the same threads.
+* Data: standard normal float32 values; scales that spread them over about a
+  third of the integer range (32-bit types: +-2^24; float16 / bfloat16:
+  scale 0.37) so that some values saturate; non-zero zero points; per-axis
+  scales vary by channel.  Granularities: `tensor` (scalar scale), `axis0`
+  (shape (256, n/256), axis 0: the channel changes every n/256 elements),
+  `axis1` (shape (n/256, 256), axis 1: the channel changes every element) and
+  `nchw` (shape (1, 64, H, W), axis 1, as a convolution's activations: 16M is
+  (1, 64, 512, 512)).
+* Before timing, every row checks extql's output bit for bit: `=ort` against
+  onnxruntime's own op, `=api` against extql's NumPy API, `=fallback` against
+  the fallback model.
+"""
+
+
+def format_markdown(results: Sequence[Result], cfg: BenchConfig, info: dict[str, Any],
+                    command: str) -> str:
+    """A standalone Markdown document: command, machine, method, targets and
+    the tables (for docs/benchmarks-results.md)."""
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    parts = [
+        "# extql benchmark results",
+        "",
+        f"Made by `{command}` on {stamp}.",
+        "",
+        "Machine: " + "; ".join(f"{k}: {v}" for k, v in info.items()) + ".",
+        "",
+        METHOD,
+        "Ratios are extql / anchor: below 1.0, extql is faster.",
+    ]
+    targets = format_targets(results)
+    if targets.count("\n") > 1:
+        parts += ["", "## Targets", "", targets]
+    for table in TABLES:
+        text = format_summary(results, table)
+        if text:
+            parts += ["", f"## {TITLES[table]}", "", text]
+    for table in TABLES:
+        text = format_table(results, table)
+        if text:
+            parts += ["", f"## Times (medians): {table}", "", text]
+    return "\n".join(parts) + "\n"

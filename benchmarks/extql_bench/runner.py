@@ -1,0 +1,245 @@
+"""The three tables: every row's contenders run side by side, checked for
+exactness, then timed interleaved."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import numpy as np
+
+from extql.types import QTYPES
+
+from . import anchors
+from .config import BenchConfig, Q, size_label
+from .data import Data, axis
+from .models import Ort
+from .timing import time_interleaved
+
+
+@dataclasses.dataclass
+class Result:
+    """One row of a table: medians in seconds per call."""
+
+    table: str
+    op: str
+    type: str
+    granularity: str
+    size: int
+    threads: int
+    extql: float
+    anchor_name: str | None = None
+    anchor: float | None = None
+    copy: float | None = None
+    exact: str | None = None
+    note: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        return None if not self.anchor else self.extql / self.anchor
+
+    @property
+    def copy_share(self) -> float | None:
+        """Share of the copy kernel's bandwidth (copy time / extql time)."""
+        return None if not self.copy else self.copy / self.extql
+
+    @property
+    def measured(self) -> bool:
+        return self.extql == self.extql  # not NaN
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["ratio"] = self.ratio
+        d["copy_share"] = self.copy_share
+        return d
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal bit for bit (NaN payloads and signed zeros included)."""
+    va = a.reshape(-1).view(np.dtype(f"u{a.dtype.itemsize}"))
+    vb = b.reshape(-1).view(np.dtype(f"u{b.dtype.itemsize}"))
+    return bool(np.array_equal(va, vb))
+
+
+def _thread_counts(cfg: BenchConfig) -> list[int]:
+    """The configured thread counts, 0 (all cores) resolved, without repeats."""
+    return list(dict.fromkeys(t if t > 0 else (os.cpu_count() or 1) for t in cfg.threads))
+
+
+def progress_line(r: Result) -> str:
+    ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
+    ms = "-" if not r.measured else f"{r.extql * 1e3:.3f}"
+    return (f"  {r.table:8} {r.op:2} {r.type:8} {r.granularity:6} {size_label(r.size):>4} "
+            f"t={r.threads} extql {ms} ms ratio {ratio}")
+
+
+def _emit(cfg: BenchConfig, out: list[Result], r: Result) -> None:
+    out.append(r)
+    if cfg.progress:
+        cfg.progress(progress_line(r))
+
+
+def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax) -> str:
+    """Run extql (and the anchor where it shares the formula) and compare
+    the output bits; returns "=ort", "=api" or "MISMATCH ..."."""
+    from extql.numpy_api import dequantize_linear, quantize_linear
+
+    y.fill(0)
+    ext()
+    got = y.copy()
+    if anc is not None and kind == "ort":
+        y.fill(0)
+        anc()
+        return "=ort" if same_bits(got, y) else "MISMATCH vs onnxruntime"
+    if op == Q:
+        want = quantize_linear(x, scale, zp, axis=ax)
+    else:
+        want = dequantize_linear(x, scale, zp, axis=ax)
+    return "=api" if same_bits(got, want) else "MISMATCH vs the NumPy API"
+
+
+def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
+    """extql's native op against onnxruntime's op or Cast and the copy kernel."""
+    from extql import _kernels
+
+    from .copy_library import set_isa
+
+    o = Ort()
+    set_isa(_kernels.isa())  # the copy runs the variant the kernels run
+    for op in cfg.ops:
+        for tname in cfg.types:
+            qt = QTYPES[tname]
+            kind = anchors.anchor_kind(op, qt)
+            for gran in cfg.granularities:
+                scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
+                for threads in _thread_counts(cfg):
+                    why = o.unmeasurable(qt)
+                    if why:
+                        out += [Result("ort", op, tname, gran, n, threads, float("nan"), note=why)
+                                for n in cfg.sizes]
+                        continue
+                    ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads,
+                                         "extql", cfg.spin)
+                    copy_sess = o.session(o.model("copy", op, qt, gran, scale, zp), threads,
+                                          "copy", cfg.spin)
+                    anc_sess, note = None, None
+                    if kind is not None:
+                        try:
+                            anc_sess = o.session(o.model(kind, op, qt, gran, scale, zp),
+                                                 threads, None, cfg.spin)
+                        except Exception as exc:  # the anchor may not support a form
+                            note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
+                    for n in cfg.sizes:
+                        x = data.input(op, n, qt, gran)
+                        y = data.output(op, qt, x.shape)
+                        ext = o.runner(ext_sess, x, y)
+                        funcs = [ext]
+                        anc = None
+                        if anc_sess is not None:
+                            anc = o.runner(anc_sess, x, y)
+                            try:
+                                anc()  # an older onnxruntime may refuse a form at run time
+                            except Exception as exc:
+                                note = f"anchor failed: {str(exc).splitlines()[0][:160]}"
+                                anc = None
+                        if anc is not None:
+                            funcs.append(anc)
+                        funcs.append(o.runner(copy_sess, x, y))
+                        exact = None
+                        if cfg.check:
+                            exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis(gran))
+                        times = time_interleaved(funcs, cfg.repeat, cfg.min_sample)
+                        _emit(cfg, out, Result(
+                            "ort", op, tname, gran, n, threads, times[0],
+                            anchor_name=anchors.anchor_name(op, kind),
+                            anchor=times[1] if anc is not None else None,
+                            copy=times[-1], exact=exact, note=note,
+                        ))
+                        del ext, anc, funcs
+                    del ext_sess, anc_sess, copy_sess
+
+
+def run_numpy_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
+    """The NumPy API against the NumPy expression."""
+    from extql import numpy_api
+
+    try:
+        for threads in _thread_counts(cfg):
+            numpy_api.set_num_threads(threads)
+            for op in cfg.ops:
+                for tname in cfg.types:
+                    qt = QTYPES[tname]
+                    for gran in cfg.side_granularities:
+                        scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
+                        ax = axis(gran)
+                        for n in cfg.sizes:
+                            x = data.input(op, n, qt, gran)
+                            api = numpy_api.quantize_linear if op == Q else (
+                                numpy_api.dequantize_linear)
+                            expr = anchors.numpy_quantize if op == Q else (
+                                anchors.numpy_dequantize)
+
+                            def ext(x=x, s=scale, z=zp, a=ax, f=api):
+                                f(x, s, z, axis=a)
+
+                            def ref(x=x, s=scale, z=zp, q=qt, a=ax, f=expr):
+                                f(x, s, z, q, a)
+
+                            te, tr = time_interleaved([ext, ref], cfg.side_repeat,
+                                                      cfg.min_sample)
+                            _emit(cfg, out, Result("numpy", op, tname, gran, n, threads, te,
+                                                   anchor_name="NumPy expression", anchor=tr))
+    finally:
+        numpy_api.set_num_threads(0)  # back to the default
+
+
+def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
+    """The native op against the same model through the fallback functions."""
+    attach = anchors.attach_fallbacks()
+    o = Ort()
+    for op in cfg.ops:
+        for tname in cfg.types:
+            qt = QTYPES[tname]
+            for gran in cfg.side_granularities:
+                scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
+                for threads in _thread_counts(cfg):
+                    model = o.model("extql", op, qt, gran, scale, zp)
+                    why = o.unmeasurable(qt)
+                    if why is None and attach is None:
+                        why = "not measured: extql.attach_fallbacks is not available in this build"
+                    if why:
+                        out += [Result("fallback", op, tname, gran, n, threads, float("nan"),
+                                       note=why) for n in cfg.sizes]
+                        continue
+                    nat_sess = o.session(model, threads, "extql", cfg.spin)
+                    fb_sess = o.session(attach(model), threads, None, cfg.spin)
+                    for n in cfg.sizes:
+                        x = data.input(op, n, qt, gran)
+                        y = data.output(op, qt, x.shape)
+                        nat, fb = o.runner(nat_sess, x, y), o.runner(fb_sess, x, y)
+                        exact = None
+                        if cfg.check:
+                            nat()
+                            got = y.copy()
+                            y.fill(0)
+                            fb()
+                            exact = "=fallback" if same_bits(got, y) else "MISMATCH vs fallback"
+                        tn, tf = time_interleaved([nat, fb], cfg.side_repeat, cfg.min_sample)
+                        _emit(cfg, out, Result("fallback", op, tname, gran, n, threads, tn,
+                                               anchor_name="fallback model", anchor=tf,
+                                               exact=exact))
+                    del nat_sess, fb_sess
+
+
+def run(cfg: BenchConfig) -> list[Result]:
+    """Measure the tables cfg asks for; returns one Result per row."""
+    data = Data()
+    out: list[Result] = []
+    if "ort" in cfg.tables:
+        run_ort_table(cfg, data, out)
+    if "numpy" in cfg.tables:
+        run_numpy_table(cfg, data, out)
+    if "fallback" in cfg.tables:
+        run_fallback_table(cfg, data, out)
+    return out

@@ -1,0 +1,94 @@
+"""The one type table (extql/_typetable.py) and what is generated from it: the
+C header extql/src/extql_types.h the shim compiles with, and extql.types.
+
+Each value is compared with an independent source: ONNX's TensorProto codes,
+NumPy's / ml_dtypes' sizes and limits."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from onnx import TensorProto
+from ortutil import node_model, session
+
+from extql._typetable import QTYPE_ROWS
+from extql.types import QTYPES
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER = ROOT / "extql" / "src" / "extql_types.h"
+NAMES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16"]
+
+
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _limits(name: str) -> tuple[float, float]:
+    info = ml_dtypes.finfo(_dtype(name)) if name.endswith("float16") else np.iinfo(name)
+    return float(info.min), float(info.max)
+
+
+def _header_rows() -> dict[str, tuple[int, int, float, float]]:
+    text = HEADER.read_text()
+    rows = re.findall(r'X\((\w+), "(\w+)", (\d+), (\d+), (\S+), (\S+)\)', text)
+    enum = dict(re.findall(r"EXTQL_(\w+)\s*= (\d+)", text))
+    out = {}
+    for upper, name, code, size, lo, hi in rows:
+        assert upper == name.upper() and int(enum[upper]) == int(code)
+        out[name] = (int(code), int(size), float(lo), float(hi))
+    return out
+
+
+def test_the_built_header_is_generated_from_the_table():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_types_header.py"),
+                           "--check"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_header_holds_every_type_with_its_facts():
+    rows = _header_rows()
+    assert list(rows) == NAMES
+    for name, (code, size, lo, hi) in rows.items():
+        assert code == getattr(TensorProto, name.upper()), name
+        assert size == _dtype(name).itemsize, name
+        assert (lo, hi) == _limits(name), name
+    text = HEADER.read_text()
+    assert f"#define EXTQL_N_QTYPES {len(NAMES)}" in text
+    assert f'#define EXTQL_QTYPE_NAMES "{", ".join(NAMES)}"' in text
+
+
+def test_python_types_come_from_the_same_table():
+    assert [r[0] for r in QTYPE_ROWS] == list(QTYPES) == NAMES
+    for name, qt in QTYPES.items():
+        assert qt.dtype == _dtype(name)
+        assert qt.onnx == getattr(TensorProto, name.upper())
+        assert (float(qt.lo), float(qt.hi)) == _limits(name)
+        assert qt.is_float == name.endswith("float16")
+
+
+def test_a_changed_table_changes_the_header(tmp_path):
+    """The generator writes what the table says (not a fixed text)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_types_header as gen
+    finally:
+        sys.path.pop(0)
+    rows = list(gen.load_rows())
+    rows.append(("int4", 22, 1, -8, 7))
+    text = gen.header_text(tuple(rows))
+    assert "EXTQL_INT4" in text and 'X(INT4, "int4", 22, 1, -8.0, 7.0)' in text
+    assert "#define EXTQL_N_QTYPES 9" in text
+
+
+def test_the_shim_names_the_types_of_the_table():
+    """The native op's message lists the types in the table's order."""
+    model, _, _ = node_model("ExtendedDequantizeLinear", np.zeros(4, np.float64),
+                             np.float32(1), None, zp_form="absent")
+    with pytest.raises(Exception, match=re.escape("x must be one of " + ", ".join(NAMES))):
+        session(model, threads=1)
