@@ -2,7 +2,7 @@
 
     python benchmarks/numpy_api.py [--size 16M] [--repeat 15] [--threads 1 2]
 
-A thin front end to ``extql bench --tables numpy`` (extql/bench.py), which
+A thin front end to ``extql bench --tables numpy`` (benchmarks/extql_bench), which
 runs the two interleaved on the same tensors and prints the median ratio
 extql / NumPy (below 1: extql is faster).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from extql import bench
+from extql_bench.cli import main as bench_main
 
 
 def main() -> int:
@@ -23,7 +23,7 @@ def main() -> int:
     args, rest = ap.parse_known_args()
     argv = ["--tables", "numpy", "--sizes", *args.size, "--repeat", str(args.repeat),
             "--threads", *map(str, args.threads), *rest]
-    return bench.main(argv)
+    return bench_main(argv)
 
 
 if __name__ == "__main__":

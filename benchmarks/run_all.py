@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from extql import bench
+from extql_bench.cli import main as bench_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -26,7 +26,7 @@ def main() -> int:
         *sys.argv[1:],
     ]
     os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
-    return bench.main(argv)
+    return bench_main(argv)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ REQUIRED = [
     "extql/py.typed",
     "tests/contract.py",
     "docs/conf.py",
+    "extql/_typetable.py",
+    "tools/gen_types_header.py",
+    "benchmarks/extql_bench/cli.py",
+    "benchmarks/copy_ops/copy_ops.c",
 ]
 # Every C source and header under extql/src in the working tree.
 REQUIRED += [

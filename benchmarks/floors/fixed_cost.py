@@ -1,5 +1,5 @@
 """The fixed cost of one run of one node through InferenceSession + IOBinding:
-extql's custom op (and the bench's copy op, the same shim without the math)
+extql's custom op (and the copy anchor's op: the same shim without the math)
 against onnxruntime's built-in DequantizeLinear and Cast, at 1 element (the
 cost of a run itself) or at the size given.  Medians of 25 interleaved
 batches.  A yardstick for the 64K rows of `extql bench`.
@@ -9,30 +9,37 @@ batches.  A yardstick for the 64K rows of `extql bench`.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import numpy as np
 
-from extql import bench
-from extql.types import QTYPES
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from extql_bench.data import Data  # noqa: E402  (benchmarks/ on the path first)
+from extql_bench.models import Ort  # noqa: E402
+
+from extql.types import QTYPES  # noqa: E402
+
+_LIBRARY = {"extql": "extql", "copy": "copy", "ort": None, "cast": None}
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
-    o, data = bench._Ort(), bench._Data(5)
+    o, data = Ort(), Data(5)
     i32, f16 = QTYPES["int32"], QTYPES["float16"]
     q32, q16 = data.q(n, i32, "tensor"), data.q(n, f16, "tensor")
     runs = {}
     for kind in ("extql", "copy", "ort"):
         model = o.model(kind, "DQ", i32, "tensor", data.scale(i32, "tensor"),
                         data.zero_point(i32, "tensor"))
-        runs[f"DQ int32 {kind}"] = o.runner(o.session(model, 1, kind != "ort"), q32,
+        runs[f"DQ int32 {kind}"] = o.runner(o.session(model, 1, _LIBRARY[kind]), q32,
                                             np.zeros(n, np.float32))
     for kind in ("extql", "cast"):
         model = o.model(kind, "DQ", f16, "tensor", data.scale(f16, "tensor"),
                         data.zero_point(f16, "tensor"))
-        runs[f"DQ float16 {kind}"] = o.runner(o.session(model, 1, kind != "cast"), q16,
+        runs[f"DQ float16 {kind}"] = o.runner(o.session(model, 1, _LIBRARY[kind]), q16,
                                               np.zeros(n, np.float32))
     reps = 2000 if n < 10_000 else 200
     samples: dict[str, list[float]] = {k: [] for k in runs}
