@@ -15,10 +15,10 @@
  * measures extql against.  Not part of extql's product library.
  *
  * The copy runs the variant extql's kernels run (extql_bench_copy_set_isa):
- * the baseline, plain loops; or, on x86-64 with GCC or Clang, the same
- * loops compiled for AVX2 whose output, for an output of at least
- * EXTQL_STREAM_MIN_BYTES, is written with non-temporal stores, as the
- * kernels write it.
+ * the baseline, plain C loops; or, on x86-64 with GCC or Clang, AVX2 vector
+ * loops (32 output bytes a step, the source prefetched ahead) whose output,
+ * when it is at least EXTQL_STREAM_MIN_BYTES, is written with non-temporal
+ * stores, as the kernels write it.
  */
 #include <stdint.h>
 #include <string.h>
@@ -34,56 +34,102 @@
 #endif
 
 /* Convert elements [0, n) of src (in_size bytes each) into dst (out_size
- * bytes each); -1 for sizes that are not a quantize or dequantize. */
-#define COPY_LOOPS                                                                        \
-  int64_t i;                                                                              \
-  if (in_size == 4 && out_size == 1) {                                                    \
-    for (i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const uint32_t *)src)[i];    \
-  } else if (in_size == 4 && out_size == 2) {                                             \
-    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)((const uint32_t *)src)[i];  \
-  } else if (in_size == 4 && out_size == 4) {                                             \
-    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i];            \
-  } else if (in_size == 1 && out_size == 4) {                                             \
-    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint8_t *)src)[i];             \
-  } else if (in_size == 2 && out_size == 4) {                                             \
-    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint16_t *)src)[i];            \
-  } else {                                                                                \
-    return -1;                                                                            \
-  }                                                                                       \
-  return 0;
-
+ * bytes each): the low bytes, or the element zero-extended.  -1 for sizes
+ * that are not those of a quantize or dequantize. */
 static int copy_baseline(int in_size, int out_size, const void *src, void *dst, int64_t n) {
-  COPY_LOOPS
+  int64_t i;
+  if (in_size == 4 && out_size == 1) {
+    for (i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const uint32_t *)src)[i];
+  } else if (in_size == 4 && out_size == 2) {
+    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)((const uint32_t *)src)[i];
+  } else if (in_size == 4 && out_size == 4) {
+    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i];
+  } else if (in_size == 1 && out_size == 4) {
+    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint8_t *)src)[i];
+  } else if (in_size == 2 && out_size == 4) {
+    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint16_t *)src)[i];
+  } else {
+    return -1;
+  }
+  return 0;
 }
 
 #if COPY_HAVE_AVX2
-__attribute__((target("avx2"))) static int copy_avx2(int in_size, int out_size,
-                                                     const void *src, void *dst, int64_t n) {
-  COPY_LOOPS
+#define AVX2 __attribute__((target("avx2")))
+
+/* Source bytes read ahead by software prefetch in the loops that write at
+ * least as many bytes as they read (the narrowing ones are left to the
+ * hardware prefetcher, as in the kernels). */
+#define PREFETCH_BYTES 2048
+
+AVX2 static inline void store32(char *p, __m256i v, int stream) {
+  if (stream)
+    _mm256_stream_si256((__m256i *)p, v);
+  else
+    _mm256_storeu_si256((__m256i *)p, v);
 }
 
-/* Elements per tile of the streaming copy: converted into a buffer in L1,
- * then written out with 32-byte non-temporal stores. */
-#define TILE 2048
+/* 32 output bytes from the source at s: the vector step of each conversion. */
+AVX2 static inline __m256i step_41(const char *s) {
+  const __m256i m = _mm256_set1_epi32(0xFF);
+  __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)s), m);
+  __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + 32)), m);
+  __m256i c = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + 64)), m);
+  __m256i d = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + 96)), m);
+  __m256i v = _mm256_packus_epi16(_mm256_packus_epi32(a, b), _mm256_packus_epi32(c, d));
+  return _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+AVX2 static inline __m256i step_42(const char *s) {
+  const __m256i m = _mm256_set1_epi32(0xFFFF);
+  __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)s), m);
+  __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + 32)), m);
+  return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+}
+AVX2 static inline __m256i step_44(const char *s) {
+  return _mm256_loadu_si256((const __m256i *)s);
+}
+AVX2 static inline __m256i step_14(const char *s) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)s));
+}
+AVX2 static inline __m256i step_24(const char *s) {
+  return _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)s));
+}
 
-__attribute__((target("avx2"))) static int copy_avx2_stream(int in_size, int out_size,
-                                                            const char *src, char *dst,
-                                                            int64_t n) {
-  __attribute__((aligned(32))) char tile[TILE * 4];
-  int64_t head = 0, done, k, bytes;
-  /* Up to the first 32-byte aligned output element: plain stores. */
-  while (head < n && ((uintptr_t)(dst + head * out_size) & 31) != 0) head++;
-  if (copy_avx2(in_size, out_size, src, dst, head) != 0) return -1;
-  for (done = head; n - done >= TILE; done += TILE) {
-    copy_avx2(in_size, out_size, src + done * in_size, tile, TILE);
-    bytes = (int64_t)TILE * out_size;
-    for (k = 0; k < bytes; k += 32)
-      _mm256_stream_si256((__m256i *)(dst + done * out_size + k),
-                          _mm256_load_si256((const __m256i *)(tile + k)));
+/* The vector loop of one conversion: 32 output bytes (32 / OUT elements)
+ * per step; returns the elements written. */
+#define VECTOR_LOOP(IN, OUT, STEP)                                               \
+  do {                                                                           \
+    const int64_t per_ = 32 / (OUT);                                             \
+    for (; i + per_ <= n; i += per_) {                                           \
+      if ((IN) <= (OUT)) _mm_prefetch(src + i * (IN) + PREFETCH_BYTES, _MM_HINT_T0); \
+      store32(dst + i * (OUT), STEP(src + i * (IN)), stream);                    \
+    }                                                                            \
+  } while (0)
+
+/* The AVX2 copy: plain stores up to a 32-byte aligned output (when
+ * streaming), the vector loop, then the baseline loop for the rest. */
+AVX2 static int copy_avx2(int in_size, int out_size, const char *src, char *dst, int64_t n,
+                          int stream) {
+  int64_t i = 0;
+  if (stream) {
+    i = (int64_t)(((32u - ((uintptr_t)dst & 31u)) & 31u) / (unsigned)out_size);
+    if ((uintptr_t)dst % (unsigned)out_size != 0 || i > n) i = 0, stream = 0;
+    if (copy_baseline(in_size, out_size, src, dst, i) != 0) return -1;
   }
-  copy_avx2(in_size, out_size, src + done * in_size, dst + done * out_size, n - done);
-  _mm_sfence();
-  return 0;
+  if (in_size == 4 && out_size == 1)
+    VECTOR_LOOP(4, 1, step_41);
+  else if (in_size == 4 && out_size == 2)
+    VECTOR_LOOP(4, 2, step_42);
+  else if (in_size == 4 && out_size == 4)
+    VECTOR_LOOP(4, 4, step_44);
+  else if (in_size == 1 && out_size == 4)
+    VECTOR_LOOP(1, 4, step_14);
+  else if (in_size == 2 && out_size == 4)
+    VECTOR_LOOP(2, 4, step_24);
+  else
+    return -1;
+  if (stream) _mm_sfence();
+  return copy_baseline(in_size, out_size, src + i * in_size, dst + i * out_size, n - i);
 }
 #endif
 
@@ -129,11 +175,9 @@ static int copy_range(int kind, int qtype, const void *x, const float *scale,
   (void)inner;
   if (stop <= start) return 0;
 #if COPY_HAVE_AVX2
-  if (use_avx2()) {
-    if (EXTQL_STREAM_FLAGS(out_bytes) & EXTQL_STREAM)
-      return copy_avx2_stream(in_size, out_size, src, dst, stop - start);
-    return copy_avx2(in_size, out_size, src, dst, stop - start);
-  }
+  if (use_avx2())
+    return copy_avx2(in_size, out_size, src, dst, stop - start,
+                     (EXTQL_STREAM_FLAGS(out_bytes) & EXTQL_STREAM) != 0);
 #endif
   return copy_baseline(in_size, out_size, src, dst, stop - start);
 }
