@@ -57,10 +57,18 @@ def register(subparsers: Any) -> None:
         "bench",
         help="median time ratios against onnxruntime's ops, Cast, a copy kernel, NumPy "
              "and the fallback model (needs a source checkout; extql bench --help)",
+        description=(
+            "Runs the benchmark harness of a source checkout (benchmarks/extql_bench in the "
+            "extql repository, or the directory EXTQL_BENCHMARKS names) with the options "
+            "given; there, extql bench --help lists them (--quick, --json FILE, --markdown "
+            "FILE, --threads T ..., --sizes N ..., --granularity G ...).  Without the "
+            "harness it says where to get it and exits with status 2."
+        ),
+        usage="extql bench [OPTIONS]",
         add_help=False,
         prefix_chars="\0",  # no options here: everything is the harness's
     )
-    p.add_argument("args", nargs="*")
+    p.add_argument("args", nargs="*", metavar="OPTIONS", help="the harness's options")
     p.set_defaults(func=_command)
 
 
