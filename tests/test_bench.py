@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-import benchutil  # noqa: F401  (puts benchmarks/ on sys.path)
+import benchutil  # noqa: F401  (the harness of this checkout: sys.path, EXTQL_BENCHMARKS)
 import numpy as np
 import pytest
 from extql_bench import anchors, config, copy_library, data, runner

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 
-import benchutil  # noqa: F401  (puts benchmarks/ on sys.path)
+import benchutil  # noqa: F401  (the harness of this checkout: sys.path, EXTQL_BENCHMARKS)
 import numpy as np
 import onnxruntime as ort
 import pytest
