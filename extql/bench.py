@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from .cli_args import thread_count
 from .types import QTYPES, QType
 
 __all__ = [
@@ -953,7 +954,7 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", nargs="+", type=parse_size, metavar="N",
                    help="tensor sizes in elements (64K, 1M, 16M, or numbers; "
                         "default: 64K 1M 16M)")
-    p.add_argument("--threads", nargs="+", type=int, metavar="T",
+    p.add_argument("--threads", nargs="+", type=thread_count, metavar="T",
                    help="session / kernel thread counts; 0 = all cores (default: 1 0)")
     p.add_argument("--repeat", type=int, metavar="R",
                    help="interleaved samples per contender; the median is reported (default 15)")
