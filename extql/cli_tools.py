@@ -186,15 +186,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
+    from .model_lint import onnx_checker_problems
     from .passes import extended_nodes
 
     total = len(extended_nodes(model))
     _log(args, f"checking {args.model}: {total} Extended node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, _Progress(args, "checked", total), notes)
+    if not problems:  # what the node checks do not look at
+        problems += onnx_checker_problems(model)
     cli_json.record(args, model=str(args.model), extended_nodes=count, problems=problems,
                     notes=notes)
-    if count == 0:
+    if count == 0 and not problems:
         print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
               "(nor the legacy Vitis names)")
         return 0

@@ -1,9 +1,9 @@
 """Whole-model integrity checks that ``extql check`` makes before the node checks.
 
 A model can be readable protobuf and still be no model onnxruntime will load:
-an element type code that no ONNX type has (one flipped bit does it), or a
+an element type code that no ONNX type has (one flipped bit does it), a
 node input that nothing produces (a zero point whose initializer was
-dropped).  :func:`integrity_problems` finds these, each as one line naming
+dropped), a name that is not UTF-8, a misspelt operator in extql's domains.  :func:`integrity_problems` finds these, each as one line naming
 the tensor or node, so that ``check`` reports them as the model's problems
 (exit 1) instead of passing the model or failing inside the node checks,
 which assume valid type codes.
@@ -14,8 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import onnx
+from google.protobuf import descriptor
 
-__all__ = ["integrity_problems", "invalid_type_problems", "dangling_input_problems"]
+__all__ = [
+    "integrity_problems",
+    "non_utf8_problems",
+    "unknown_operator_problems",
+    "invalid_type_problems",
+    "dangling_input_problems",
+    "onnx_checker_problems",
+]
 
 _VALID_TYPES = frozenset(onnx.TensorProto.DataType.values())
 
@@ -138,12 +146,89 @@ def dangling_input_problems(model: onnx.ModelProto) -> list[str]:
     return problems
 
 
+def non_utf8_problems(model: onnx.ModelProto, limit: int = 3) -> list[str]:
+    """Text fields (names, domains, ...) that are not valid UTF-8, which ONNX
+    requires and onnxruntime refuses; at most ``limit`` lines."""
+    problems: list[str] = []
+    stack: list[tuple[str, object]] = [("model", model)]
+    string = descriptor.FieldDescriptor.TYPE_STRING
+    message = descriptor.FieldDescriptor.TYPE_MESSAGE
+    while stack and len(problems) < limit:
+        where, msg = stack.pop()
+        for fd, value in msg.ListFields():  # type: ignore[attr-defined]
+            repeated = _is_repeated(fd)
+            values = list(value) if repeated else [value]
+            if fd.type == string:
+                for v in values:
+                    if isinstance(v, bytes):
+                        problems.append(f"{where}.{fd.name} {v!r} is not valid UTF-8 text")
+            elif fd.type == message:
+                for i, v in enumerate(values):
+                    stack.append((f"{where}.{fd.name}[{i}]" if repeated else
+                                  f"{where}.{fd.name}", v))
+    return problems[:limit]
+
+
+def _is_repeated(fd: descriptor.FieldDescriptor) -> bool:
+    is_repeated = getattr(fd, "is_repeated", None)  # protobuf >= 5.28
+    if isinstance(is_repeated, bool):
+        return is_repeated
+    return fd.label == descriptor.FieldDescriptor.LABEL_REPEATED
+
+
+def unknown_operator_problems(model: onnx.ModelProto) -> list[str]:
+    """Nodes in extql's own domains (com.amd.quark, com.vai.quantize) whose
+    operator extql does not implement (a misspelt name, or Quark's
+    BFPQuantizeDequantize / MXQuantizeDequantize), unless the model defines
+    a function of that name."""
+    from .fallbacks import OP_NAMES
+
+    local = {(f.domain, f.name) for f in model.functions}
+    problems: list[str] = []
+
+    def walk(graph: onnx.GraphProto, where: str) -> None:
+        for node in graph.node:
+            names = OP_NAMES.get(node.domain)
+            if names is not None and node.op_type not in names and (
+                    node.domain, node.op_type) not in local:
+                problems.append(
+                    f"{where}{_node_label(node)}: {node.domain}.{node.op_type} is not an "
+                    f"operator extql implements (it implements {' and '.join(names)} in "
+                    f"{node.domain})")
+            for attr_name, sub in _subgraphs(node):
+                walk(sub, f"{where}subgraph {attr_name!r} of {_node_label(node)}: ")
+
+    walk(model.graph, "")
+    return problems
+
+
 def integrity_problems(model: onnx.ModelProto) -> list[str]:
-    """Every whole-model problem: no graph or IR version, invalid element
-    types, dangling inputs (see the module docstring)."""
+    """Every whole-model problem: no IR version, text that is not UTF-8,
+    invalid element types, inputs that nothing produces, operators of
+    extql's domains that extql does not implement (module docstring)."""
     problems: list[str] = []
     if model.ir_version <= 0:
         problems.append("the model has no IR version (ir_version is not set)")
+    problems += non_utf8_problems(model)
+    if problems:
+        return problems  # names are not comparable: the other checks would only add noise
     problems += invalid_type_problems(model)
     problems += dangling_input_problems(model)
+    problems += unknown_operator_problems(model)
     return problems
+
+
+def onnx_checker_problems(model: onnx.ModelProto) -> list[str]:
+    """What ``onnx.checker`` finds wrong with the model (one line), for the
+    problems the node checks do not look at: an ai.onnx operator that does
+    not exist, a missing opset import, a name that is not UTF-8 ...
+
+    The model is checked without its external data, with strict shape
+    inference."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:  # noqa: BLE001 - ValidationError, decoding errors ...
+        lines = [s.strip() for s in str(exc).splitlines() if s.strip()]
+        first = lines[0] if lines else type(exc).__name__
+        return [f"the ONNX checker rejects the model: {first}"]
+    return []
