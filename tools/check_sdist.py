@@ -28,8 +28,12 @@ REQUIRED = [
     "extql/_version.py",
     "extql/_kernels.pyx",
     "extql/py.typed",
+    "CHANGELOG.md",
+    "tox.ini",
     "tests/contract.py",
     "docs/conf.py",
+    # tox's sdist env runs it, so a tox run from the unpacked sdist can too.
+    "tools/check_sdist.py",
 ]
 # Every C source and header under extql/src in the working tree.
 REQUIRED += [
