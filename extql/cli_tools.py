@@ -10,7 +10,9 @@ something is wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import io
 import os
 import sys
 import tempfile
@@ -162,6 +164,18 @@ def check_model(
     return len(nodes), problems
 
 
+def _require_integrity(path, model) -> None:
+    """A CliError with exit status 1 when the model has whole-graph problems
+    (:mod:`extql.model_lint`): the passes and onnxruntime cannot work on it."""
+    from .model_lint import integrity_problems
+
+    problems = integrity_problems(model)
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise CliError(f"{path}: {problems[0]}{more}; 'extql check {path}' lists them",
+                       status=1)
+
+
 def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     """Print the model's whole-graph problems (invalid element types, inputs
     that nothing produces, see :mod:`extql.model_lint`) and return 1 when it
@@ -223,6 +237,7 @@ def _transform(args: argparse.Namespace, name: str, fn: Callable[[Any], Any]) ->
     writable_output(dst, "model")  # before the work, not after it
     _log(args, f"loading {src} ...")
     model, external = load_model(src)
+    _require_integrity(src, model)
     start = time.monotonic()
     _log(args, f"{name}: {len(model.graph.node)} nodes ...")
     with warnings.catch_warnings(record=True) as caught:
@@ -337,11 +352,19 @@ def _session(model_or_path, options):
 
     if not isinstance(model_or_path, str):
         model_or_path = model_or_path.SerializeToString()
+    if options is None:
+        options = ort.SessionOptions()
+    # Errors come back as exceptions and are reported once, in one line; the
+    # log would repeat them (and the retry banner onnxruntime prints on stdout
+    # when a session fails to load is no use with the CPU provider only).
+    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(model_or_path, sess_options=options,
-                                    providers=["CPUExecutionProvider"])
+        with contextlib.redirect_stdout(io.StringIO()):
+            return ort.InferenceSession(model_or_path, sess_options=options,
+                                        providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
-        raise CliError(f"onnxruntime cannot load the model: {exc}") from None
+        message = " ".join(str(exc).split())
+        raise CliError(f"onnxruntime cannot load the model: {message}") from None
 
 
 def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict[str, np.ndarray]:
@@ -371,7 +394,8 @@ def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict
     try:
         sess.run_with_iobinding(binding)
     except Exception as exc:  # noqa: BLE001
-        raise CliError(f"onnxruntime failed to run the model: {exc}") from None
+        message = " ".join(str(exc).split())
+        raise CliError(f"onnxruntime failed to run the model: {message}") from None
     results = {}
     for name, ov in zip(names, binding.get_outputs(), strict=True):
         results[name] = _ortvalue_to_numpy(ov)
@@ -481,6 +505,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     feeds: dict[str, np.ndarray] = load_npz(args.inputs) if args.inputs else {}
     _log(args, f"loading {args.model} ...")
     model, _ = load_model(args.model)
+    _require_integrity(args.model, model)
     initializer_names = {i.name for i in model.graph.initializer}
     graph_inputs = [i for i in model.graph.input if i.name not in initializer_names]
     unknown = sorted(set(feeds) - {i.name for i in graph_inputs})

@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
+import tempfile
 import traceback
 
 import ml_dtypes
@@ -115,20 +117,38 @@ def mutate(data: bytes, seed: int) -> bytes:
     return bytes(buf)
 
 
+@contextlib.contextmanager
+def _captured_fd(fd: int, sink):
+    """Point file descriptor ``fd`` at the file ``sink`` for the block, so
+    that what libraries write to it directly (onnxruntime's log) is seen."""
+    saved = os.dup(fd)
+    os.dup2(sink.fileno(), fd)
+    try:
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
 def _run_one(argv: list[str]) -> dict:
     from extql import cli
 
     out, err = io.StringIO(), io.StringIO()
     escaped = None
     rc = None
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = cli.main(argv)
-    except SystemExit as exc:  # argparse's own exits
-        rc = exc.code if isinstance(exc.code, int) else 2
-    except BaseException as exc:  # noqa: BLE001 - the crash guard: what escaped main()
-        escaped = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-    return {"rc": rc, "out": out.getvalue(), "err": err.getvalue(), "escaped": escaped}
+    with tempfile.TemporaryFile("w+") as fd_out, tempfile.TemporaryFile("w+") as fd_err:
+        with _captured_fd(1, fd_out), _captured_fd(2, fd_err):
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    rc = cli.main(argv)
+            except SystemExit as exc:  # argparse's own exits
+                rc = exc.code if isinstance(exc.code, int) else 2
+            except BaseException as exc:  # noqa: BLE001 - the crash guard: what escaped main()
+                escaped = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+        fd_out.seek(0)
+        fd_err.seek(0)
+        return {"rc": rc, "out": fd_out.read() + out.getvalue(),
+                "err": fd_err.read() + err.getvalue(), "escaped": escaped}
 
 
 def driver(results_path: str) -> int:
