@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -74,12 +75,15 @@ def _missing_extra(modules: Iterable[str]) -> MissingExtra:
 
 def require_modules(*modules: str) -> None:
     """Raise :class:`MissingExtra` naming ``pip install "extql[onnx]"`` when one
-    of ``modules`` cannot be imported (checked before a command's work)."""
+    of ``modules`` is not installed (checked before a command's work, without
+    importing them: the command imports what it uses when it gets there)."""
     missing = []
     for name in modules:
         try:
-            importlib.import_module(name)
-        except ImportError:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # ValueError: sys.modules[name] is None
+            found = False
+        if not found:
             missing.append(name)
     if missing:
         raise _missing_extra(missing)

@@ -308,6 +308,19 @@ def _np_dtype_or_error(vi) -> np.dtype:
                        "which has no NumPy type; give it in --inputs") from None
 
 
+def _check_feed_types(source, graph_inputs, feeds: dict[str, np.ndarray]) -> None:
+    """A CliError naming the file and the input when an array of --inputs
+    does not have the element type the model declares for it."""
+    for vi in graph_inputs:
+        value = feeds.get(vi.name)
+        if value is None or not vi.type.HasField("tensor_type"):
+            continue
+        want = _np_dtype_or_error(vi)
+        if value.dtype != want:
+            raise CliError(f"{source}: the array {vi.name!r} is {value.dtype}, but the model's "
+                           f"input {vi.name!r} is {want}; convert it with .astype()")
+
+
 def _random_input_or_error(vi, rng: np.random.Generator, dims: dict[str, int]) -> np.ndarray:
     """:func:`_random_input`, with impossible shapes and types as CliErrors."""
     if vi.type.HasField("tensor_type"):
@@ -510,8 +523,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     graph_inputs = [i for i in model.graph.input if i.name not in initializer_names]
     unknown = sorted(set(feeds) - {i.name for i in graph_inputs})
     if unknown:
-        raise CliError(f"--inputs has arrays for {unknown}, which are not inputs of the model "
-                       f"(inputs: {[i.name for i in graph_inputs]})")
+        raise CliError(f"{args.inputs}: has arrays for {unknown}, which are not inputs of the "
+                       f"model (inputs: {[i.name for i in graph_inputs]})")
     dims = dict(args.dim or [])
     rng = np.random.default_rng(args.seed)
     for vi in graph_inputs:
@@ -523,6 +536,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         value = feeds[vi.name]
         if value.dtype.kind == "V" and value.dtype.itemsize == 2:
             feeds[vi.name] = value.view(_np_dtype_or_error(vi))
+    _check_feed_types(args.inputs, graph_inputs, feeds)
     with tempfile.TemporaryDirectory(prefix="extql-run-") as tmp:
         start = time.monotonic()
         if args.no_library:
