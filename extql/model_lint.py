@@ -1,14 +1,17 @@
-"""Whole-model integrity checks that ``extql check`` makes before the node checks.
+"""Whole-model integrity checks that the ``extql`` commands make before their work.
 
 A model can be readable protobuf and still be no model onnxruntime will load:
-an element type code that no ONNX type has (one flipped bit does it), a
-node input that nothing produces (a zero point whose initializer was
-dropped), a name that is not UTF-8, a misspelt operator in extql's domains.  :func:`integrity_problems` finds these, each as one line naming
-the tensor or node, so that ``check`` reports them as the model's problems
-(exit 1) instead of passing the model or failing inside the node checks,
-which assume valid type codes.
+an element type code that no ONNX type has (one flipped bit does it), a node
+input that nothing produces (a zero point whose initializer was dropped), a
+name that is not UTF-8, a misspelt operator in extql's domains.
+:func:`integrity_problems` finds these, each as one line naming the tensor
+or node, so that ``check`` reports them as the model's problems (exit 1),
+and ``run`` / ``attach`` / ``inline`` / ``lower`` refuse the model with
+exit 1, instead of passing it or failing inside code that assumes valid
+type codes and names.  :func:`onnx_checker_problems` adds what
+``onnx.checker`` rejects, for ``check`` to report when the node checks found
+nothing.
 """
-
 from __future__ import annotations
 
 from collections.abc import Iterator

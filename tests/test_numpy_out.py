@@ -101,7 +101,8 @@ def _refusals():
         (Q, ro, ValueError, "out is read-only"),
         (Q, big[:, :, ::2], ValueError, "out must be C-contiguous"),
         (Q, unaligned, ValueError, "out must be aligned"),
-        (Q, x.reshape(-1).view(np.int16)[:24].reshape(2, 3, 4), ValueError, "out overlaps the input x"),
+        (Q, x.reshape(-1).view(np.int16)[:24].reshape(2, 3, 4), ValueError,
+         "out overlaps the input x"),
         (DQ, np.zeros((2, 3, 4), np.float64), TypeError, "out must have the output's dtype "
                                                          "float32"),
         (DQ, np.zeros((2, 3, 4), np.float32)[:, ::-1], ValueError, "out must be C-contiguous"),
