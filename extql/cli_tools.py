@@ -33,6 +33,9 @@ __all__ = ["register", "check_model", "load_model", "save_model", "run_model"]
 # Above this many bytes a model is written with its tensors in a side file
 # (protobuf cannot serialise 2 GiB; onnxruntime needs a path then as well).
 _EXTERNAL_THRESHOLD = 1_500_000_000
+# Random inputs larger than this many elements are refused (a mistaken --dim
+# or a damaged shape would otherwise exhaust the memory).
+_MAX_RANDOM_ELEMENTS = 1 << 31
 # Models with more Extended nodes than this get per-node progress lines.
 _PROGRESS_NODES = 200
 
@@ -329,6 +332,11 @@ def _random_input_or_error(vi, rng: np.random.Generator, dims: dict[str, int]) -
                if d.HasField("dim_value") and d.dim_value < 0]
         if bad:
             raise CliError(f"input {vi.name!r} has a negative dimension {bad[0]}")
+        sizes = [d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, 1)
+                 for d in vi.type.tensor_type.shape.dim]
+        if int(np.prod(sizes, dtype=object)) > _MAX_RANDOM_ELEMENTS:
+            raise CliError(f"input {vi.name!r} of shape {sizes} is too big for a random value; "
+                           "give it in --inputs or choose smaller --dim sizes")
     try:
         return _random_input(vi, rng, dims)
     except (ValueError, MemoryError) as exc:

@@ -382,5 +382,27 @@ def test_mutated_models_through_the_other_commands(mutants):
 
 def test_a_sample_of_mutants_as_separate_processes(mutants):
     d, paths = mutants
-    for p in paths[3::50]:
+    for p in paths[3::100]:
         assert_clean(extql("check", p.name, cwd=d), {0, 1, 2})
+
+
+def test_random_inputs_that_cannot_be_made(tmp_path):
+    """A damaged or huge input shape, or a mistaken --dim, is refused before
+    any memory is taken for it."""
+    cases = []
+    for name, edit in (("huge", lambda d: setattr(d, "dim_value", 1 << 40)),
+                       ("negative", lambda d: setattr(d, "dim_value", -3)),
+                       ("symbolic", lambda d: setattr(d, "dim_param", "batch"))):
+        model = quark_model()
+        edit(model.graph.input[0].type.tensor_type.shape.dim[0])
+        path = tmp_path / f"{name}.onnx"
+        path.write_bytes(model.SerializeToString())
+    cases = [
+        (["run", tmp_path / "huge.onnx"], {2}, "too big for a random value", "'x'"),
+        (["run", tmp_path / "negative.onnx"], {2}, "negative dimension -3", "'x'"),
+        (["run", tmp_path / "symbolic.onnx", "--dim", "batch=99999999999"], {2},
+         "too big for a random value"),
+        (["run", tmp_path / "symbolic.onnx", "--dim", "batch"], {2}, "expected NAME=SIZE"),
+        (["run", tmp_path / "symbolic.onnx", "--dim", "batch=3", "-q"], {0}, "float32[3, 3]"),
+    ]
+    run_cases(cases, tmp_path, tmp_path / "random.jsonl")
