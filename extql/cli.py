@@ -12,7 +12,10 @@ traceback.  ``python -m extql`` is the same command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import json
 import os
 import platform
 import sys
@@ -77,12 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``; with ``--json`` among the arguments, a
+    usage error is also printed as the JSON document of a failed command."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if "--json" not in words:
+        return parser.parse_args(words)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return parser.parse_args(words)
+    except SystemExit as exc:
+        text = captured.getvalue()
+        sys.stderr.write(text)
+        if exc.code not in (0, None):
+            lines = [s for s in text.splitlines() if s.strip()]
+            command = next((w for w in words if not w.startswith("-")), None)
+            print(json.dumps({"command": command, "ok": False, "exit_code": exc.code,
+                              "error": lines[-1] if lines else "invalid arguments"}))
+        raise
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``extql`` command with ``argv`` (default: ``sys.argv[1:]``);
     return the exit status (2 and the help when no command is given)."""
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         if getattr(args, "func", None) is None:
             parser.print_help()
             return 2

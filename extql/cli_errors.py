@@ -169,6 +169,15 @@ def _one_line(text: str, limit: int = 500) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _missing_module(exc: ImportError) -> str | None:
     """The [onnx] extra's module an ImportError is about, if any."""
     name = getattr(exc, "name", None) or ""
@@ -201,6 +210,11 @@ def run_command(
         status, message = exc.status, f"error: {exc}"
     except KeyboardInterrupt:
         status, message = EXIT_INTERRUPTED, "interrupted"
+    except BrokenPipeError:
+        # The reader of stdout went away (``extql info | head -1``): stop
+        # writing there, also at interpreter exit.
+        _silence_stdout()
+        status, message = EXIT_CANNOT_WORK, "error: stdout was closed before the output ended"
     except ImportError as exc:
         module = _missing_module(exc)
         status = EXIT_CANNOT_WORK

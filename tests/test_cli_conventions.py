@@ -169,3 +169,24 @@ def test_warnings_are_one_line(models, capsys, monkeypatch):
     assert cli.main(["check", str(models / "good.onnx"), "-q"]) == 0
     err = capsys.readouterr().err
     assert err == "extql: warning: a warning over two lines\n"
+
+
+def test_usage_errors_with_json_are_json_too(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["check", "--json"])
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert doc == {"command": "check", "ok": False, "exit_code": 2,
+                   "error": "extql check: error: the following arguments are required: MODEL"}
+    assert "usage: extql check" in err
+
+
+def test_a_closed_stdout_is_one_line_not_a_traceback(models):
+    """``extql info | head -0``: the reader goes away before the output ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "extql", "info"], cwd=models,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=TIMEOUT) == 2
+    assert err == "extql info: error: stdout was closed before the output ended\n"
