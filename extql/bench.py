@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from .cli_args import thread_count
+from .cli_errors import writable_output
 from .types import QTYPES, QType
 
 __all__ = [
@@ -1042,6 +1043,9 @@ def _command(args: argparse.Namespace) -> int:
     from . import _kernels
 
     cfg = config_from_args(args)
+    for report in (args.json, args.markdown):  # before the work, not after it
+        if report and report != "-":
+            writable_output(report, "report")
     load_start = _loadavg()
     if args.isa:
         try:

@@ -84,7 +84,8 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
     """``parser.parse_args(argv)``; with ``--json`` among the arguments, a
     usage error is also printed as the JSON document of a failed command."""
     words = list(sys.argv[1:] if argv is None else argv)
-    if "--json" not in words:
+    command = next((w for w in words if not w.startswith("-")), None)
+    if "--json" not in words or command not in cli_json.JSON_COMMANDS:
         return parser.parse_args(words)
     captured = io.StringIO()
     try:
@@ -95,7 +96,6 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpa
         sys.stderr.write(text)
         if exc.code not in (0, None):
             lines = [s for s in text.splitlines() if s.strip()]
-            command = next((w for w in words if not w.startswith("-")), None)
             print(json.dumps({"command": command, "ok": False, "exit_code": exc.code,
                               "error": lines[-1] if lines else "invalid arguments"}))
         raise

@@ -33,8 +33,13 @@ __all__ = ["add_json_flag", "wants_json", "record", "run"]
 _FIELDS = "_json_fields"
 
 
+#: The sub-commands that have the --json flag (``bench --json FILE`` is another option).
+JSON_COMMANDS: set[str] = set()
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--json`` to a sub-command's parser."""
+    JSON_COMMANDS.add(parser.prog.split()[-1])
     parser.add_argument(
         "--json", action="store_true",
         help="print one JSON document on stdout instead of text (also for errors; "
@@ -42,8 +47,8 @@ def add_json_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def wants_json(args: argparse.Namespace) -> bool:
-    """True when the command was given ``--json``."""
-    return bool(getattr(args, "json", False))
+    """True when the command was given the ``--json`` flag."""
+    return getattr(args, "json", None) is True
 
 
 def record(args: argparse.Namespace, **fields: Any) -> None:

@@ -318,6 +318,8 @@ def _check_feed_types(source, graph_inputs, feeds: dict[str, np.ndarray]) -> Non
         value = feeds.get(vi.name)
         if value is None or not vi.type.HasField("tensor_type"):
             continue
+        if vi.type.tensor_type.elem_type == 0:  # not declared: onnxruntime decides
+            continue
         want = _np_dtype_or_error(vi)
         if value.dtype != want:
             raise CliError(f"{source}: the array {vi.name!r} is {value.dtype}, but the model's "

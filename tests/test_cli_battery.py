@@ -283,9 +283,15 @@ def test_invalid_element_type_is_a_problem_not_a_crash(tmp_path):
     run_cases(cases, tmp_path, tmp_path / "types.jsonl")
 
 
-def test_bench_threads_must_be_counts(tmp_path):
-    run_cases([(["bench", "--threads", value, "--quick"], {2}, "argument --threads", value)
-               for value in ("-1", "x", "1.5", "", "2**40")], tmp_path, tmp_path / "bench.jsonl")
+def test_bench_arguments_and_report_locations(tmp_path):
+    (tmp_path / "adir").mkdir()
+    cases = [(["bench", "--threads", value, "--quick"], {2}, "argument --threads", value)
+             for value in ("-1", "x", "1.5", "", "2**40")]
+    # Report files are checked before the (long) measurements start.
+    cases += [(["bench", "--quick", "--json", "nodir/r.json"], {2}, "nodir/r.json",
+               "does not exist"),
+              (["bench", "--quick", "--markdown", "adir"], {2}, "adir: is a directory")]
+    run_cases(cases, tmp_path, tmp_path / "bench.jsonl")
 
 
 # --------------------------------------------------------------------------
