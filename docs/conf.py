@@ -30,11 +30,10 @@ extensions = [
     "extql_docs",
 ]
 
-# Names the parallel work streams add (the onnxruntime shim, the fallbacks and
-# graph tools) are documented through ``extql-if-available`` blocks: when a name
-# is missing from the installed package, the block shows a note instead of
-# failing the build.  Once every name of DESIGN.md's public API is merged, set
-# this to True: a missing name then becomes a warning, so ``-W`` fails the build.
+# The onnxruntime registration, the fallbacks and the graph tools are documented
+# through ``extql-if-available`` blocks.  With this True, a name such a block
+# lists that the installed package lacks is a warning, so ``-W`` fails the
+# build (False: the block shows a "not part of this build" note instead).
 extql_docs_strict = True
 
 templates_path: list[str] = []

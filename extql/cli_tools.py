@@ -10,7 +10,9 @@ something is wrong.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import io
 import os
 import sys
 import tempfile
@@ -22,17 +24,20 @@ from typing import Any
 
 import numpy as np
 
+from . import cli_json
+from .cli_errors import CliError, readable_file, require_modules, writable_output
+from .cli_files import load_npz, save_npz
+
 __all__ = ["register", "check_model", "load_model", "save_model", "run_model"]
 
 # Above this many bytes a model is written with its tensors in a side file
 # (protobuf cannot serialise 2 GiB; onnxruntime needs a path then as well).
 _EXTERNAL_THRESHOLD = 1_500_000_000
+# Random inputs larger than this many elements are refused (a mistaken --dim
+# or a damaged shape would otherwise exhaust the memory).
+_MAX_RANDOM_ELEMENTS = 1 << 31
 # Models with more Extended nodes than this get per-node progress lines.
 _PROGRESS_NODES = 200
-
-
-class CliError(Exception):
-    """A problem the user can fix; printed without a traceback."""
 
 
 def _log(args: argparse.Namespace, message: str) -> None:
@@ -65,20 +70,22 @@ def load_model(path: str | os.PathLike, *, with_data: bool = True):
     ``with_data``.  Returns (model, had_external_data)."""
     import onnx
 
-    p = Path(path)
-    if not p.is_file():
-        raise CliError(f"{p}: no such file (give the path of an .onnx model)")
+    p = readable_file(path, "an .onnx model")
+    if p.stat().st_size == 0:
+        raise CliError(f"{p}: is an empty file, not an ONNX model")
     try:
         model = onnx.load(str(p), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises several kinds
         raise CliError(f"{p}: not a readable ONNX model ({exc})") from None
+    if not model.HasField("graph"):
+        raise CliError(f"{p}: not an ONNX model (the file holds no graph)")
     external = any(
         t.data_location == onnx.TensorProto.EXTERNAL for t in _all_initializers(model)
     )
     if external and with_data:
         try:
             onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
-        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        except Exception as exc:  # noqa: BLE001 - OSError, ValueError, ValidationError ...
             raise CliError(
                 f"{p}: cannot read its external data ({exc}); keep the data file(s) next to the "
                 "model, under the names the model refers to"
@@ -99,20 +106,23 @@ def save_model(model, path: str | os.PathLike, *, external: bool | None = None) 
     file.  Returns the data file name, or None."""
     import onnx
 
-    p = Path(path)
-    if p.parent and not p.parent.exists():
-        raise CliError(f"{p.parent}: the output directory does not exist")
+    p = writable_output(path, "model")
     if external is None:
         external = model.ByteSize() > _EXTERNAL_THRESHOLD
-    if not external:
-        onnx.save_model(model, str(p))
-        return None
-    location = p.name + ".data"
-    data = p.parent / location
-    if data.exists():
-        data.unlink()  # onnx appends to an existing data file
-    onnx.save_model(model, str(p), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=location, size_threshold=1024)
+    try:
+        if not external:
+            onnx.save_model(model, str(p))
+            return None
+        location = p.name + ".data"
+        data = writable_output(p.parent / location, "model's external data")
+        if data.exists():
+            data.unlink()  # onnx appends to an existing data file
+        onnx.save_model(model, str(p), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=location, size_threshold=1024)
+    except OSError as exc:
+        raise CliError(f"{p}: cannot write the model ({exc.strerror or exc})") from None
+    except ValueError as exc:  # e.g. protobuf's 2 GiB limit
+        raise CliError(f"{p}: cannot write the model ({exc})") from None
     return location if data.exists() else None  # (tensors under 1 KiB stay inline)
 
 
@@ -157,15 +167,54 @@ def check_model(
     return len(nodes), problems
 
 
+def _require_integrity(path, model) -> None:
+    """A CliError with exit status 1 when the model has whole-graph problems
+    (:mod:`extql.model_lint`): the passes and onnxruntime cannot work on it."""
+    from .model_lint import integrity_problems
+
+    problems = integrity_problems(model)
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise CliError(f"{path}: {problems[0]}{more}; 'extql check {path}' lists them",
+                       status=1)
+
+
+def _integrity_failure(args: argparse.Namespace, model) -> int | None:
+    """Print the model's whole-graph problems (invalid element types, inputs
+    that nothing produces, see :mod:`extql.model_lint`) and return 1 when it
+    has any: the node checks assume a well-formed graph."""
+    from .model_lint import integrity_problems
+
+    problems = integrity_problems(model)
+    if not problems:
+        return None
+    for line in problems:
+        print(line)
+    print(f"{args.model}: {len(problems)} problem(s) in the graph itself; the Extended nodes "
+          "were not checked")
+    cli_json.record(args, model=str(args.model), extended_nodes=None, problems=problems,
+                    notes=[])
+    return 1
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
+    require_modules("onnx", "onnxscript")
     model, _ = load_model(args.model, with_data=False)
+    failed = _integrity_failure(args, model)
+    if failed is not None:
+        return failed
+    from .model_lint import onnx_checker_problems
     from .passes import extended_nodes
 
     total = len(extended_nodes(model))
     _log(args, f"checking {args.model}: {total} Extended node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, _Progress(args, "checked", total), notes)
-    if count == 0:
+    if not problems:  # what the node checks do not look at
+        problems += onnx_checker_problems(model)
+    cli_json.record(args, model=str(args.model), extended_nodes=count, problems=problems,
+                    notes=notes)
+    if count == 0 and not problems:
         print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
               "(nor the legacy Vitis names)")
         return 0
@@ -183,11 +232,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _transform(args: argparse.Namespace, name: str, fn: Callable[[Any], Any]) -> int:
+    require_modules("onnx", "onnxscript")
     src, dst = Path(args.input), Path(args.output)
+    readable_file(src, "an .onnx model")
     if src.resolve() == dst.resolve():
         raise CliError("the output must be a different file from the input")
+    writable_output(dst, "model")  # before the work, not after it
     _log(args, f"loading {src} ...")
     model, external = load_model(src)
+    _require_integrity(src, model)
     start = time.monotonic()
     _log(args, f"{name}: {len(model.graph.node)} nodes ...")
     with warnings.catch_warnings(record=True) as caught:
@@ -249,6 +302,50 @@ def _np_dtype(elem: int) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
 
 
+def _np_dtype_or_error(vi) -> np.dtype:
+    """The NumPy dtype of a graph input, or a CliError naming the input."""
+    try:
+        return _np_dtype(vi.type.tensor_type.elem_type)
+    except (KeyError, ValueError, TypeError):
+        raise CliError(f"input {vi.name!r} has element type {vi.type.tensor_type.elem_type}, "
+                       "which has no NumPy type; give it in --inputs") from None
+
+
+def _check_feed_types(source, graph_inputs, feeds: dict[str, np.ndarray]) -> None:
+    """A CliError naming the file and the input when an array of --inputs
+    does not have the element type the model declares for it."""
+    for vi in graph_inputs:
+        value = feeds.get(vi.name)
+        if value is None or not vi.type.HasField("tensor_type"):
+            continue
+        if vi.type.tensor_type.elem_type == 0:  # not declared: onnxruntime decides
+            continue
+        want = _np_dtype_or_error(vi)
+        if value.dtype != want:
+            raise CliError(f"{source}: the array {vi.name!r} is {value.dtype}, but the model's "
+                           f"input {vi.name!r} is {want}; convert it with .astype()")
+
+
+def _random_input_or_error(vi, rng: np.random.Generator, dims: dict[str, int]) -> np.ndarray:
+    """:func:`_random_input`, with impossible shapes and types as CliErrors."""
+    if vi.type.HasField("tensor_type"):
+        _np_dtype_or_error(vi)
+        bad = [d.dim_value for d in vi.type.tensor_type.shape.dim
+               if d.HasField("dim_value") and d.dim_value < 0]
+        if bad:
+            raise CliError(f"input {vi.name!r} has a negative dimension {bad[0]}")
+        sizes = [d.dim_value if d.HasField("dim_value") else dims.get(d.dim_param, 1)
+                 for d in vi.type.tensor_type.shape.dim]
+        if int(np.prod(sizes, dtype=object)) > _MAX_RANDOM_ELEMENTS:
+            raise CliError(f"input {vi.name!r} of shape {sizes} is too big for a random value; "
+                           "give it in --inputs or choose smaller --dim sizes")
+    try:
+        return _random_input(vi, rng, dims)
+    except (ValueError, MemoryError) as exc:
+        raise CliError(f"cannot make a random value for input {vi.name!r} ({exc}); "
+                       "give it in --inputs or set its size with --dim") from None
+
+
 def _random_input(vi, rng: np.random.Generator, dims: dict[str, int]) -> np.ndarray:
     tt = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
@@ -278,11 +375,19 @@ def _session(model_or_path, options):
 
     if not isinstance(model_or_path, str):
         model_or_path = model_or_path.SerializeToString()
+    if options is None:
+        options = ort.SessionOptions()
+    # Errors come back as exceptions and are reported once, in one line; the
+    # log would repeat them (and the retry banner onnxruntime prints on stdout
+    # when a session fails to load is no use with the CPU provider only).
+    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(model_or_path, sess_options=options,
-                                    providers=["CPUExecutionProvider"])
+        with contextlib.redirect_stdout(io.StringIO()):
+            return ort.InferenceSession(model_or_path, sess_options=options,
+                                        providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
-        raise CliError(f"onnxruntime cannot load the model: {exc}") from None
+        message = " ".join(str(exc).split())
+        raise CliError(f"onnxruntime cannot load the model: {message}") from None
 
 
 def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict[str, np.ndarray]:
@@ -312,7 +417,8 @@ def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict
     try:
         sess.run_with_iobinding(binding)
     except Exception as exc:  # noqa: BLE001
-        raise CliError(f"onnxruntime failed to run the model: {exc}") from None
+        message = " ".join(str(exc).split())
+        raise CliError(f"onnxruntime failed to run the model: {message}") from None
     results = {}
     for name, ov in zip(names, binding.get_outputs(), strict=True):
         results[name] = _ortvalue_to_numpy(ov)
@@ -413,34 +519,34 @@ def _serialisable(model, tmp: str, name: str):
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    require_modules("onnx", "onnxruntime", "onnxscript")
     from .passes import attach_fallbacks
 
+    readable_file(args.model, "an .onnx model")
+    if args.save_outputs:
+        writable_output(args.save_outputs, "outputs (.npz)")  # before the model runs
+    feeds: dict[str, np.ndarray] = load_npz(args.inputs) if args.inputs else {}
     _log(args, f"loading {args.model} ...")
     model, _ = load_model(args.model)
-    feeds: dict[str, np.ndarray] = {}
-    if args.inputs:
-        try:
-            with np.load(args.inputs, allow_pickle=False) as data:
-                feeds = {k: data[k] for k in data.files}
-        except (OSError, ValueError) as exc:
-            raise CliError(f"{args.inputs}: not a readable .npz file ({exc})") from None
+    _require_integrity(args.model, model)
     initializer_names = {i.name for i in model.graph.initializer}
     graph_inputs = [i for i in model.graph.input if i.name not in initializer_names]
     unknown = sorted(set(feeds) - {i.name for i in graph_inputs})
     if unknown:
-        raise CliError(f"--inputs has arrays for {unknown}, which are not inputs of the model "
-                       f"(inputs: {[i.name for i in graph_inputs]})")
+        raise CliError(f"{args.inputs}: has arrays for {unknown}, which are not inputs of the "
+                       f"model (inputs: {[i.name for i in graph_inputs]})")
     dims = dict(args.dim or [])
     rng = np.random.default_rng(args.seed)
     for vi in graph_inputs:
         if vi.name not in feeds:
-            value = feeds[vi.name] = _random_input(vi, rng, dims)
+            value = feeds[vi.name] = _random_input_or_error(vi, rng, dims)
             _log(args, f"input {vi.name}: random {value.dtype}{list(value.shape)}")
     # bfloat16 arrays saved by NumPy come back as void: take them as bfloat16.
     for vi in graph_inputs:
         value = feeds[vi.name]
         if value.dtype.kind == "V" and value.dtype.itemsize == 2:
-            feeds[vi.name] = value.view(_np_dtype(vi.type.tensor_type.elem_type))
+            feeds[vi.name] = value.view(_np_dtype_or_error(vi))
+    _check_feed_types(args.inputs, graph_inputs, feeds)
     with tempfile.TemporaryDirectory(prefix="extql-run-") as tmp:
         start = time.monotonic()
         if args.no_library:
@@ -453,15 +559,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
             outputs = native = run_model(_serialisable(model, tmp, "model.onnx"), feeds,
                                          _library_options())
         _log(args, f"ran in {time.monotonic() - start:.2f} s")
+        summary = {}
         for name, value in outputs.items():
             finite = ""
+            summary[name] = {"dtype": str(value.dtype), "shape": list(value.shape)}
             if value.dtype.kind == "f" or value.dtype.name == "bfloat16":
                 v = value.astype(np.float32)
-                finite = f", {int(np.isnan(v).sum())} NaN"
+                summary[name]["nan"] = int(np.isnan(v).sum())
+                finite = f", {summary[name]['nan']} NaN"
             print(f"output {name}: {value.dtype}{list(value.shape)}{finite}")
+        cli_json.record(args, model=str(args.model), library=not args.no_library,
+                        outputs=summary)
         if args.save_outputs:
-            np.savez(args.save_outputs, **outputs)
+            save_npz(args.save_outputs, outputs)
             print(f"wrote {args.save_outputs}")
+            cli_json.record(args, saved=str(args.save_outputs))
         if not args.compare_fallback:
             return 0
         if native is None:
@@ -469,6 +581,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         _log(args, "running with the fallback functions (no library) ...")
         fallback = run_model(_serialisable(attach_fallbacks(model), tmp, "fallback.onnx"), feeds)
     lines = _compare(native, fallback)
+    cli_json.record(args, fallback_agrees=not lines, differences=lines)
     if lines:
         print("native and fallback DIFFER:")
         for line in lines:
@@ -487,17 +600,6 @@ def _dim(text: str) -> tuple[str, int]:
     if not sep or not value.isdigit():
         raise argparse.ArgumentTypeError(f"expected NAME=SIZE (e.g. batch=4), got {text!r}")
     return name, int(value)
-
-
-def _wrap(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except CliError as exc:
-            print(f"extql {args.command}: error: {exc}", file=sys.stderr)
-            return 2
-
-    return run
 
 
 def _add_io(p: argparse.ArgumentParser) -> None:
@@ -529,7 +631,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", metavar="MODEL", help="the .onnx model to check")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
-    p.set_defaults(func=_wrap(_cmd_check))
+    cli_json.add_json_flag(p)
+    p.set_defaults(func=_cmd_check)
 
     p = subparsers.add_parser(
         "attach", formatter_class=fmt,
@@ -542,7 +645,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_io(p)
-    p.set_defaults(func=_wrap(_cmd_attach))
+    p.set_defaults(func=_cmd_attach)
 
     p = subparsers.add_parser(
         "inline", formatter_class=fmt,
@@ -554,7 +657,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_io(p)
-    p.set_defaults(func=_wrap(_cmd_inline))
+    p.set_defaults(func=_cmd_inline)
 
     p = subparsers.add_parser(
         "lower", formatter_class=fmt,
@@ -568,7 +671,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_io(p)
-    p.set_defaults(func=_wrap(_cmd_lower))
+    p.set_defaults(func=_cmd_lower)
 
     p = subparsers.add_parser(
         "run", formatter_class=fmt,
@@ -594,4 +697,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "repeatable")
     p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to FILE.npz")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
-    p.set_defaults(func=_wrap(_cmd_run))
+    cli_json.add_json_flag(p)
+    p.set_defaults(func=_cmd_run)

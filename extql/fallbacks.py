@@ -1,7 +1,8 @@
 """onnxscript fallbacks: both operators decomposed into standard ONNX ops.
 
-Every function here computes exactly what the kernels compute (DESIGN.md,
-"Numerics"), bit for bit, with ops of the default ONNX domain only, so a
+Every function here computes exactly what the kernels compute (the numeric
+contract of docs/operators: one float32 division, round half to even, exact
+zero-point addition, saturation), bit for bit, with ops of the default ONNX domain only, so a
 model that carries these definitions runs in any runtime that lacks the extql
 library.  The decompositions never depend on what a platform does when it
 casts NaN or an out-of-range float to an integer: NaN is replaced with

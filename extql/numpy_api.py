@@ -1,7 +1,8 @@
 """The NumPy API: validation and dtype dispatch in front of the kernels.
 
-``quantize_linear`` and ``dequantize_linear`` follow the contract in
-DESIGN.md bit for bit.  Everything that can be wrong with the inputs is found
+``quantize_linear`` and ``dequantize_linear`` follow the numeric contract
+(docs/operators: the formulas, rounding and saturation of each type) bit
+for bit.  Everything that can be wrong with the inputs is found
 here, before the kernels run, and reported as a ``TypeError`` (a wrong type)
 or a ``ValueError`` (a wrong shape or axis) whose message names the operator.
 """
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import _kernels
+from .numpy_out import output_array
 from .types import QTYPES, QType, qtype_of
 
 __all__ = ["quantize_linear", "dequantize_linear", "set_num_threads", "get_num_threads"]
@@ -103,7 +105,8 @@ def _bytes(arr: np.ndarray) -> np.ndarray:
 
 
 def quantize_linear(
-    x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1
+    x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
 
@@ -114,6 +117,10 @@ def quantize_linear(
     ``axis``.  Integers: NaN gives the lowest value, +-inf saturate.  float16 /
     bfloat16: ``x / s + zp`` in float32, saturated to the largest finite value,
     rounded to nearest even; NaN stays NaN.
+
+    ``out``: an array to write the result into (and return) instead of a new
+    one -- writeable, C-contiguous, of the output's dtype and shape, not
+    overlapping an input (see :mod:`extql.numpy_out`).
     """
     op = QUANTIZE
     x_arr = _float32(op, "x", x)
@@ -132,7 +139,8 @@ def quantize_linear(
         if qt is None:
             raise TypeError(f"{op}: y_zero_point must be one of {_TYPE_NAMES}, got {zp.dtype}")
     D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
-    y = np.empty(x_arr.shape, dtype=qt.dtype)
+    y = output_array(op, out, x_arr.shape, qt.dtype, {"x": x_arr, "y_scale": scale,
+                                                      "y_zero_point": zp})
     _kernels.quantize(
         qt.onnx,
         _dense(x_arr).reshape(-1),
@@ -206,7 +214,8 @@ def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
 
 
 def dequantize_linear(
-    x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = 1
+    x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = 1,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
 
@@ -215,6 +224,10 @@ def dequantize_linear(
     dtype and the scale's shape, the scale is float32.  The difference is
     exact and rounds once to float32 before one float32 multiply; the result
     is float32 with x's shape.
+
+    ``out``: a float32 array of x's shape to write the result into (and
+    return) instead of a new one; it may be ``x`` itself viewed as float32
+    when x is int32 / uint32 (see :mod:`extql.numpy_out`).
     """
     op = DEQUANTIZE
     if not _has_dtype(x):
@@ -228,7 +241,8 @@ def dequantize_linear(
     scale = _float32(op, "x_scale", x_scale)
     zp = None if x_zero_point is None else _dequantize_zero_point(op, x_zero_point, qt)
     D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
-    y = np.empty(x_arr.shape, dtype=np.float32)
+    y = output_array(op, out, x_arr.shape, np.float32,
+                     {"x": x_arr, "x_scale": scale, "x_zero_point": zp}, in_place="x")
     _kernels.dequantize(
         qt.onnx,
         _bytes(x_arr),

@@ -28,12 +28,16 @@ REQUIRED = [
     "extql/_version.py",
     "extql/_kernels.pyx",
     "extql/py.typed",
+    "CHANGELOG.md",
+    "tox.ini",
     "tests/contract.py",
     "docs/conf.py",
     "extql/_typetable.py",
     "tools/gen_types_header.py",
     "benchmarks/extql_bench/cli.py",
     "benchmarks/copy_ops/copy_ops.c",
+    # tox's sdist env runs it, so a tox run from the unpacked sdist can too.
+    "tools/check_sdist.py",
 ]
 # Every C source and header under extql/src in the working tree.
 REQUIRED += [

@@ -9,6 +9,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from extql.cli_args import thread_count
+from extql.cli_errors import CliError, writable_output
 from extql.types import QTYPES
 
 from .config import DQ, GRANULARITIES, TABLES, BenchConfig, Q, parse_size, size_label
@@ -31,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", nargs="+", type=parse_size, metavar="N",
                    help="tensor sizes in elements (64K, 1M, 16M, or numbers; "
                         "default: 64K 1M 16M)")
-    p.add_argument("--threads", nargs="+", type=int, metavar="T",
+    p.add_argument("--threads", nargs="+", type=thread_count, metavar="T",
                    help="session / kernel thread counts; 0 = all cores (default: 1 0)")
     p.add_argument("--repeat", type=int, metavar="R",
                    help="interleaved samples per contender; the median is reported (default 15)")
@@ -122,6 +124,13 @@ def command(args: argparse.Namespace) -> int:
     from extql import _kernels
 
     cfg = config_from_args(args)
+    try:
+        for report in (args.json, args.markdown):  # before the work, not after it
+            if report and report != "-":
+                writable_output(report, "report")
+    except CliError as exc:
+        print(f"extql bench: {exc}", file=sys.stderr)
+        return 2
     load_start = loadavg()
     if args.isa:
         try:
