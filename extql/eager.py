@@ -7,7 +7,9 @@ run ``com.amd.quark`` ops.  :class:`Evaluator` wraps another onnxscript
 evaluator: the four Extended / legacy Vitis ops run on
 :func:`extql.quantize_linear` / :func:`extql.dequantize_linear` (the same
 bits as the NumPy API), every other op and function goes to the wrapped
-evaluator unchanged.
+evaluator unchanged -- except that, wrapping onnxscript's onnxruntime
+evaluator, a standard op on bfloat16 values runs in onnx.reference, since
+onnxruntime's Python API takes no bfloat16 arrays.
 
 Importing :mod:`extql.opset` (``from extql import quark``) calls
 :func:`install`, which wraps onnxscript's current default evaluator once.  To
@@ -27,6 +29,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnxscript.evaluator
 from onnxscript import tensor
@@ -64,6 +67,23 @@ def _array(op: str, name: str, value: Any) -> np.ndarray | None:
     )
 
 
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
+
+
+def _has_bfloat16(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether an op call takes a bfloat16 tensor or casts to bfloat16."""
+    for value in args:
+        if isinstance(value, (list, tuple)):
+            if _has_bfloat16(value, {}):
+                return True
+            continue
+        array = value.value if isinstance(value, tensor.Tensor) else value
+        if getattr(array, "dtype", None) == _BFLOAT16:
+            return True
+    return kwargs.get("to") == _ONNX_BFLOAT16
+
+
 class Evaluator:
     """An onnxscript evaluator: the Extended ops on extql's kernels, the rest
     on ``delegate`` (onnxscript's evaluator when not given).
@@ -86,13 +106,21 @@ class Evaluator:
                 f"(with eval_op and eval_function), got {type(delegate).__name__}"
             )
         self.delegate = delegate
+        self._reference = onnxscript.evaluator.OnnxReferenceRuntimeEvaluator()
 
     def eval_op(self, op: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Run one op: Extended / Vitis ones here, others on the delegate."""
         quantize = OPS.get((op.domain, op.name))
-        if quantize is None:
-            return self.delegate.eval_op(op, args, kwargs)
-        return tensor.Tensor(self._run(op, quantize, args, kwargs))
+        if quantize is not None:
+            return tensor.Tensor(self._run(op, quantize, args, kwargs))
+        if isinstance(self.delegate, onnxscript.evaluator.ORTEvaluator) and _has_bfloat16(
+            args, kwargs
+        ):
+            # onnxruntime's Python API takes no bfloat16 arrays: onnx.reference
+            # runs these ops (standard ops on bfloat16, as in the bfloat16
+            # fallbacks) instead of failing.
+            return self._reference.eval_op(op, args, kwargs)
+        return self.delegate.eval_op(op, args, kwargs)
 
     def eval_function(self, function: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Run a script function: its body calls back into :meth:`eval_op`."""

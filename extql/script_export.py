@@ -19,7 +19,8 @@ operators in it (Extended / Vitis nodes, or calls of the script fallbacks of
   otherwise onnxscript's choice stands (the opset the function's standard
   ops come from);
 * the fallback function definitions import the model's ``ai.onnx`` version,
-  as ONNX requires of model-local functions;
+  as ONNX requires of model-local functions, and their calls spell out
+  ``axis`` and an omitted zero point (for onnx.reference);
 * every Extended node is type-checked against the operator schemas (x, the
   scale and the zero point types, shapes and axis where known): a wrong type
   raises ``TypeError``, another problem ``ValueError``, naming the operator
@@ -97,6 +98,20 @@ def _restamp_fallbacks(model: onnx.ModelProto) -> None:
                 imp.version = version
 
 
+def _explicit_calls(model: onnx.ModelProto) -> None:
+    """Spell out what fallback calls leave to defaults, for onnx.reference,
+    which ignores a function's attribute defaults and wants every input:
+    ``axis=1`` where not given (the same meaning) and an empty name for an
+    omitted zero point (the "default" variants ignore it)."""
+    for node in _all_nodes(model):
+        if node.domain != FALLBACK_DOMAIN:
+            continue
+        if not any(a.name == "axis" for a in node.attribute):
+            node.attribute.append(onnx.helper.make_attribute("axis", 1))
+        while len(node.input) < 3:
+            node.input.append("")
+
+
 _TYPE_PROBLEMS = ("must be float32", "must be one of", "must have the type of")
 
 
@@ -122,6 +137,7 @@ def finish_model(model: onnx.ModelProto) -> onnx.ModelProto:
     """Restamp the fallback functions and type-check the Extended nodes of a
     model converted by onnxscript (in place; returns it)."""
     _restamp_fallbacks(model)
+    _explicit_calls(model)
     check_model(model)
     return model
 
