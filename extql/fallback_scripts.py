@@ -38,12 +38,11 @@ import onnx_ir as ir
 from onnxscript import FLOAT
 from onnxscript.values import OnnxFunction, Opset
 
-from . import script_export
+# extql.opset installs the conversion and eager hooks these functions rely on.
+from . import opset  # noqa: F401
 from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
 
 __all__ = ["FallbackFunction", "function_name"]
-
-script_export.install()
 
 
 def function_name(quantize: bool, variant: str) -> str:

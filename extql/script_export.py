@@ -7,8 +7,8 @@ the IR version that goes with it: opset 28 / IR 14 with onnx 1.23), whatever
 model ("Unsupported model IR version").  A function whose body is only
 ``extql.quark`` calls is exactly that case.
 
-:func:`install` (called when :mod:`extql.opset` or
-:mod:`extql.fallback_scripts` is imported) wraps
+:func:`install` (called when :mod:`extql.opset` is imported, which
+``from extql import quark`` and the script fallbacks do) wraps
 ``onnxscript.OnnxFunction.to_model_proto`` so that, for a model with extql
 operators in it (Extended / Vitis nodes, or calls of the script fallbacks of
 :data:`extql.fallbacks.QUANTIZE` / ``DEQUANTIZE``):
