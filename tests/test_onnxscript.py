@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 import runpy
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -485,3 +487,43 @@ def test_fallback_repr_and_standalone_conversion():
     proto = dq_bf16.to_function_proto()
     assert list(proto.input) == ["x", "x_scale", "x_zero_point"]
     assert list(proto.attribute) == [] and [a.name for a in proto.attribute_proto] == ["axis"]
+
+
+# --------------------------------------------------------------------------
+# In a fresh interpreter: one import is all the set-up.
+
+FRESH = '''
+import numpy as np
+import onnxruntime as ort
+import onnxscript
+from onnxscript import FLOAT, INT16
+import extql
+from extql import quark
+
+@onnxscript.script()
+def f(x: FLOAT[2, 3], s: FLOAT[3], zp: INT16[3]) -> INT16[2, 3]:
+    return quark.ExtendedQuantizeLinear(x, s, zp)
+
+x = np.array([[1.5, -2.5, 1e9], [np.nan, 0.25, -7.0]], np.float32)
+s, zp = np.array([0.5, 1.0, 2.0], np.float32), np.array([1, -1, 3], np.int16)
+model = f.to_model_proto()
+sess = ort.InferenceSession(model.SerializeToString(), extql.register(ort.SessionOptions()),
+                           providers=["CPUExecutionProvider"])
+np.save("ort.npy", sess.run(None, {"x": x, "s": s, "zp": zp})[0])
+np.save("eager.npy", f(x, s, zp))
+np.save("inputs.npy", x)
+print(model.ir_version, sorted((o.domain, o.version) for o in model.opset_import))
+'''
+
+
+def test_one_import_is_all_the_set_up(tmp_path):
+    script = tmp_path / "fresh.py"
+    script.write_text(FRESH, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "10 [('', 21), ('com.amd.quark', 1)]"
+    x = np.load(tmp_path / "inputs.npy")
+    s, zp = np.array([0.5, 1.0, 2.0], np.float32), np.array([1, -1, 3], np.int16)
+    for name in ("ort", "eager"):
+        assert_same_bits(np.load(tmp_path / f"{name}.npy"), quantize(x, s, zp), name)
