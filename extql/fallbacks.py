@@ -37,13 +37,14 @@ An invalid combination (axis out of range, scale length not ``D[axis]``,
 scale of rank >= 2) makes the Reshape fail, so it is an error, never a
 silently wrong answer.
 
-Public objects (onnxscript ``OnnxFunction``s, usable inside other
-``@onnxscript.script`` functions and convertible with ``to_function_proto()``):
+Public objects:
 
 * :data:`QUANTIZE` / :data:`DEQUANTIZE` -- dict: type name (``"int8"`` ...
-  ``"bfloat16"``) or ``"default"`` (no zero point) -> function with the
-  signature of the operator ``(x, scale, zero_point, axis=1)``.  The
-  ``"default"`` functions ignore their third input.
+  ``"bfloat16"``) or ``"default"`` (no zero point) -> onnxscript function
+  with the signature of the operator ``(x, scale, zero_point, axis=1)``, to
+  call from ``@onnxscript.script`` functions and eagerly
+  (:mod:`extql.fallback_scripts`; ``to_function_proto()`` gives the flat
+  definition).  The ``"default"`` functions ignore their third input.
 * :func:`function_proto` -- a flat ``FunctionProto`` (no nested calls) for one
   (operator, variant), named and versioned for a model: this is what
   :func:`extql.attach_fallbacks` adds to models.
@@ -339,10 +340,25 @@ class _LazyFunctions(dict):
         return [self[k] for k in VARIANTS]
 
 
-#: variant -> onnxscript function for ExtendedQuantizeLinear.
-QUANTIZE: dict = _LazyFunctions(_make_quantize)
-#: variant -> onnxscript function for ExtendedDequantizeLinear.
-DEQUANTIZE: dict = _LazyFunctions(_make_dequantize)
+# variant -> the onnxscript source of each decomposition (the bodies that
+# function_proto flattens; their callees' names are shared between variants,
+# so they are not for user scripts).
+_QUANTIZE_SCRIPTS: dict = _LazyFunctions(_make_quantize)
+_DEQUANTIZE_SCRIPTS: dict = _LazyFunctions(_make_dequantize)
+
+
+def _user_function(quantize: bool, variant: str):
+    from .fallback_scripts import FallbackFunction
+
+    scripts = _QUANTIZE_SCRIPTS if quantize else _DEQUANTIZE_SCRIPTS
+    return FallbackFunction(quantize, variant, scripts[variant])
+
+
+#: variant -> onnxscript function for ExtendedQuantizeLinear, to call from a
+#: user's script functions and eagerly (extql.fallback_scripts).
+QUANTIZE: dict = _LazyFunctions(functools.partial(_user_function, True))
+#: variant -> onnxscript function for ExtendedDequantizeLinear (the same).
+DEQUANTIZE: dict = _LazyFunctions(functools.partial(_user_function, False))
 
 
 # --------------------------------------------------------------------------
@@ -551,7 +567,7 @@ def _check_opset(opset: int, minimum: int, what: str) -> None:
 
 @functools.cache
 def _flat(quantize: bool, variant: str) -> onnx.FunctionProto:
-    fn = QUANTIZE[variant] if quantize else DEQUANTIZE[variant]
+    fn = _QUANTIZE_SCRIPTS[variant] if quantize else _DEQUANTIZE_SCRIPTS[variant]
     return _flatten(fn, _callees(variant, quantize))
 
 

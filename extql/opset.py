@@ -142,3 +142,11 @@ register_schemas()
 quark = Opset(DOMAIN, 1)
 #: onnxscript opset for the legacy ``com.vai.quantize`` names.
 vai = Opset(LEGACY_DOMAIN, 1)
+
+# onnxscript integration: eager calls run these ops on extql's kernels, and
+# to_model_proto() gives models that onnxruntime loads (extql.eager,
+# extql.script_export).
+from . import eager, script_export  # noqa: E402
+
+eager.install()
+script_export.install()

@@ -1,0 +1,107 @@
+"""The fallback decompositions as functions a user's onnxscript code calls.
+
+:data:`extql.fallbacks.QUANTIZE` / :data:`~extql.fallbacks.DEQUANTIZE` hold,
+per variant (a quantized type name, or ``"default"`` for no zero point), a
+:class:`FallbackFunction`: an onnxscript ``OnnxFunction`` with the operator's
+signature ``(x, scale, zero_point, axis=1)`` (``"default"`` ignores its third
+input).  Bound to a name, it is called like any script function::
+
+    import onnxscript
+    from onnxscript import FLOAT, INT16, opset21 as op
+    import extql.fallbacks
+
+    q_int16 = extql.fallbacks.QUANTIZE["int16"]
+
+    @onnxscript.script(default_opset=op)
+    def f(x: FLOAT["N", 4], s: FLOAT[4], zp: INT16[4]) -> INT16["N", 4]:
+        return q_int16(x, s, zp, axis=1)
+
+* Converted (``f.to_model_proto()``), the call is a node of the domain
+  :data:`~extql.script_export.FALLBACK_DOMAIN` (``ai.extql.fallbacks``),
+  operator ``ExtendedQuantizeLinear_int16``, and the model carries its
+  definition: the same flat body of standard ops that
+  :func:`extql.attach_fallbacks` adds (:func:`extql.fallbacks.function_proto`),
+  under a name of its own per variant, so one model can call several
+  variants.  Such a model runs in any ONNX runtime, with or without extql's
+  library.
+* Called eagerly on NumPy arrays, the decomposition's ops run one by one in
+  onnxscript's evaluator: the fallback's own bits, which are the kernels'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+from onnxscript import FLOAT
+from onnxscript.values import OnnxFunction, Opset
+
+# extql.opset installs the conversion and eager hooks these functions rely on.
+from . import opset  # noqa: F401
+from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
+
+__all__ = ["FallbackFunction", "function_name"]
+
+
+def function_name(quantize: bool, variant: str) -> str:
+    """The operator name of one fallback in :data:`FALLBACK_DOMAIN`."""
+    return f"Extended{'Quantize' if quantize else 'Dequantize'}Linear_{variant}"
+
+
+def _optional_zero_point(quantize: bool, body: Callable) -> Callable:
+    """The eager body of a "default" variant, with the zero point optional
+    (the decomposition ignores it), so that ``f(x, scale)`` is a valid call."""
+    if quantize:
+
+        def ExtendedQuantizeLinear(x: FLOAT, y_scale: FLOAT, y_zero_point=None, axis: int = 1):
+            return body(x, y_scale, y_zero_point, axis=axis)
+
+        return ExtendedQuantizeLinear
+
+    def ExtendedDequantizeLinear(x, x_scale: FLOAT, x_zero_point=None, axis: int = 1) -> FLOAT:
+        return body(x, x_scale, x_zero_point, axis=axis)
+
+    return ExtendedDequantizeLinear
+
+
+class FallbackFunction(OnnxFunction):
+    """One fallback decomposition as an onnxscript function: its definition
+    is the flat FunctionProto of :func:`extql.fallbacks.function_proto`,
+    named per variant in :data:`FALLBACK_DOMAIN`; its eager body is the
+    onnxscript source of the decomposition."""
+
+    def __init__(self, quantize: bool, variant: str, body: OnnxFunction) -> None:
+        from .fallbacks import function_proto
+
+        proto = onnx.FunctionProto()
+        proto.CopyFrom(function_proto(quantize, variant, opset=MODEL_OPSET))
+        proto.domain = FALLBACK_DOMAIN
+        proto.name = function_name(quantize, variant)
+        proto.overload = ""
+        self._proto = proto
+        self.quantize = quantize
+        self.variant = variant
+        pyfun = body.function
+        if variant == "default":
+            pyfun = _optional_zero_point(quantize, pyfun)
+        super().__init__(
+            Opset(FALLBACK_DOMAIN, 1), pyfun, ir.serde.deserialize_function(proto), body.source, {}
+        )
+
+    def to_function_proto(self) -> onnx.FunctionProto:
+        """The function definition (standard ops only, ai.onnx opset 21)."""
+        out = onnx.FunctionProto()
+        out.CopyFrom(self._proto)
+        return out
+
+    def to_model_proto(self, **kwargs: Any) -> onnx.ModelProto:
+        raise TypeError(
+            f"{self.name} is a function to call from a @onnxscript.script function; for a "
+            "model of one operator, script one that calls it (or the extql.quark op)"
+        )
+
+    def __repr__(self) -> str:
+        kind = "QUANTIZE" if self.quantize else "DEQUANTIZE"
+        return f"<extql fallback {kind}[{self.variant!r}]: {FALLBACK_DOMAIN}::{self.name}>"
