@@ -16,9 +16,12 @@ when:
    which onnxruntime never folds) is computed once with extql's kernels and
    stored as a float32 (or quantized) initializer
    (:func:`extql.fold_constants`).  The Conv / Gemm / MatMul reading it then
-   get onnxruntime's pre-packed and NCHWc paths.  Not folded: 8-bit weight
-   dequantizers (and the int32 bias dequantizers beside them) feeding a Conv,
-   ConvTranspose, MatMul or Gemm, which onnxruntime's QDQ fusion needs.
+   get onnxruntime's pre-packed and NCHWc paths.  Not folded: ai.onnx nodes
+   (lowered or not: onnxruntime treats them exactly as in the official model,
+   which keeps the official model's output bits), and com.microsoft 8-bit
+   weight dequantizers (and the int32 bias dequantizers beside them) feeding
+   a Conv, ConvTranspose, MatMul or Gemm, which onnxruntime's QDQ fusion
+   needs.
 
 What stays custom (float16 / bfloat16, int32 / uint32, 16-bit types below
 ai.onnx opset 21) runs in extql's kernels through the library.
