@@ -24,8 +24,8 @@ on ``[1, 3, 224, 224]`` and a 2-layer BERT-base-like encoder (seq 128, hidden
 Every variant is also compared with the float model.  Each session runs with
 ``intra_op_num_threads`` = the thread count, sequential execution, default
 optimisation level (all), no thread-pool spinning; the sessions of one
-variant are timed in interleaved rounds (one run each per round) and the
-figure is the ratio of medians.  The machine's load average is recorded:
+variant are timed in interleaved rounds (one run each per round, a different
+session first in each round) and the figure is the ratio of medians.  The machine's load average is recorded:
 other work on the machine shows in the absolute times much more than in the
 ratios.
 """
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import statistics
@@ -104,10 +105,12 @@ def _time(sessions: dict[str, ort.InferenceSession], feeds, repeat: int,
     for _ in range(warmup):
         for s in sessions.values():
             s.run(None, feeds)
-    for _ in range(repeat):
-        for name, s in sessions.items():
+    order = list(sessions)
+    for r in range(repeat):
+        # A different session goes first in each round.
+        for name in order[r % len(order):] + order[:r % len(order)]:
             t0 = time.perf_counter()
-            s.run(None, feeds)
+            sessions[name].run(None, feeds)
             times[name].append(time.perf_counter() - t0)
     return times
 
@@ -131,10 +134,11 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "float": _session(float_model, threads, False),
                 }
                 outs = {k: s.run(None, feeds) for k, s in sessions.items()}
-                exact = all(_bits_equal(a, b) for a, b in zip(outs["extql"], outs[anchor_name]))
+                pairs = list(zip(outs["extql"], outs[anchor_name], strict=True))
+                exact = all(_bits_equal(a, b) for a, b in pairs)
                 max_diff = max(
                     float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
-                    for a, b in zip(outs["extql"], outs[anchor_name])
+                    for a, b in pairs
                 )
                 times = _time(sessions, feeds, args.repeat, args.warmup)
                 med = {k: statistics.median(v) for k, v in times.items()}
@@ -146,6 +150,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "ratio_float": med["extql"] / med["float"],
                     "anchor_vs_float": med[anchor_name] / med["float"],
                     "exact_bits": exact, "max_abs_diff": max_diff,
+                    "same_graph_as_anchor": optimized.graph == anchor.graph,
                     "nodes_left": _quant_nodes(optimized),
                     "prepare_s": round(prep, 1),
                 }
@@ -233,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat is None:
         args.repeat = 5 if args.quick else 15
     ort.set_default_logger_severity(3)
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice
     rows = run(args)
     if args.json:
         with open(args.json, "w") as f:
