@@ -25,9 +25,9 @@ Every variant is also compared with the float model.  Each session runs with
 ``intra_op_num_threads`` = the thread count, sequential execution, default
 optimisation level (all), no thread-pool spinning; the sessions of one
 variant are timed in interleaved rounds (one run each per round, a different
-session first in each round) and the figure is the ratio of medians.  The machine's load average is recorded:
-other work on the machine shows in the absolute times much more than in the
-ratios.
+session first in each round) and the figure is the ratio of medians.  The
+machine's load average is recorded: other work on the machine shows in the
+absolute times much more than in the ratios.
 """
 
 from __future__ import annotations
