@@ -133,6 +133,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     anchor_name: _session(anchor, threads, False),
                     "float": _session(float_model, threads, False),
                 }
+                if args.unoptimized:
+                    sessions["unoptimized"] = _session(extended, threads, True)
                 outs = {k: s.run(None, feeds) for k, s in sessions.items()}
                 pairs = list(zip(outs["extql"], outs[anchor_name], strict=True))
                 exact = all(_bits_equal(a, b) for a, b in pairs)
@@ -151,6 +153,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "anchor_vs_float": med[anchor_name] / med["float"],
                     "exact_bits": exact, "max_abs_diff": max_diff,
                     "same_graph_as_anchor": optimized.graph == anchor.graph,
+                    "mb": {"extql": round(optimized.ByteSize() / 1e6, 2),
+                           "unoptimized": round(extended.ByteSize() / 1e6, 2)},
                     "nodes_left": _quant_nodes(optimized),
                     "prepare_s": round(prep, 1),
                 }
@@ -187,22 +191,34 @@ def _print_row(row: dict) -> None:
         f"extql {ms['extql']:8.2f} ms  {row['anchor']} {ms[row['anchor']]:8.2f} ms  "
         f"float {ms['float']:8.2f} ms  x{row['anchor']} {row['ratio_anchor']:.3f}  "
         f"xfloat {row['ratio_float']:.3f}  bits {'exact' if row['exact_bits'] else 'DIFFER'}"
-        f"  {'ok' if _meets(row) else 'MISSED'}",
+        f"  {'ok' if _meets(row) else 'MISSED'}"
+        + (f"  unoptimized {ms['unoptimized']:.2f} ms" if "unoptimized" in ms else ""),
         flush=True,
     )
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def _markdown(rows: list[dict], argv: list[str]) -> str:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0)
     lines = [
         f"Command: `python benchmarks/whole_models.py {' '.join(argv)}`  ",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}; "
+        f"Machine: {_cpu_name()}, {os.cpu_count()} cores, {platform.system()}; "
         f"onnxruntime {ort.__version__}, onnx {onnx.__version__}, extql {extql.__version__}; "
         f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}",
         "",
         "| model | variant | threads | extql ms | anchor | anchor ms | float ms | "
-        "extql / anchor | extql / float | output bits | target |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "extql / anchor | extql / float | output bits | target | unoptimized / extql |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ms = r["ms"]
@@ -211,7 +227,8 @@ def _markdown(rows: list[dict], argv: list[str]) -> str:
             f"| {r['model']} | {r['variant']} | {r['threads']} | {ms['extql']:.2f} | "
             f"{r['anchor']} | {ms[r['anchor']]:.2f} | {ms['float']:.2f} | "
             f"{r['ratio_anchor']:.3f} | {r['ratio_float']:.3f} | {bits} | "
-            f"{'met' if _meets(r) else 'missed'} |"
+            f"{'met' if _meets(r) else 'missed'} | "
+            + (f"{ms['unoptimized'] / ms['extql']:.2f} |" if "unoptimized" in ms else "|")
         )
     return "\n".join(lines) + "\n"
 
@@ -230,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    p.add_argument("--unoptimized", action="store_true",
+                   help="also time the Extended model as it is (no optimize) with the library")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print optimize's report of the nodes it left")
     args = p.parse_args(argv)
