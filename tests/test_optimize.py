@@ -350,3 +350,20 @@ def test_cli_exit_codes(tmp_path, command):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], proc.stderr
         assert lines[0].startswith(f"extql {command}: error:")
+
+
+def test_fallback_functions_of_remaining_nodes_are_kept_and_input_unchanged():
+    model = extql.attach_fallbacks(typed_model("bfloat16", per_channel=True))
+    before = model.SerializeToString()
+    optimized = extql.optimize(model)
+    assert model.SerializeToString() == before
+    left = {(n.domain, n.op_type) for n in optimized.graph.node if n.domain == DOMAIN}
+    assert left == {(DOMAIN, "ExtendedQuantizeLinear"), (DOMAIN, "ExtendedDequantizeLinear")}
+    assert {(f.domain, f.name) for f in optimized.functions} == left
+    # Without the library the fallbacks run the activation pairs: same bits.
+    x = (np.random.default_rng(2).standard_normal((3, 4)) * 4).astype(np.float32)
+    want = run(model, {"x": x}, options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL))
+    got = run(optimized, {"x": x}, options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                                           library=False))
+    for name in want:
+        assert_same_bits(got[name], want[name], name)
