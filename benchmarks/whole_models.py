@@ -25,7 +25,9 @@ Every variant is also compared with the float model.  Each session runs with
 ``intra_op_num_threads`` = the thread count, sequential execution, default
 optimisation level (all), no thread-pool spinning; the sessions of one
 variant are timed in interleaved rounds (one run each per round, a different
-session first in each round) and the figure is the ratio of medians.  The
+session first in each round).  The figure is the median over rounds of the
+ratio of two sessions' times in the same round (robust to load that changes
+between rounds); the ratio of the medians is in the JSON too.  The
 machine's load average is recorded: other work on the machine shows in the
 absolute times much more than in the ratios.
 """
@@ -33,6 +35,7 @@ absolute times much more than in the ratios.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -99,6 +102,11 @@ def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
+def _paired(times: dict[str, list[float]], a: str, b: str) -> float:
+    """The median over rounds of a's time over b's time in the same round."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+
+
 def _time(sessions: dict[str, ort.InferenceSession], feeds, repeat: int,
           warmup: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {k: [] for k in sessions}
@@ -126,6 +134,9 @@ def run(args: argparse.Namespace) -> list[dict]:
             anchor_name, anchor, extended = _variant_models(float_model, variant, cache)
             report: list[str] = []
             optimized = extql.optimize(extended, report=report)
+            unfused = None
+            if args.no_fuse and anchor_name == "official":
+                unfused = extql.optimize(extended, fuse=False)
             prep = time.perf_counter() - t0
             for threads in args.threads:
                 sessions = {
@@ -135,24 +146,37 @@ def run(args: argparse.Namespace) -> list[dict]:
                 }
                 if args.unoptimized:
                     sessions["unoptimized"] = _session(extended, threads, True)
+                if unfused is not None:
+                    sessions["no_fuse"] = _session(unfused, threads, True)
                 outs = {k: s.run(None, feeds) for k, s in sessions.items()}
                 pairs = list(zip(outs["extql"], outs[anchor_name], strict=True))
                 exact = all(_bits_equal(a, b) for a, b in pairs)
+                if "no_fuse" in outs:
+                    nf_pairs = list(zip(outs["no_fuse"], outs[anchor_name], strict=True))
                 max_diff = max(
                     float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
                     for a, b in pairs
                 )
                 times = _time(sessions, feeds, args.repeat, args.warmup)
                 med = {k: statistics.median(v) for k, v in times.items()}
+                paired = functools.partial(_paired, times)
+
                 row = {
                     "model": model_name, "variant": variant, "threads": threads,
                     "anchor": anchor_name,
                     "ms": {k: round(v * 1e3, 3) for k, v in med.items()},
-                    "ratio_anchor": med["extql"] / med[anchor_name],
-                    "ratio_float": med["extql"] / med["float"],
-                    "anchor_vs_float": med[anchor_name] / med["float"],
+                    "ratio_anchor": paired("extql", anchor_name),
+                    "ratio_float": paired("extql", "float"),
+                    "anchor_vs_float": paired(anchor_name, "float"),
+                    "ratio_of_medians_anchor": med["extql"] / med[anchor_name],
+                    "ratio_of_medians_float": med["extql"] / med["float"],
                     "exact_bits": exact, "max_abs_diff": max_diff,
                     "same_graph_as_anchor": optimized.graph == anchor.graph,
+                    "no_fuse_ratio_anchor": paired("no_fuse", anchor_name)
+                    if "no_fuse" in times else None,
+                    "no_fuse_max_abs_diff": max(
+                        float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                        for a, b in nf_pairs) if "no_fuse" in outs else None,
                     "mb": {"extql": round(optimized.ByteSize() / 1e6, 2),
                            "unoptimized": round(extended.ByteSize() / 1e6, 2)},
                     "nodes_left": _quant_nodes(optimized),
@@ -192,7 +216,9 @@ def _print_row(row: dict) -> None:
         f"float {ms['float']:8.2f} ms  x{row['anchor']} {row['ratio_anchor']:.3f}  "
         f"xfloat {row['ratio_float']:.3f}  bits {'exact' if row['exact_bits'] else 'DIFFER'}"
         f"  {'ok' if _meets(row) else 'MISSED'}"
-        + (f"  unoptimized {ms['unoptimized']:.2f} ms" if "unoptimized" in ms else ""),
+        + (f"  unoptimized {ms['unoptimized']:.2f} ms" if "unoptimized" in ms else "")
+        + (f"  no-fuse x{row['anchor']} {row['no_fuse_ratio_anchor']:.3f}"
+           if row.get("no_fuse_ratio_anchor") else ""),
         flush=True,
     )
 
@@ -217,8 +243,9 @@ def _markdown(rows: list[dict], argv: list[str]) -> str:
         f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}",
         "",
         "| model | variant | threads | extql ms | anchor | anchor ms | float ms | "
-        "extql / anchor | extql / float | output bits | target | unoptimized / extql |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "extql / anchor | extql / float | output bits | target | unoptimized / extql | "
+        "no-fuse / anchor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ms = r["ms"]
@@ -229,6 +256,7 @@ def _markdown(rows: list[dict], argv: list[str]) -> str:
             f"{r['ratio_anchor']:.3f} | {r['ratio_float']:.3f} | {bits} | "
             f"{'met' if _meets(r) else 'missed'} | "
             + (f"{ms['unoptimized'] / ms['extql']:.2f} |" if "unoptimized" in ms else "|")
+            + (f" {r['no_fuse_ratio_anchor']:.3f} |" if r.get("no_fuse_ratio_anchor") else " |")
         )
     return "\n".join(lines) + "\n"
 
@@ -247,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="also time optimize(fuse=False) for the int and Quark variants")
     p.add_argument("--unoptimized", action="store_true",
                    help="also time the Extended model as it is (no optimize) with the library")
     p.add_argument("-v", "--verbose", action="store_true",

@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace, name: str) -> int:
         start = time.monotonic()
         report: list[str] = []
         try:
-            out = _transform(name, model, report)
+            out = _transform(name, model, report, getattr(args, "no_fuse", False))
         except ValueError as exc:
             raise _ModelProblem(str(exc)) from None
         if not args.quiet:
@@ -61,11 +61,11 @@ def _run(args: argparse.Namespace, name: str) -> int:
     return 0
 
 
-def _transform(name: str, model, report: list[str]):
+def _transform(name: str, model, report: list[str], no_fuse: bool = False):
     if name == "optimize":
         from .optimize import optimize
 
-        return optimize(model, report=report)
+        return optimize(model, fuse=not no_fuse, report=report)
     from .fold import fold_constants
 
     return fold_constants(model, report=report)
@@ -123,6 +123,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     _add_io(p)
+    p.add_argument("--no-fuse", action="store_true",
+                   help="lower nothing: run every 8/16-bit node in extql's kernels and fold the "
+                        "weights (faster where onnxruntime's quantized kernels are slower than "
+                        "float, e.g. attention; float outputs differ in their last bits)")
     p.set_defaults(func=_cmd_optimize)
 
     p = subparsers.add_parser(

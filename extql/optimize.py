@@ -48,6 +48,8 @@ __all__ = ["optimize"]
 # Activation types onnxruntime does not fuse on the CPU, where extql's kernels
 # are faster than its own QuantizeLinear / DequantizeLinear.
 _KERNEL_TYPES = {TensorProto.INT16, TensorProto.UINT16}
+# com.microsoft types extql's kernels compute exactly as onnxruntime does.
+_RAISE_TYPES = {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16}
 # op_type prefix that hides an Extended node from lower_to_standard.
 _HIDDEN = "__extql_not_lowered__"
 
@@ -97,14 +99,20 @@ def _kernel_node(facts: _Facts, node: onnx.NodeProto) -> bool:
     return facts.is_activation(node) and facts.quantized_type(node) in _KERNEL_TYPES
 
 
-def _raise_to_extended(model: onnx.ModelProto, facts: _Facts) -> None:
-    """com.microsoft 16-bit activation Q/DQ -> the Extended operator (the same
-    bits: both follow the official operator there), run by extql's kernel."""
+def _raise_to_extended(model: onnx.ModelProto, facts: _Facts, every: bool) -> None:
+    """com.microsoft Q/DQ -> the Extended operator (the same bits: both follow
+    the official operator for the 8- and 16-bit types with a float32 scale),
+    run by extql's kernel: the 16-bit activation nodes, or (``every``) all
+    8/16-bit nodes."""
     raised = False
     for graph in _graphs(model.graph):
         for node in graph.node:
             quantize = is_quantization_node(node)
-            if node.domain != MS_DOMAIN or quantize is None or not _kernel_node(facts, node):
+            if node.domain != MS_DOMAIN or quantize is None or len(node.input) < 2:
+                continue
+            wanted = facts.quantized_type(node) in _RAISE_TYPES if every else _kernel_node(
+                facts, node)
+            if not wanted or facts.elem_of.get(node.input[1]) != TensorProto.FLOAT:
                 continue
             if any(a.name != "axis" for a in node.attribute):
                 continue
@@ -141,7 +149,9 @@ def _lower_except_kernel_nodes(model: onnx.ModelProto, facts: _Facts,
     return lowered
 
 
-def optimize(model: onnx.ModelProto, *, report: list[str] | None = None) -> onnx.ModelProto:
+def optimize(
+    model: onnx.ModelProto, *, fuse: bool = True, report: list[str] | None = None
+) -> onnx.ModelProto:
     """The fastest form of ``model`` for onnxruntime with the extql library,
     keeping the bits of every quantization node.
 
@@ -149,9 +159,19 @@ def optimize(model: onnx.ModelProto, *, report: list[str] | None = None) -> onnx
     DequantizeLinear compute exactly (so onnxruntime fuses them as in an
     official Q/DQ model) -- except 16-bit activation nodes, which extql's
     kernels run faster than onnxruntime (com.microsoft ones become Extended
-    for that) -- then folds every quantization node with constant inputs
-    that onnxruntime's fusions do not need (see the module docstring).
-    Folded weights are stored as float32: the model file grows (about 4x for
+    for that) -- then folds every Extended node with constant inputs (see the
+    module docstring).  The result has the output bits of the same model
+    with official Q/DQ.
+
+    ``fuse=False`` lowers nothing: every 8/16-bit node (com.microsoft ones
+    too) runs in extql's kernels and every constant one is folded, so the
+    float ops run in float32 on dequantized values instead of onnxruntime's
+    quantized kernels.  That is faster where those kernels are slower than
+    float (attention blocks: QLinearMatMul with many Q/DQ around it); the
+    quantization nodes keep their bits, the float outputs differ from the
+    official model's in their last bits.
+
+    Folded weights are stored as float32: the model file grows (4x for
     8-bit weights).  The lines of ``report`` (when given) say which nodes
     were left and why.  The input is not modified; a model problem raises
     ``ValueError`` naming the node.
@@ -160,6 +180,8 @@ def optimize(model: onnx.ModelProto, *, report: list[str] | None = None) -> onnx
     work = onnx.ModelProto()
     work.CopyFrom(model)
     facts = _Facts(work)
-    _raise_to_extended(work, facts)
+    _raise_to_extended(work, facts, every=not fuse)
+    if not fuse:
+        return fold_constants(work, report=messages)
     lowered = _lower_except_kernel_nodes(work, facts, messages)
     return fold_constants(lowered, keep=_keep_standard, report=messages)

@@ -111,7 +111,8 @@ def quant_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
     out.CopyFrom(model)
     have = {o.name for o in out.graph.output}
     for node in out.graph.node:
-        if "Quantize" in node.op_type and node.output[0] not in have:
+        quantization = node.op_type.endswith(("QuantizeLinear", "DequantizeLinear"))
+        if quantization and node.output[0] not in have:
             out.graph.output.append(helper.make_value_info(node.output[0], onnx.TypeProto()))
     inferred = onnx.shape_inference.infer_shapes(out)
     types = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output)}
@@ -367,3 +368,38 @@ def test_fallback_functions_of_remaining_nodes_are_kept_and_input_unchanged():
                                            library=False))
     for name in want:
         assert_same_bits(got[name], want[name], name)
+
+
+@pytest.mark.parametrize("activation", ["int8", "uint16"])
+@pytest.mark.parametrize("form", ["extended", "quark"])
+def test_without_fusion_every_quantization_node_keeps_its_bits(activation, form):
+    official = official_qdq(activation)
+    model = renamed(official) if form == "extended" else renamed(official, to=MS)
+    model = quant_outputs(model)
+    optimized = extql.optimize(model, fuse=False)
+    # Nothing is lowered and nothing is left to onnxruntime's Q/DQ kernels.
+    assert not [n for n in optimized.graph.node
+                if n.op_type.endswith("QuantizeLinear") and n.domain in ("", MS)]
+    # The weights are folded.
+    inits = {i.name for i in optimized.graph.initializer}
+    assert not [n for n in optimized.graph.node if n.domain == DOMAIN and n.input[0] in inits]
+    disabled = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = run(model, {"x": X}, options(disabled, library=form == "extended"))
+    for level in LEVELS:
+        got = run(optimized, {"x": X}, options(level))
+        # Without graph rewrites every output is the same; with them, the
+        # outputs that float ops do not reach (the input's Q/DQ, the weights).
+        names = want if level == disabled else [
+            n for n in want if n.startswith(("x_", "w1_", "w2_", "wg_", "wm_", "b1_", "b2_"))]
+        assert len(names) >= 3
+        for name in names:
+            assert_same_bits(got[name], want[name], f"{name} at level {level}")
+
+
+def test_cli_no_fuse(tmp_path):
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    model = renamed(official_qdq("int8"))
+    onnx.save_model(model, str(src))
+    proc = extql_process("optimize", str(src), str(dst), "--no-fuse", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert onnx.load(str(dst)) == extql.optimize(model, fuse=False)
