@@ -43,7 +43,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "inline_fallbacks": (".passes", "inline_fallbacks"),
     "lower_to_standard": (".passes", "lower_to_standard"),
     "fold_constants": (".fold", "fold_constants"),
-    "optimize": (".optimize", "optimize"),
+    "optimize": (".optimizer", "optimize"),
     "reference": (".reference", None),
     "fallbacks": (".fallbacks", None),
     "opset": (".opset", None),

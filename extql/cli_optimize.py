@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace, name: str) -> int:
 
 def _transform(name: str, model, report: list[str], no_fuse: bool = False):
     if name == "optimize":
-        from .optimize import optimize
+        from .optimizer import optimize
 
         return optimize(model, fuse=not no_fuse, report=report)
     from .fold import fold_constants

@@ -260,12 +260,12 @@ def fold_constants(
     too (a quantize of a constant feeding a dequantize).  An output that is a
     graph output becomes a ``Constant`` node of that name instead, so the
     graph's interface does not change.  Initializers and ``Constant`` nodes
-    that only fed folded nodes are removed, as are fallback functions and the
+    that nothing reads any more are removed, as are fallback functions and the
     opset imports of the quantization domains that no node uses any more.
 
     ``keep(node, graph)`` (optional) returns True for a node that must stay
-    although it could be folded (:func:`extql.optimize` keeps the weight
-    dequantizers of onnxruntime's QDQ fusion this way).  com.microsoft nodes
+    although it could be folded (:func:`extql.optimize` leaves the
+    com.microsoft nodes to onnxruntime's QDQ fusion this way).  com.microsoft nodes
     whose types or attributes extql does not implement (int4, a float16 scale,
     an int32 dequantize whose 32-bit difference would wrap) are left as they
     are, with a line in ``report``.  A node that would fail at run time raises

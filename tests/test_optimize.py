@@ -403,3 +403,15 @@ def test_cli_no_fuse(tmp_path):
     proc = extql_process("optimize", str(src), str(dst), "--no-fuse", "-q")
     assert proc.returncode == 0, proc.stderr
     assert onnx.load(str(dst)) == extql.optimize(model, fuse=False)
+
+
+def test_public_names_stay_functions_after_the_cli_modules_are_imported():
+    code = (
+        "import extql.cli_optimize, extql.cli, extql.fold, extql.optimizer, extql; "
+        "from extql import cli; cli.build_parser(); "
+        "assert callable(extql.optimize) and callable(extql.fold_constants), "
+        "(extql.optimize, extql.fold_constants)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
