@@ -102,6 +102,17 @@ def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
     )
 
 
+def _same_nodes(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
+    """Whether both graphs have the same nodes and initializers (a field set
+    to its default counts as unset)."""
+    def key(m: onnx.ModelProto):
+        nodes = [(n.op_type, n.domain, tuple(n.input), tuple(n.output),
+                  tuple(x.SerializeToString() for x in n.attribute)) for n in m.graph.node]
+        return nodes, [i.SerializeToString() for i in m.graph.initializer]
+
+    return key(a) == key(b)
+
+
 def _paired(times: dict[str, list[float]], a: str, b: str) -> float:
     """The median over rounds of a's time over b's time in the same round."""
     return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
@@ -148,6 +159,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     sessions["unoptimized"] = _session(extended, threads, True)
                 if unfused is not None:
                     sessions["no_fuse"] = _session(unfused, threads, True)
+                if args.control:
+                    sessions["control"] = _session(anchor, threads, False)
                 outs = {k: s.run(None, feeds) for k, s in sessions.items()}
                 pairs = list(zip(outs["extql"], outs[anchor_name], strict=True))
                 exact = all(_bits_equal(a, b) for a, b in pairs)
@@ -171,7 +184,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "ratio_of_medians_anchor": med["extql"] / med[anchor_name],
                     "ratio_of_medians_float": med["extql"] / med["float"],
                     "exact_bits": exact, "max_abs_diff": max_diff,
-                    "same_graph_as_anchor": optimized.graph == anchor.graph,
+                    "same_nodes_as_anchor": _same_nodes(optimized, anchor),
+                    "control_ratio": paired("control", anchor_name) if args.control else None,
                     "no_fuse_ratio_anchor": paired("no_fuse", anchor_name)
                     if "no_fuse" in times else None,
                     "no_fuse_max_abs_diff": max(
@@ -218,7 +232,8 @@ def _print_row(row: dict) -> None:
         f"  {'ok' if _meets(row) else 'MISSED'}"
         + (f"  unoptimized {ms['unoptimized']:.2f} ms" if "unoptimized" in ms else "")
         + (f"  no-fuse x{row['anchor']} {row['no_fuse_ratio_anchor']:.3f}"
-           if row.get("no_fuse_ratio_anchor") else ""),
+           if row.get("no_fuse_ratio_anchor") else "")
+        + (f"  control {row['control_ratio']:.3f}" if row.get("control_ratio") else ""),
         flush=True,
     )
 
@@ -243,9 +258,9 @@ def _markdown(rows: list[dict], argv: list[str]) -> str:
         f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}",
         "",
         "| model | variant | threads | extql ms | anchor | anchor ms | float ms | "
-        "extql / anchor | extql / float | output bits | target | unoptimized / extql | "
-        "no-fuse / anchor |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "extql / anchor | extql / float | output bits | target | same nodes | "
+        "control / anchor | unoptimized / extql | no-fuse / anchor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ms = r["ms"]
@@ -255,6 +270,8 @@ def _markdown(rows: list[dict], argv: list[str]) -> str:
             f"{r['anchor']} | {ms[r['anchor']]:.2f} | {ms['float']:.2f} | "
             f"{r['ratio_anchor']:.3f} | {r['ratio_float']:.3f} | {bits} | "
             f"{'met' if _meets(r) else 'missed'} | "
+            f"{'yes' if r['same_nodes_as_anchor'] else 'no'} | "
+            + (f"{r['control_ratio']:.3f} | " if r.get("control_ratio") else " | ")
             + (f"{ms['unoptimized'] / ms['extql']:.2f} |" if "unoptimized" in ms else "|")
             + (f" {r['no_fuse_ratio_anchor']:.3f} |" if r.get("no_fuse_ratio_anchor") else " |")
         )
@@ -275,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    p.add_argument("--control", action="store_true",
+                   help="also time a second session of the anchor model: its ratio to the "
+                        "anchor shows the noise of the measurement")
     p.add_argument("--no-fuse", action="store_true",
                    help="also time optimize(fuse=False) for the int and Quark variants")
     p.add_argument("--unoptimized", action="store_true",
