@@ -114,28 +114,37 @@ def _is_constant_node(node: onnx.NodeProto) -> bool:
 
 
 class _Scope:
-    """The constant values visible in one graph, with its enclosing scopes."""
+    """The constant values visible in one graph, with its enclosing scopes.
+
+    Initializers are converted to NumPy only when a quantization node reads
+    them (a model's weights are not all copied)."""
 
     def __init__(self, parent: _Scope | None, graph: onnx.GraphProto, top: bool) -> None:
         self.parent = parent
         self.graph = graph
         self.values: dict[str, np.ndarray] = {}
+        self.protos: dict[str, onnx.TensorProto] = {}
         # Names defined here that are not constants shadow outer constants.
         self.shadowed: set[str] = {i.name for i in graph.input}
         inputs = {i.name for i in graph.input} if top else set()
         for init in graph.initializer:
             if init.name in inputs:
                 continue  # a default value a caller may override
-            value = tensor_to_array(init)
-            if value is not None:
-                self.values[init.name] = value
-                self.shadowed.discard(init.name)
+            if init.data_location == TensorProto.EXTERNAL and not init.raw_data:
+                continue  # data not loaded: not known here
+            self.protos[init.name] = init
+            self.shadowed.discard(init.name)
 
     def get(self, name: str) -> np.ndarray | None:
         scope: _Scope | None = self
         while scope is not None:
             if name in scope.values:
                 return scope.values[name]
+            if name in scope.protos:
+                value = tensor_to_array(scope.protos[name])
+                if value is not None:
+                    scope.values[name] = value
+                return value
             if name in scope.shadowed:
                 return None
             scope = scope.parent
