@@ -42,6 +42,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "attach_fallbacks": (".passes", "attach_fallbacks"),
     "inline_fallbacks": (".passes", "inline_fallbacks"),
     "lower_to_standard": (".passes", "lower_to_standard"),
+    "fold_constants": (".fold", "fold_constants"),
+    "optimize": (".optimizer", "optimize"),
     "reference": (".reference", None),
     "fallbacks": (".fallbacks", None),
     "opset": (".opset", None),

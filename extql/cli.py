@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from . import __version__, cli_json
 
 # Modules with a ``register(subparsers)`` function, in the order of --help.
-_COMMAND_MODULES: list[str] = ["extql.cli_tools", "extql.bench"]
+_COMMAND_MODULES: list[str] = ["extql.cli_tools", "extql.cli_optimize", "extql.bench"]
 
 
 def _info(args: argparse.Namespace) -> int:

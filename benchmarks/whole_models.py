@@ -1,0 +1,324 @@
+"""Whole-model benchmark: extql's path against onnxruntime's official Q/DQ.
+
+    python benchmarks/whole_models.py [--quick] [--threads 1 2] [--repeat 15]
+        [--models resnet bert] [--variants int8 uint16 ...]
+        [--json FILE] [--markdown FILE]
+
+Models (benchmarks/model_zoo.py, built from fixed seeds): a ResNet-18-like CNN
+on ``[1, 3, 224, 224]`` and a 2-layer BERT-base-like encoder (seq 128, hidden
+768).  Variants, each with its anchor:
+
+* ``int8``, ``uint16``, ``int16`` -- onnxruntime's ``quantize_static`` QDQ
+  model (per-channel int8 weights, activations of that type) is the
+  *official* anchor; the same model with every Q/DQ renamed to the Extended
+  operator, passed through :func:`extql.optimize` and run with the library,
+  is *extql's path*.  Its outputs must have the official model's bits.
+* ``float16``, ``bfloat16`` -- weights stored in the type behind a
+  dequantize and a Q/DQ pair (scale 1, zero point 0) on every activation:
+  Extended nodes + optimize + library against the same graph with standard
+  Cast pairs (the *cast* anchor).
+* ``quark-int8``, ``quark-uint16`` -- the official model as Quark writes it
+  (com.microsoft Q/DQ, opset 17, IR 8): optimize + library against the
+  Quark-form model run by onnxruntime as it is.
+
+Every variant is also compared with the float model.  Each session runs with
+``intra_op_num_threads`` = the thread count, sequential execution, default
+optimisation level (all), no thread-pool spinning; the sessions of one
+variant are timed in interleaved rounds (one run each per round, a different
+session first in each round).  The figure is the median over rounds of the
+ratio of two sessions' times in the same round (robust to load that changes
+between rounds); the ratio of the medians is in the JSON too.  The
+machine's load average is recorded: other work on the machine shows in the
+absolute times much more than in the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import model_zoo  # noqa: E402
+
+import extql  # noqa: E402
+
+INT_VARIANTS = ("int8", "uint16", "int16")
+FLOAT_VARIANTS = ("float16", "bfloat16")
+QUARK_VARIANTS = ("quark-int8", "quark-uint16")
+VARIANTS = INT_VARIANTS + FLOAT_VARIANTS + QUARK_VARIANTS
+TARGETS = {"official": 1.05, "cast": 1.05, "float": 1.15}
+
+
+def _session(model: onnx.ModelProto, threads: int, library: bool) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if library:
+        extql.register(so)
+    return ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+
+
+def _build(model_name: str, quick: bool) -> onnx.ModelProto:
+    if model_name == "resnet":
+        return model_zoo.resnet_float(seed=0, size=96 if quick else 224)
+    return model_zoo.bert_float(seed=0, seq=32 if quick else 128)
+
+
+def _variant_models(float_model: onnx.ModelProto, variant: str, cache: dict):
+    """(anchor name, anchor model, extql path model, extra facts)."""
+    if variant in INT_VARIANTS:
+        official = model_zoo.quantize_qdq(float_model, variant)
+        cache[variant] = official
+        extended = model_zoo.to_extended(official)
+        return "official", official, extended
+    if variant in FLOAT_VARIANTS:
+        cast = model_zoo.float_qdq(float_model, variant, "cast")
+        extended = model_zoo.float_qdq(float_model, variant, "extended")
+        return "cast", cast, extended
+    base = variant.split("-", 1)[1]
+    official = cache.get(base) or model_zoo.quantize_qdq(float_model, base)
+    quark = model_zoo.quark_form(official)
+    return "official", quark, quark
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(
+        np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    )
+
+
+def _same_nodes(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
+    """Whether both graphs have the same nodes and initializers (a field set
+    to its default counts as unset)."""
+    def key(m: onnx.ModelProto):
+        nodes = [(n.op_type, n.domain, tuple(n.input), tuple(n.output),
+                  tuple(x.SerializeToString() for x in n.attribute)) for n in m.graph.node]
+        return nodes, [i.SerializeToString() for i in m.graph.initializer]
+
+    return key(a) == key(b)
+
+
+def _paired(times: dict[str, list[float]], a: str, b: str) -> float:
+    """The median over rounds of a's time over b's time in the same round."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))
+
+
+def _time(sessions: dict[str, ort.InferenceSession], feeds, repeat: int,
+          warmup: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {k: [] for k in sessions}
+    for _ in range(warmup):
+        for s in sessions.values():
+            s.run(None, feeds)
+    order = list(sessions)
+    for r in range(repeat):
+        # A different session goes first in each round.
+        for name in order[r % len(order):] + order[:r % len(order)]:
+            t0 = time.perf_counter()
+            sessions[name].run(None, feeds)
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    rows = []
+    for model_name in args.models:
+        float_model = _build(model_name, args.quick)
+        feeds = model_zoo.random_inputs(float_model, seed=123)
+        cache: dict = {}
+        for variant in args.variants:
+            t0 = time.perf_counter()
+            anchor_name, anchor, extended = _variant_models(float_model, variant, cache)
+            report: list[str] = []
+            optimized = extql.optimize(extended, report=report)
+            unfused = None
+            if args.no_fuse and anchor_name == "official":
+                unfused = extql.optimize(extended, fuse=False)
+            prep = time.perf_counter() - t0
+            for threads in args.threads:
+                sessions = {
+                    "extql": _session(optimized, threads, True),
+                    anchor_name: _session(anchor, threads, False),
+                    "float": _session(float_model, threads, False),
+                }
+                if args.unoptimized:
+                    sessions["unoptimized"] = _session(extended, threads, True)
+                if unfused is not None:
+                    sessions["no_fuse"] = _session(unfused, threads, True)
+                if args.control:
+                    sessions["control"] = _session(anchor, threads, False)
+                outs = {k: s.run(None, feeds) for k, s in sessions.items()}
+                pairs = list(zip(outs["extql"], outs[anchor_name], strict=True))
+                exact = all(_bits_equal(a, b) for a, b in pairs)
+                if "no_fuse" in outs:
+                    nf_pairs = list(zip(outs["no_fuse"], outs[anchor_name], strict=True))
+                max_diff = max(
+                    float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                    for a, b in pairs
+                )
+                times = _time(sessions, feeds, args.repeat, args.warmup)
+                med = {k: statistics.median(v) for k, v in times.items()}
+                paired = functools.partial(_paired, times)
+
+                row = {
+                    "model": model_name, "variant": variant, "threads": threads,
+                    "anchor": anchor_name,
+                    "ms": {k: round(v * 1e3, 3) for k, v in med.items()},
+                    "ratio_anchor": paired("extql", anchor_name),
+                    "ratio_float": paired("extql", "float"),
+                    "anchor_vs_float": paired(anchor_name, "float"),
+                    "ratio_of_medians_anchor": med["extql"] / med[anchor_name],
+                    "ratio_of_medians_float": med["extql"] / med["float"],
+                    "exact_bits": exact, "max_abs_diff": max_diff,
+                    "same_nodes_as_anchor": _same_nodes(optimized, anchor),
+                    "control_ratio": paired("control", anchor_name) if args.control else None,
+                    "no_fuse_ratio_anchor": paired("no_fuse", anchor_name)
+                    if "no_fuse" in times else None,
+                    "no_fuse_max_abs_diff": max(
+                        float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+                        for a, b in nf_pairs) if "no_fuse" in outs else None,
+                    "mb": {"extql": round(optimized.ByteSize() / 1e6, 2),
+                           "unoptimized": round(extended.ByteSize() / 1e6, 2)},
+                    "nodes_left": _quant_nodes(optimized),
+                    "prepare_s": round(prep, 1),
+                }
+                rows.append(row)
+                _print_row(row)
+            if args.verbose:
+                for line in report:
+                    print("   ", line)
+    return rows
+
+
+def _quant_nodes(model: onnx.ModelProto) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        if "Quantize" in node.op_type:
+            key = f"{node.domain or 'ai.onnx'}:{node.op_type}"
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _meets(row: dict) -> bool:
+    ok = row["ratio_anchor"] <= TARGETS[row["anchor"]]
+    if row["anchor"] == "cast":
+        ok = ok and row["ratio_float"] <= TARGETS["float"]
+    else:
+        ok = ok and row["exact_bits"]
+    return ok
+
+
+def _print_row(row: dict) -> None:
+    ms = row["ms"]
+    print(
+        f"{row['model']:<7} {row['variant']:<13} t={row['threads']}  "
+        f"extql {ms['extql']:8.2f} ms  {row['anchor']} {ms[row['anchor']]:8.2f} ms  "
+        f"float {ms['float']:8.2f} ms  x{row['anchor']} {row['ratio_anchor']:.3f}  "
+        f"xfloat {row['ratio_float']:.3f}  bits {'exact' if row['exact_bits'] else 'DIFFER'}"
+        f"  {'ok' if _meets(row) else 'MISSED'}"
+        + (f"  unoptimized {ms['unoptimized']:.2f} ms" if "unoptimized" in ms else "")
+        + (f"  no-fuse x{row['anchor']} {row['no_fuse_ratio_anchor']:.3f}"
+           if row.get("no_fuse_ratio_anchor") else "")
+        + (f"  control {row['control_ratio']:.3f}" if row.get("control_ratio") else ""),
+        flush=True,
+    )
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _markdown(rows: list[dict], argv: list[str]) -> str:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0, 0, 0)
+    lines = [
+        f"Command: `python benchmarks/whole_models.py {' '.join(argv)}`  ",
+        f"Machine: {_cpu_name()}, {os.cpu_count()} cores, {platform.system()}; "
+        f"onnxruntime {ort.__version__}, onnx {onnx.__version__}, extql {extql.__version__}; "
+        f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}",
+        "",
+        "| model | variant | threads | extql ms | anchor | anchor ms | float ms | "
+        "extql / anchor | extql / float | output bits | target | same nodes | "
+        "control / anchor | unoptimized / extql | no-fuse / anchor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ms = r["ms"]
+        bits = "exact" if r["exact_bits"] else f"differ (max {r['max_abs_diff']:.3g})"
+        lines.append(
+            f"| {r['model']} | {r['variant']} | {r['threads']} | {ms['extql']:.2f} | "
+            f"{r['anchor']} | {ms[r['anchor']]:.2f} | {ms['float']:.2f} | "
+            f"{r['ratio_anchor']:.3f} | {r['ratio_float']:.3f} | {bits} | "
+            f"{'met' if _meets(r) else 'missed'} | "
+            f"{'yes' if r['same_nodes_as_anchor'] else 'no'} | "
+            + (f"{r['control_ratio']:.3f} | " if r.get("control_ratio") else " | ")
+            + (f"{ms['unoptimized'] / ms['extql']:.2f} |" if "unoptimized" in ms else "|")
+            + (f" {r['no_fuse_ratio_anchor']:.3f} |" if r.get("no_fuse_ratio_anchor") else " |")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="small inputs (ResNet 96x96, BERT seq 32), 1 thread, 5 rounds")
+    p.add_argument("--threads", type=int, nargs="+", default=None,
+                   help="thread counts (default 1 and 2; --quick: 1)")
+    p.add_argument("--repeat", type=int, default=None, help="timed rounds (default 15)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    p.add_argument("--models", nargs="+", default=["resnet", "bert"],
+                   choices=["resnet", "bert"])
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--json", metavar="FILE", help="write the rows as JSON")
+    p.add_argument("--markdown", metavar="FILE", help="write the table as Markdown")
+    p.add_argument("--control", action="store_true",
+                   help="also time a second session of the anchor model: its ratio to the "
+                        "anchor shows the noise of the measurement")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="also time optimize(fuse=False) for the int and Quark variants")
+    p.add_argument("--unoptimized", action="store_true",
+                   help="also time the Extended model as it is (no optimize) with the library")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print optimize's report of the nodes it left")
+    args = p.parse_args(argv)
+    if args.threads is None:
+        args.threads = [1] if args.quick else [1, 2]
+    if args.repeat is None:
+        args.repeat = 5 if args.quick else 15
+    ort.set_default_logger_severity(3)
+    logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice
+    rows = run(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"argv": argv, "onnxruntime": ort.__version__, "rows": rows}, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(_markdown(rows, argv))
+    missed = [r for r in rows if not _meets(r)]
+    print(f"{len(rows) - len(missed)}/{len(rows)} rows meet their targets")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

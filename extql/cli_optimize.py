@@ -1,0 +1,143 @@
+"""``extql optimize IN OUT`` and ``extql fold IN OUT`` on the command line.
+
+Registered in :mod:`extql.cli` through :func:`register`.  Exit codes: 0 the
+model was written, 1 the model has a problem (a node that cannot be folded,
+an invalid quantization node), 2 the command could not do its work (the input
+is missing or unreadable, the output cannot be written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["register"]
+
+
+class _ModelProblem(Exception):
+    """The model itself is wrong (exit status 1)."""
+
+
+def _run(args: argparse.Namespace, name: str) -> int:
+    from .cli_tools import CliError, load_model, save_model
+
+    src, dst = Path(args.input), Path(args.output)
+    try:
+        if src.resolve() == dst.resolve():
+            raise CliError("the output must be a different file from the input")
+        if not args.quiet:
+            print(f"loading {src} ...", file=sys.stderr, flush=True)
+        model, external = load_model(src)
+        start = time.monotonic()
+        report: list[str] = []
+        try:
+            out = _transform(name, model, report, getattr(args, "no_fuse", False))
+        except ValueError as exc:
+            raise _ModelProblem(str(exc)) from None
+        if not args.quiet:
+            print(f"{name}: done in {time.monotonic() - start:.1f} s; writing {dst} ...",
+                  file=sys.stderr, flush=True)
+        want_external = True if args.external_data else (
+            False if args.no_external_data else (True if external else None))
+        try:
+            location = save_model(out, dst, external=want_external)
+        except OSError as exc:
+            raise CliError(f"{dst}: cannot write the model ({exc.strerror or exc})") from None
+    except CliError as exc:
+        print(f"extql {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except _ModelProblem as exc:
+        print(f"extql {name}: error: {exc}", file=sys.stderr)
+        return 1
+    if args.verbose:
+        for line in report:
+            print(line)
+    before, after = _count(model), _count(out)
+    note = f" (tensors in {location})" if location else ""
+    print(f"wrote {dst}{note}: quantization nodes {before} -> {after}; "
+          f"size {model.ByteSize() / 1e6:.1f} MB -> {out.ByteSize() / 1e6:.1f} MB")
+    return 0
+
+
+def _transform(name: str, model, report: list[str], no_fuse: bool = False):
+    if name == "optimize":
+        from .optimizer import optimize
+
+        return optimize(model, fuse=not no_fuse, report=report)
+    from .fold import fold_constants
+
+    return fold_constants(model, report=report)
+
+
+def _count(model) -> int:
+    from .fold import is_quantization_node
+    from .passes import _graphs
+
+    return sum(
+        1
+        for g in _graphs(model.graph)
+        for n in g.node
+        if is_quantization_node(n) is not None
+        or (n.domain in ("", "ai.onnx") and n.op_type in ("QuantizeLinear", "DequantizeLinear"))
+    )
+
+
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    return _run(args, "optimize")
+
+
+def _cmd_fold(args: argparse.Namespace) -> int:
+    return _run(args, "fold")
+
+
+def _add_io(p: argparse.ArgumentParser) -> None:
+    p.add_argument("input", metavar="IN", help="the model to read (.onnx)")
+    p.add_argument("output", metavar="OUT", help="where to write the result (.onnx)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--external-data", action="store_true",
+                   help="write the tensors to OUT.data next to OUT (default: only when IN had "
+                        "external data or the model is too big for one file)")
+    g.add_argument("--no-external-data", action="store_true", help="write everything into OUT")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="print one line for every quantization node left as it is, and why")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``optimize`` and ``fold`` to the ``extql`` command."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "optimize", formatter_class=fmt,
+        help="the fastest bit-identical form of a model for onnxruntime",
+        description=(
+            "Copy IN to OUT in the form onnxruntime runs fastest, keeping the bits of every\n"
+            "quantization node: Extended nodes that the official QuantizeLinear /\n"
+            "DequantizeLinear compute exactly are lowered to them (onnxruntime fuses these\n"
+            "into QLinearConv / QGemm / ...), and every quantization node with constant\n"
+            "inputs that onnxruntime's fusions do not need is computed once with extql's\n"
+            "kernels and stored as an initializer. Folded weights are float32, so OUT is\n"
+            "larger than IN. Run OUT with the extql library registered.\n\n"
+            "Exit status: 0 written, 1 the model has a problem, 2 a file problem."
+        ),
+    )
+    _add_io(p)
+    p.add_argument("--no-fuse", action="store_true",
+                   help="lower nothing: run every 8/16-bit node in extql's kernels and fold the "
+                        "weights (faster where onnxruntime's quantized kernels are slower than "
+                        "float, e.g. attention; float outputs differ in their last bits)")
+    p.set_defaults(func=_cmd_optimize)
+
+    p = subparsers.add_parser(
+        "fold", formatter_class=fmt,
+        help="compute quantization nodes with constant inputs once, offline",
+        description=(
+            "Copy IN to OUT with every Extended, legacy Vitis and com.microsoft\n"
+            "QuantizeLinear / DequantizeLinear node whose inputs are all constant replaced by\n"
+            "its output (an initializer computed by extql's kernels: the same bits).\n\n"
+            "Exit status: 0 written, 1 the model has a problem, 2 a file problem."
+        ),
+    )
+    _add_io(p)
+    p.set_defaults(func=_cmd_fold)

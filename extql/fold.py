@@ -1,0 +1,399 @@
+"""Constant folding of quantization nodes with extql's kernels.
+
+onnxruntime never constant-folds a custom operator, and it deliberately
+leaves its own DequantizeLinear nodes unfolded (its QDQ fusion needs them), so
+a weight stored quantized behind an Extended dequantize is dequantized again on
+every run.  :func:`fold_constants` computes such nodes once, offline, with the
+same kernels the library runs, and stores the result as an initializer: the
+bits are the ones the node would have produced.
+
+Folded: ExtendedQuantizeLinear / ExtendedDequantizeLinear (``com.amd.quark``),
+the legacy VitisQuantizeLinear / VitisDequantizeLinear (``com.vai.quantize``)
+and ``com.microsoft`` QuantizeLinear / DequantizeLinear, whenever every input
+is a constant: an initializer (one that is not also a graph input, which a
+caller could override), a ``Constant`` node, or the folded output of another
+such node -- in the node's own graph or an enclosing one (If / Loop / Scan
+bodies see the constants of the graphs around them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .fallbacks import OP_NAMES
+from .numpy_api import dequantize_linear, quantize_linear
+from .types import BY_ONNX
+
+__all__ = ["fold_constants", "MS_DOMAIN", "is_quantization_node"]
+
+#: The domain of onnxruntime's contrib QuantizeLinear / DequantizeLinear.
+MS_DOMAIN = "com.microsoft"
+
+# (domain, op_type) -> True for quantize, False for dequantize.
+_QUANT_OPS: dict[tuple[str, str], bool] = {
+    (domain, name): i == 0 for domain, names in OP_NAMES.items() for i, name in enumerate(names)
+}
+_QUANT_OPS[(MS_DOMAIN, "QuantizeLinear")] = True
+_QUANT_OPS[(MS_DOMAIN, "DequantizeLinear")] = False
+
+# Element types the com.microsoft operators share with extql's kernels (the
+# kernels then give onnxruntime's bits; see tests/test_fold.py).
+_MS_QUANT_TYPES = {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16}
+_MS_DEQUANT_TYPES = _MS_QUANT_TYPES | {TensorProto.INT32}
+
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def is_quantization_node(node: onnx.NodeProto) -> bool | None:
+    """True for a quantize, False for a dequantize (Extended, legacy Vitis or
+    com.microsoft), None for any other node."""
+    return _QUANT_OPS.get((node.domain, node.op_type))
+
+
+def _axis(node: onnx.NodeProto) -> int:
+    """The node's ``axis`` (1 when absent: the default of the Extended and the
+    com.microsoft operators alike)."""
+    for attr in node.attribute:
+        if attr.name == "axis":
+            return int(attr.i)
+    return 1
+
+
+def _label(node: onnx.NodeProto) -> str:
+    name = node.name or f"(unnamed, output {node.output[0]!r})"
+    return f"{node.op_type} node {name}"
+
+
+def tensor_to_array(t: onnx.TensorProto) -> np.ndarray | None:
+    """A TensorProto's value as NumPy (bfloat16 as ``ml_dtypes.bfloat16``);
+    None when its data is external and not loaded."""
+    if t.data_location == TensorProto.EXTERNAL and not t.raw_data:
+        return None
+    if t.data_type == TensorProto.BFLOAT16:
+        shape = tuple(t.dims)
+        if t.raw_data:
+            bits = np.frombuffer(t.raw_data, dtype=np.uint16)
+        else:
+            bits = np.asarray(t.int32_data, dtype=np.uint32).astype(np.uint16)
+        return bits.reshape(shape).view(_BF16).copy()
+    return numpy_helper.to_array(t)
+
+
+def array_to_tensor(name: str, value: np.ndarray) -> onnx.TensorProto:
+    """A TensorProto named ``name`` holding ``value`` (raw bytes for bfloat16)."""
+    value = np.asarray(value)
+    if value.dtype == _BF16:
+        return helper.make_tensor(
+            name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
+        )
+    return numpy_helper.from_array(value, name)
+
+
+def _constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
+    for attr in node.attribute:
+        if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+            return tensor_to_array(attr.t)
+        if attr.name == "value_float":
+            return np.array(attr.f, np.float32)
+        if attr.name == "value_floats":
+            return np.array(list(attr.floats), np.float32)
+        if attr.name == "value_int":
+            return np.array(attr.i, np.int64)
+        if attr.name == "value_ints":
+            return np.array(list(attr.ints), np.int64)
+    return None
+
+
+def _is_constant_node(node: onnx.NodeProto) -> bool:
+    return node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+
+
+class _Scope:
+    """The constant values visible in one graph, with its enclosing scopes.
+
+    Initializers are converted to NumPy only when a quantization node reads
+    them (a model's weights are not all copied)."""
+
+    def __init__(self, parent: _Scope | None, graph: onnx.GraphProto, top: bool) -> None:
+        self.parent = parent
+        self.graph = graph
+        self.values: dict[str, np.ndarray] = {}
+        self.protos: dict[str, onnx.TensorProto] = {}
+        # Names defined here that are not constants shadow outer constants.
+        self.shadowed: set[str] = {i.name for i in graph.input}
+        inputs = {i.name for i in graph.input} if top else set()
+        for init in graph.initializer:
+            if init.name in inputs:
+                continue  # a default value a caller may override
+            if init.data_location == TensorProto.EXTERNAL and not init.raw_data:
+                continue  # data not loaded: not known here
+            self.protos[init.name] = init
+            self.shadowed.discard(init.name)
+
+    def get(self, name: str) -> np.ndarray | None:
+        scope: _Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return scope.values[name]
+            if name in scope.protos:
+                value = tensor_to_array(scope.protos[name])
+                if value is not None:
+                    scope.values[name] = value
+                return value
+            if name in scope.shadowed:
+                return None
+            scope = scope.parent
+        return None
+
+
+def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None]) -> (
+    np.ndarray | None
+):
+    """The node's output from constant inputs, or None when extql cannot give
+    exactly the output of this operator (a com.microsoft type or attribute
+    outside what the kernels implement).  Raises ValueError for a node that
+    would fail when run."""
+    x, scale = args[0], args[1]
+    zp = args[2] if len(args) > 2 else None
+    attrs = {a.name for a in node.attribute}
+    if attrs - {"axis"}:
+        return None  # block_size, saturate, ...: left to the runtime
+    assert x is not None and scale is not None
+    if node.domain == MS_DOMAIN:
+        if scale.dtype != np.float32:
+            return None
+        code = None
+        if zp is not None:
+            code = onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
+        elif not quantize:
+            code = onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
+        allowed = _MS_QUANT_TYPES if quantize else _MS_DEQUANT_TYPES
+        if code is not None and code not in allowed:
+            return None
+        if quantize and x.dtype != np.float32:
+            return None
+        if not quantize and code == TensorProto.INT32 and zp is not None:
+            diff = x.astype(np.int64) - _broadcast_zp(zp, x, _axis(node))
+            if diff.size and (diff.min() < -(2**31) or diff.max() > 2**31 - 1):
+                # onnxruntime subtracts in 32 bits: its result would wrap.
+                return None
+    elif not quantize and BY_ONNX.get(_code_of(x)) is None:
+        raise ValueError(f"{_label(node)}: x has type {x.dtype}, not a quantized type")
+    try:
+        if quantize:
+            return quantize_linear(x, scale, zp, axis=_axis(node))
+        return dequantize_linear(x, scale, zp, axis=_axis(node))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{_label(node)}: cannot be folded: {exc}") from None
+
+
+def _code_of(arr: np.ndarray) -> int | None:
+    if arr.dtype == _BF16:
+        return TensorProto.BFLOAT16
+    try:
+        return onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _broadcast_zp(zp: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
+    zp64 = zp.astype(np.int64).reshape(-1)
+    if zp64.size <= 1 or x.ndim == 0:
+        return zp64.reshape(()) if zp64.size else np.int64(0)
+    shape = [1] * x.ndim
+    shape[axis % x.ndim] = zp64.size
+    return zp64.reshape(shape)
+
+
+class _Namer:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.used: set[str] = set()
+        for graph in _graphs(model.graph):
+            self.used.update(i.name for i in graph.input)
+            self.used.update(i.name for i in graph.initializer)
+            for node in graph.node:
+                self.used.update(node.input)
+                self.used.update(node.output)
+
+    def __call__(self, base: str) -> str:
+        i = 0
+        while True:
+            i += 1
+            name = f"{base}__extql_folded{i}"
+            if name not in self.used:
+                self.used.add(name)
+                return name
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _subgraph_uses(node: onnx.NodeProto) -> set[str]:
+    """Every name a node's subgraphs read (their own names included)."""
+    used: set[str] = set()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in graphs:
+            for sub in _graphs(g):
+                used.update(o.name for o in sub.output)
+                for n in sub.node:
+                    used.update(n.input)
+    return used
+
+
+def fold_constants(
+    model: onnx.ModelProto,
+    *,
+    keep: Callable[[onnx.NodeProto, onnx.GraphProto], bool] | None = None,
+    report: list[str] | None = None,
+) -> onnx.ModelProto:
+    """Replace every quantization node whose inputs are all constant by its output.
+
+    Extended (``com.amd.quark``), legacy Vitis (``com.vai.quantize``) and
+    ``com.microsoft`` QuantizeLinear / DequantizeLinear nodes are computed with
+    extql's kernels (the bits the node produces in onnxruntime) and become
+    initializers of their graph under the name of their output.  Chains fold
+    too (a quantize of a constant feeding a dequantize).  An output that is a
+    graph output becomes a ``Constant`` node of that name instead, so the
+    graph's interface does not change.  Initializers and ``Constant`` nodes
+    that nothing reads any more are removed, as are fallback functions and the
+    opset imports of the quantization domains that no node uses any more.
+
+    ``keep(node, graph)`` (optional) returns True for a node that must stay
+    although it could be folded (:func:`extql.optimize` leaves the
+    com.microsoft nodes to onnxruntime's QDQ fusion this way).  com.microsoft nodes
+    whose types or attributes extql does not implement (int4, a float16 scale,
+    an int32 dequantize whose 32-bit difference would wrap) are left as they
+    are, with a line in ``report``.  A node that would fail at run time raises
+    ``ValueError`` naming it.  The input model is not modified.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    namer = _Namer(out)
+    messages: list[str] = [] if report is None else report
+    folded_any = _fold_graph(out.graph, None, True, keep, namer, messages)
+    if folded_any:
+        _remove_dead(out.graph, set())
+        _drop_unused(out)
+    return out
+
+
+def _fold_graph(
+    graph: onnx.GraphProto,
+    parent: _Scope | None,
+    top: bool,
+    keep: Callable[[onnx.NodeProto, onnx.GraphProto], bool] | None,
+    namer: _Namer,
+    messages: list[str],
+) -> bool:
+    scope = _Scope(parent, graph, top)
+    outputs = {o.name for o in graph.output}
+    new_nodes: list[onnx.NodeProto] = []
+    new_inits: list[onnx.TensorProto] = []
+    folded = False
+    for node in graph.node:
+        if _is_constant_node(node) and node.output:
+            value = _constant_node_value(node)
+            if value is not None:
+                scope.values[node.output[0]] = value
+                scope.shadowed.discard(node.output[0])
+            new_nodes.append(node)
+            continue
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subs:
+                folded |= _fold_graph(sub, scope, False, keep, namer, messages)
+        quantize = is_quantization_node(node)
+        value = None
+        if quantize is not None and 2 <= len(node.input) <= 3 and len(node.output) == 1:
+            args = [scope.get(n) if n else None for n in node.input]
+            constant = all(a is not None for a in args[:2]) and (
+                len(args) < 3 or not node.input[2] or args[2] is not None
+            )
+            if constant and not (keep is not None and keep(node, graph)):
+                value = _evaluate(node, quantize, args)
+                if value is None:
+                    messages.append(f"{_label(node)}: not folded: extql does not implement "
+                                    "its types or attributes exactly as this operator")
+        if value is None:
+            for name in node.output:
+                scope.shadowed.add(name)
+            new_nodes.append(node)
+            continue
+        folded = True
+        name = node.output[0]
+        scope.values[name] = value
+        scope.shadowed.discard(name)
+        if name in outputs:
+            new_nodes.append(
+                helper.make_node("Constant", [], [name], value=array_to_tensor(name, value),
+                                 name=node.name or namer(name))
+            )
+        else:
+            new_inits.append(array_to_tensor(name, value))
+    del graph.node[:]
+    graph.node.extend(new_nodes)
+    graph.initializer.extend(new_inits)
+    return folded
+
+
+def _remove_dead(graph: onnx.GraphProto, outer_used: Collection[str]) -> set[str]:
+    """Remove initializers and Constant nodes nothing reads (here or in a
+    subgraph); returns the names this graph reads from enclosing scopes."""
+    # Subgraphs first: what they read counts as used here.
+    used: set[str] = set(outer_used) | {o.name for o in graph.output}
+    for node in graph.node:
+        used.update(node.input)
+        used |= _subgraph_uses(node)
+    kept_nodes = [
+        n for n in graph.node
+        if not (_is_constant_node(n) and n.output and not any(o in used for o in n.output))
+    ]
+    if len(kept_nodes) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept_nodes)
+    inputs = {i.name for i in graph.input}
+    kept_inits = [i for i in graph.initializer if i.name in used or i.name in inputs]
+    if len(kept_inits) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept_inits)
+    for node in graph.node:
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subs:
+                _remove_dead(sub, set())
+    return used
+
+
+def _drop_unused(model: onnx.ModelProto) -> None:
+    """Remove the Extended fallback functions and the imports of the
+    quantization domains that no node uses any more."""
+    used_ops = {(n.domain, n.op_type) for g in _graphs(model.graph) for n in g.node}
+    functions = [
+        f for f in model.functions if f.domain not in OP_NAMES or (f.domain, f.name) in used_ops
+    ]
+    if len(functions) != len(model.functions):
+        del model.functions[:]
+        model.functions.extend(functions)
+    used = {d for d, _ in used_ops}
+    for f in model.functions:
+        used.update(n.domain for n in f.node)
+        used.add(f.domain)
+    ours = {*OP_NAMES, MS_DOMAIN}
+    keep = [o for o in model.opset_import if o.domain not in ours or o.domain in used]
+    if len(keep) != len(model.opset_import):
+        del model.opset_import[:]
+        model.opset_import.extend(keep)
