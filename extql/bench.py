@@ -6,6 +6,8 @@ the directory named by the ``EXTQL_BENCHMARKS`` environment variable or, when
 it is unset, in the source checkout extql runs from (an editable install: the
 ``benchmarks`` directory next to the ``extql`` package), and hands its arguments to them;
 without them it says where to get them and exits with status 2.
+``extql bench models [OPTIONS]`` runs the whole-model benchmark
+(``benchmarks/whole_models.py``) the same way.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["models"]:  # the whole-model benchmark
+        return int(importlib.import_module("whole_models").main(args[1:]))
     harness = importlib.import_module("extql_bench.cli")
-    return int(harness.main(list(sys.argv[1:] if argv is None else argv)))
+    return int(harness.main(args))
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -61,7 +66,8 @@ def register(subparsers: Any) -> None:
             "Runs the benchmark harness of a source checkout (benchmarks/extql_bench in the "
             "extql repository, or the directory EXTQL_BENCHMARKS names) with the options "
             "given; there, extql bench --help lists them (--quick, --json FILE, --markdown "
-            "FILE, --threads T ..., --sizes N ..., --granularity G ...).  Without the "
+            "FILE, --threads T ..., --sizes N ..., --granularity G ...); extql bench models "
+            "[OPTIONS] runs the whole-model benchmark (extql bench models --help).  Without the "
             "harness it says where to get it and exits with status 2."
         ),
         usage="extql bench [OPTIONS]",
