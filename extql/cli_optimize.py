@@ -16,41 +16,35 @@ from pathlib import Path
 __all__ = ["register"]
 
 
-class _ModelProblem(Exception):
-    """The model itself is wrong (exit status 1)."""
-
-
 def _run(args: argparse.Namespace, name: str) -> int:
-    from .cli_tools import CliError, load_model, save_model
+    """Read IN, transform it, write OUT.  Errors are raised as CliError and
+    printed by the command line's guard (extql.cli_errors): status 2 for
+    paths and files, 1 for a model the transformation cannot take."""
+    from .cli_errors import CliError, readable_file, require_modules, writable_output
+    from .cli_tools import _require_integrity, load_model, save_model
 
+    require_modules("onnx", "onnxscript")
     src, dst = Path(args.input), Path(args.output)
+    readable_file(src, "an .onnx model")
+    if src.resolve() == dst.resolve():
+        raise CliError("the output must be a different file from the input")
+    writable_output(dst, "model")  # before the work, not after it
+    if not args.quiet:
+        print(f"loading {src} ...", file=sys.stderr, flush=True)
+    model, external = load_model(src)
+    _require_integrity(src, model)
+    start = time.monotonic()
+    report: list[str] = []
     try:
-        if src.resolve() == dst.resolve():
-            raise CliError("the output must be a different file from the input")
-        if not args.quiet:
-            print(f"loading {src} ...", file=sys.stderr, flush=True)
-        model, external = load_model(src)
-        start = time.monotonic()
-        report: list[str] = []
-        try:
-            out = _transform(name, model, report, getattr(args, "no_fuse", False))
-        except ValueError as exc:
-            raise _ModelProblem(str(exc)) from None
-        if not args.quiet:
-            print(f"{name}: done in {time.monotonic() - start:.1f} s; writing {dst} ...",
-                  file=sys.stderr, flush=True)
-        want_external = True if args.external_data else (
-            False if args.no_external_data else (True if external else None))
-        try:
-            location = save_model(out, dst, external=want_external)
-        except OSError as exc:
-            raise CliError(f"{dst}: cannot write the model ({exc.strerror or exc})") from None
-    except CliError as exc:
-        print(f"extql {name}: error: {exc}", file=sys.stderr)
-        return 2
-    except _ModelProblem as exc:
-        print(f"extql {name}: error: {exc}", file=sys.stderr)
-        return 1
+        out = _transform(name, model, report, getattr(args, "no_fuse", False))
+    except ValueError as exc:
+        raise CliError(str(exc), status=1) from None
+    if not args.quiet:
+        print(f"{name}: done in {time.monotonic() - start:.1f} s; writing {dst} ...",
+              file=sys.stderr, flush=True)
+    want_external = True if args.external_data else (
+        False if args.no_external_data else (True if external else None))
+    location = save_model(out, dst, external=want_external)
     if args.verbose:
         for line in report:
             print(line)

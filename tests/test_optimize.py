@@ -341,7 +341,7 @@ def test_cli_exit_codes(tmp_path, command):
         ((str(tmp_path / "missing.onnx"), str(tmp_path / "o.onnx")), 2, "no such file"),
         ((str(junk), str(tmp_path / "o.onnx")), 2, "not a readable ONNX model"),
         ((str(good), str(tmp_path / "no_dir" / "o.onnx")), 2, "does not exist"),
-        ((str(good), str(tmp_path)), 2, "cannot write"),
+        ((str(good), str(tmp_path)), 2, "is a directory"),
         ((str(good), str(good)), 2, "different file"),
         ((str(bad), str(tmp_path / "o.onnx")), 1, "broken_dq"),
     ]
