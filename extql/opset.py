@@ -33,10 +33,19 @@ QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
 scale; shape of x), which is what the Extended operators specify too.  (onnx
 < 1.18 cannot attach an inference function to a Python schema: there the
 types are checked but not inferred through the Extended nodes.)
+
+An inference function set from Python is held by onnx's C++ schema registry
+as a wrapper around a Python object.  The registry is a C++ static, destroyed
+after the interpreter has finalised; destroying a wrapper then touches a dead
+interpreter (onnx 1.20-1.22 crash with SIGSEGV at exit, 1.19 waits forever
+for the GIL).  So the schemas registered here are deregistered again by an
+``atexit`` handler, while the interpreter is still alive (see
+:func:`_deregister_schemas`).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 
 import onnx
@@ -61,6 +70,8 @@ QUANTIZE_TYPES = [
 
 _lock = threading.Lock()
 _done = False
+#: (name, version, domain) of each schema this module registered itself.
+_registered: list[tuple[str, int, str]] = []
 
 
 def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
@@ -132,7 +143,30 @@ def register_schemas() -> None:
                     onnx.defs.get_schema(name, 1, domain)
                 except onnx.defs.SchemaError:
                     onnx.defs.register_schema(_schema(name, domain, quantize))
+                    _registered.append((name, 1, domain))
+        if _registered:
+            atexit.register(_deregister_schemas)
         _done = True
+
+
+def _deregister_schemas() -> None:
+    """Remove the schemas registered by :func:`register_schemas` (run at exit).
+
+    Their inference functions wrap Python objects; onnx's registry would
+    otherwise destroy them after the interpreter is gone, which crashes or
+    hangs the process at exit with onnx < 1.23.
+    """
+    global _done
+    deregister = getattr(onnx.defs, "deregister_schema", None)
+    with _lock:
+        while _registered:
+            name, version, domain = _registered.pop()
+            if deregister is not None:
+                try:
+                    deregister(name, version, domain)
+                except onnx.defs.SchemaError:
+                    pass
+        _done = False
 
 
 register_schemas()
