@@ -128,8 +128,52 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
     return schema
 
 
+#: Types of onnxruntime's com.microsoft QuantizeLinear / DequantizeLinear
+#: (float side; quantized side), for type inference through Quark's models.
+_MS_FLOAT_TYPES = ["tensor(float)", "tensor(float16)"]
+_MS_QUANTIZED_TYPES = ["tensor(int8)", "tensor(uint8)", "tensor(int16)", "tensor(uint16)",
+                       "tensor(int4)", "tensor(uint4)"]
+
+
+def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
+    """com.microsoft QuantizeLinear / DequantizeLinear (version 1), as
+    onnxruntime defines them, so that onnx shape inference (which has no
+    onnxruntime contrib schemas) infers types through the nodes AMD Quark
+    writes."""
+    FP = onnx.defs.OpSchema.FormalParameter
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    if quantize:
+        name, infer_from = "QuantizeLinear", "QuantizeLinear"
+        inputs = [FP("x", "T1", "Input."), FP("y_scale", "T1", "Scale."),
+                  FP("y_zero_point", "T2", "Zero point.", param_option=optional)]
+        outputs = [FP("y", "T2", "Quantized tensor.")]
+        constraints = [("T1", _MS_FLOAT_TYPES, "x and scale."),
+                       ("T2", _MS_QUANTIZED_TYPES, "Zero point and y.")]
+    else:
+        name, infer_from = "DequantizeLinear", "DequantizeLinear"
+        inputs = [FP("x", "T1", "Quantized input."), FP("x_scale", "T2", "Scale."),
+                  FP("x_zero_point", "T1", "Zero point.", param_option=optional)]
+        outputs = [FP("y", "T2", "Dequantized tensor.")]
+        constraints = [("T1", [*_MS_QUANTIZED_TYPES, "tensor(int32)"], "x and zero point."),
+                       ("T2", _MS_FLOAT_TYPES, "Scale and y.")]
+    schema = onnx.defs.OpSchema(
+        name, "com.microsoft", 1, f"onnxruntime contrib {name} (registered by extql).",
+        inputs=inputs, outputs=outputs, type_constraints=constraints,
+        attributes=[onnx.defs.OpSchema.Attribute(
+            "axis", onnx.helper.make_attribute("axis", 1), "Axis of per-axis quantization.")],
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        official = onnx.defs.get_schema(infer_from, 21, "")
+        schema.set_type_and_shape_inference_function(
+            official.get_type_and_shape_inference_function()
+        )
+    return schema
+
+
 def register_schemas() -> None:
-    """Register the four operator schemas with onnx (idempotent, thread-safe)."""
+    """Register the operator schemas with onnx (idempotent, thread-safe): the
+    four Extended / Vitis ones, and com.microsoft QuantizeLinear /
+    DequantizeLinear unless something else registered those already."""
     global _done
     with _lock:
         if _done:
@@ -144,6 +188,12 @@ def register_schemas() -> None:
                 except onnx.defs.SchemaError:
                     onnx.defs.register_schema(_schema(name, domain, quantize))
                     _registered.append((name, 1, domain))
+        for name, quantize in (("QuantizeLinear", True), ("DequantizeLinear", False)):
+            try:
+                onnx.defs.get_schema(name, 1, "com.microsoft")
+            except onnx.defs.SchemaError:
+                onnx.defs.register_schema(_microsoft_schema(quantize))
+                _registered.append((name, 1, "com.microsoft"))
         if _registered:
             atexit.register(_deregister_schemas)
         _done = True
