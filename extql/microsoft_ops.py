@@ -93,11 +93,11 @@ def to_extended(model: onnx.ModelProto) -> onnx.ModelProto:
             raise ValueError(f"{ext.label}: {problems[0]}")
         node = ext.node
         code = _quantized_type(ext, types)
-        for name in node.input[:2]:
+        for name in [node.input[1]] + ([node.input[0]] if ext.quantize else []):
             info = types.get(name)
             if info is not None and info.elem_type != TensorProto.FLOAT:
                 raise ValueError(
-                    f"{ext.label}: only float32 x and scale can be rewritten as standard ops, "
+                    f"{ext.label}: only a float32 scale (and x) can be rewritten as standard ops, "
                     f"{name!r} is {_tname(info.elem_type)}"
                 )
         if code == TensorProto.INT32:

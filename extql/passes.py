@@ -637,7 +637,7 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     kept = [f for f in out.functions if f.domain not in ours]
     del out.functions[:]
     out.functions.extend(kept)
-    _drop_unused_imports(out, ours)
+    _drop_unused_imports(out, (*ours, MS_DOMAIN))
     return out
 
 
