@@ -437,11 +437,11 @@ def _stepped_options(target, make_options: Callable[[], Any] | None, args: argpa
     make = make_options or ort.SessionOptions
     options = make()
     model = target.SerializeToString() if not isinstance(target, str) else target
-    warned = args.__dict__.setdefault("_warned", set())
+    warned = args.__dict__.setdefault("_warned", [])
 
     def warn(line: str) -> None:
-        if line not in warned:  # the same model part may be loaded several times
-            warned.add(line)
+        if not warned:  # once: the model and its variants (--compare-fallback) say the same
+            warned.append(line)
             print(f"warning: {line}", file=sys.stderr)
 
     try:
