@@ -130,7 +130,8 @@ def main(out_dir: str) -> int:
                         continue
                     config.per_channel = True
                 model = build()
-                path = out / f"{model_name}_{config_name.lower()}{'_pc' if per_channel else ''}.onnx"
+                suffix = "_pc" if per_channel else ""
+                path = out / f"{model_name}_{config_name.lower()}{suffix}.onnx"
                 try:
                     quantizer = ModelQuantizer(Config(global_quant_config=config))
                     quantizer.quantize_model(model, str(path), _Reader(model))
