@@ -20,9 +20,11 @@ Quantize to an integer type T with range [lo, hi]:
 Quantize to float16/bfloat16: ``w = x / s + float(zp)`` in float32, clamped to
 the largest finite value of the type (NaN kept), then one Cast (round to
 nearest even).  NaN stays NaN; which NaN (its payload) is not part of the
-contract.  The sum is made with ``AddSigned``, which keeps the sign of a zero
-sum right even where a runtime removes ``Add(v, 0)`` as a no-op (onnxruntime
-does for a constant zero point of 0, and ``-0 + 0`` is ``+0``).
+contract.  The sum is made with ``AddSigned``: the zero point goes through
+``OpaqueZero`` (unchanged, but no longer a constant), so a runtime cannot
+remove ``Add(v, 0)`` as a no-op (onnxruntime does for a constant zero point
+of 0, which is wrong for ``v = -0``: ``-0 + 0`` is ``+0``).  The float16 /
+bfloat16 dequantize subtracts its zero point the same way.
 
 Dequantize: ``float32(x) - float32(zp)`` for the 8/16-bit and float types (the
 conversion and difference are exact in float32 for the integers, and float32
@@ -174,34 +176,29 @@ def _quantize_wide_core(to: int, lo: int, hi: int):
 
 
 @script(_INTERNAL, default_opset=op)
-def ZeroSign(w: FLOAT, v: FLOAT, z: FLOAT) -> FLOAT:
-    """``w`` (the value of ``v + z``) with the sign IEEE gives a zero ``v + z``
-    (see ``AddSigned``)."""
-    zero = op.Constant(value_float=0.0)
-    one = op.Constant(value_float=1.0)
-    both_negative = op.And(op.Less(op.Div(one, v), zero), op.Less(op.Div(one, z), zero))
-    b = op.Cast(both_negative, to=_F32)
-    zero_sign = op.Sub(one, op.Add(b, b))
-    sign = op.Add(op.Sign(w), op.Mul(op.Cast(op.Equal(w, zero), to=_F32), zero_sign))
-    return op.Mul(op.Abs(w), sign)
+def OpaqueZero(t) -> FLOAT:
+    """A scalar +0.0 that a runtime cannot compute before it has ``t``'s data.
+
+    onnxruntime removes ``Add(v, 0)`` / ``Sub(v, 0)`` when the 0 is a constant
+    (its no-op elimination), which is wrong for signed zeros: ``-0 + +0`` is
+    ``+0``, ``-0 - (-0)`` is ``+0``.  A zero point passed through
+    ``Sub(zp, OpaqueZero(t))`` keeps its value and sign exactly
+    (``z - (+0) = z`` for every z, ``-0`` included) but is no longer a
+    constant, so the Add / Sub that uses it stays.  O(1): one element of
+    ``t`` (any type; none for an empty ``t``) as float32 through IsNaN, cast
+    to 0 or 1, times +0.
+    """
+    first = op.Slice(op.Reshape(t, op.Constant(value_ints=[-1])),
+                     op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+    probe = op.ReduceSum(op.Cast(first, to=_F32), keepdims=0)
+    return op.Mul(op.Cast(op.IsNaN(probe), to=_F32), op.Constant(value_float=0.0))
 
 
 @script(_INTERNAL, default_opset=op)
 def AddSigned(v: FLOAT, z: FLOAT) -> FLOAT:
-    """``v + z`` in float32, with the IEEE sign of a zero sum even where a
-    runtime has dropped the Add as a no-op.
-
-    onnxruntime removes ``Add(v, 0)`` when the 0 is a constant (its no-op
-    elimination), which is wrong for ``v = -0``: ``-0 + +0`` is ``+0``.  A sum
-    that is zero is ``-0`` exactly when both terms are ``-0`` (a nonzero
-    ``v = -z`` cancels to ``+0``), so the result is rebuilt as
-    ``|w| * sign`` with ``sign`` the sign of ``w`` where it is nonzero and,
-    where it is zero, -1 if both terms are ``-0`` (read as ``1 / t < 0``,
-    ``-inf`` for ``-0``) else +1.  Multiplying by +-1 is exact, so every other
-    sum keeps the Add's bits (NaN stays a NaN).  Arithmetic, not ``Where``:
-    onnxruntime's Where does not keep a ``-0`` taken from its second input.
-    """
-    return ZeroSign(op.Add(v, z), v, z)
+    """``v + z`` in float32 with IEEE's sign of a zero sum at every
+    optimisation level: ``z`` is made opaque first (see ``OpaqueZero``)."""
+    return op.Add(v, op.Sub(z, OpaqueZero(v)))
 
 
 def _quantize_float_core(to: int, limit: float):
@@ -235,9 +232,10 @@ def DequantizeNarrow(x, s: FLOAT, zp) -> FLOAT:
 
 @script(_INTERNAL, default_opset=op)
 def DequantizeFloat(x, s: FLOAT, zp) -> FLOAT:
-    # float16/bfloat16: x - zp as x + (-zp), with the sign of a zero difference
-    # kept where a runtime drops the subtraction of a constant zero.
-    return op.Mul(AddSigned(op.Cast(x, to=_F32), op.Neg(op.Cast(zp, to=_F32))), s)
+    # float16/bfloat16: x - zp with an opaque zero point, so that a runtime
+    # cannot drop the subtraction of a constant -0 (x - (-0) is x + 0).
+    xf = op.Cast(x, to=_F32)
+    return op.Mul(op.Sub(xf, op.Sub(op.Cast(zp, to=_F32), OpaqueZero(xf))), s)
 
 
 @script(_INTERNAL, default_opset=op)
@@ -470,15 +468,16 @@ def DequantizeDispatch(x, x_scale: FLOAT, x_zero_point, axis: int = 1) -> FLOAT:
     pshape = ParamShape(x, x_scale, axis=axis)
     s = op.Reshape(x_scale, pshape)
     zp = op.Reshape(x_zero_point, pshape)
-    d = op.Sub(op.Cast(x, to=TensorProto.DOUBLE), op.Cast(zp, to=TensorProto.DOUBLE))
-    d = ZeroSign(op.Cast(d, to=_F32), op.Cast(x, to=_F32), op.Neg(op.Cast(zp, to=_F32)))
-    return op.Mul(d, s)
+    opaque = op.Cast(OpaqueZero(x), to=TensorProto.DOUBLE)
+    zd = op.Sub(op.Cast(zp, to=TensorProto.DOUBLE), opaque)  # see OpaqueZero
+    d = op.Sub(op.Cast(x, to=TensorProto.DOUBLE), zd)
+    return op.Mul(op.Cast(d, to=_F32), s)
 
 
 # --------------------------------------------------------------------------
 # FunctionProtos for models.
 
-_INTERNAL_FUNCTIONS = (ParamShape, IntBounds, IsFloat, AddSigned, ZeroSign)
+_INTERNAL_FUNCTIONS = (ParamShape, IntBounds, IsFloat, AddSigned, OpaqueZero)
 
 
 def _flatten(fn, callees) -> onnx.FunctionProto:
@@ -516,7 +515,7 @@ def _walk(nodes):
 
 def _callees(variant: str, quantize: bool) -> list:
     core = _quantize_core(variant) if quantize else _dequantize_core(variant)
-    return [ParamShape, AddSigned, ZeroSign, core]
+    return [ParamShape, AddSigned, OpaqueZero, core]
 
 
 def _stamp(
@@ -594,14 +593,14 @@ def core_proto(quantize: bool, variant: str, *, opset: int = 21) -> onnx.Functio
 @functools.cache
 def _flat_core(quantize: bool, variant: str) -> onnx.FunctionProto:
     core = _quantize_core(variant) if quantize else _dequantize_core(variant)
-    return _flatten(core, [AddSigned, ZeroSign])
+    return _flatten(core, [AddSigned, OpaqueZero])
 
 
 @functools.cache
 def _flat_dispatch(quantize: bool) -> onnx.FunctionProto:
     if quantize:
-        return _flatten(QuantizeDispatch, [ParamShape, IntBounds, IsFloat, AddSigned, ZeroSign])
-    return _flatten(DequantizeDispatch, [ParamShape, ZeroSign])
+        return _flatten(QuantizeDispatch, [ParamShape, IntBounds, IsFloat, AddSigned, OpaqueZero])
+    return _flatten(DequantizeDispatch, [ParamShape, OpaqueZero])
 
 
 def dispatcher_proto(
