@@ -133,14 +133,19 @@ def save_model(model, path: str | os.PathLike, *, external: bool | None = None) 
 def check_model(
     model, progress: _Progress | None = None, notes: list[str] | None = None
 ) -> tuple[int, list[str]]:
-    """(number of Extended nodes, problems) of a model, each problem one line
-    naming its node.  What cannot be checked (unknown types) goes to
-    ``notes``, not to the problems."""
+    """(number of quantization nodes, problems) of a model, each problem one
+    line naming its node.  Checked: every Extended (and legacy Vitis) node and
+    every com.microsoft QuantizeLinear / DequantizeLinear (which AMD Quark
+    writes for its 8/16-bit nodes), each against its operator's rules; every
+    operator of a custom domain that neither extql nor onnxruntime implements
+    (Quark's BFPQuantizeDequantize, for example) is a problem too.  What
+    cannot be checked (unknown types) goes to ``notes``, not to the problems."""
     from . import passes
+    from .microsoft_ops import unsupported_nodes
 
-    problems: list[str] = []
+    problems: list[str] = [f"unsupported operator {line}" for line in unsupported_nodes(model)]
     notes = [] if notes is None else notes
-    nodes = passes.extended_nodes(model)
+    nodes = passes.extended_nodes(model, microsoft=True)
     if not nodes:
         return 0, problems
     types = passes.infer_types(model)
@@ -197,6 +202,28 @@ def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     return 1
 
 
+def _session_warnings(path: str) -> list[str]:
+    """Warnings about loading the model in onnxruntime with the extql library:
+    that it loads only at a lower optimisation level than the default (and
+    why), or not at all.  Empty when it loads at the default level, or when
+    onnxruntime or the library is not available to try."""
+    try:
+        import onnxruntime  # noqa: F401
+
+        make = _library_options
+        make()
+    except (ImportError, CliError):
+        return []
+    from .ort_levels import SessionError, open_session
+
+    found: list[str] = []
+    try:
+        open_session(path, make, warn=found.append)
+    except SessionError as exc:
+        found.append(f"onnxruntime (with the extql library) cannot load the model: {exc}")
+    return found
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxscript")
     model, _ = load_model(args.model, with_data=False)
@@ -206,24 +233,31 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .model_lint import onnx_checker_problems
     from .passes import extended_nodes
 
-    total = len(extended_nodes(model))
-    _log(args, f"checking {args.model}: {total} Extended node(s), inferring types ...")
+    total = len(extended_nodes(model, microsoft=True))
+    _log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, _Progress(args, "checked", total), notes)
     if not problems:  # what the node checks do not look at
         problems += onnx_checker_problems(model)
-    cli_json.record(args, model=str(args.model), extended_nodes=count, problems=problems,
-                    notes=notes)
-    if count == 0 and not problems:
-        print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
-              "(nor the legacy Vitis names)")
-        return 0
     for line in problems:
         print(line)
     for line in notes:
         print(f"note: {line}")
+    warned: list[str] = []
+    if not problems:
+        _log(args, "loading the model in onnxruntime at its default optimisation level ...")
+        warned = _session_warnings(str(args.model))
+        for line in warned:
+            print(f"warning: {line}")
+    cli_json.record(args, model=str(args.model), extended_nodes=count, problems=problems,
+                    notes=notes, warnings=warned)
+    if count == 0 and not problems:
+        print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
+              "(nor the legacy Vitis names, nor com.microsoft QuantizeLinear/DequantizeLinear)")
+        return 0
     status = "OK" if not problems else f"{len(problems)} problem(s)"
-    print(f"{args.model}: {count} Extended node(s) checked: {status}")
+    print(f"{args.model}: {count} quantization node(s) checked (Extended and com.microsoft "
+          f"Q/DQ): {status}")
     return 1 if problems else 0
 
 
@@ -488,25 +522,97 @@ def _bits(a: np.ndarray) -> np.ndarray:
 
 
 def _compare(native: dict, fallback: dict) -> list[str]:
+    """One line per output of ``native`` that differs in ``fallback`` (any NaN
+    matches any NaN)."""
+    from .node_compare import compare_arrays
+
     lines = []
     for name, a in native.items():
-        b = fallback[name]
-        if a.dtype != b.dtype or a.shape != b.shape:
-            lines.append(f"{name}: {a.dtype}{list(a.shape)} vs fallback {b.dtype}{list(b.shape)}")
-            continue
-        if a.dtype == object:
-            same = np.array_equal(a, b)
-            if not same:
-                lines.append(f"{name}: differs")
-            continue
-        bad = np.flatnonzero(_bits(a).reshape(-1) != _bits(b).reshape(-1))
-        if bad.size:
-            i = bad[:5]
-            lines.append(
-                f"{name}: {bad.size} of {a.size} elements differ, e.g. at {i.tolist()}: "
-                f"{a.reshape(-1)[i].tolist()} vs fallback {b.reshape(-1)[i].tolist()}"
-            )
+        diff = compare_arrays(a, fallback[name])
+        if diff is not None:
+            lines.append(f"{name}: {diff}")
     return lines
+
+
+def _stepped_options(target, make_options: Callable[[], Any] | None, args: argparse.Namespace):
+    """SessionOptions (from ``make_options``, or plain ones) at the highest
+    optimisation level at which onnxruntime loads ``target`` (a ModelProto or
+    a path), with a warning on stderr when that is below the default."""
+    import onnxruntime as ort
+
+    from .ort_levels import SessionError, open_session
+
+    make = make_options or ort.SessionOptions
+    options = make()
+    model = target.SerializeToString() if not isinstance(target, str) else target
+    warned = args.__dict__.setdefault("_warned", [])
+
+    def warn(line: str) -> None:
+        if not warned:  # once: the model and its variants (--compare-fallback) say the same
+            warned.append(line)
+            print(f"warning: {line}", file=sys.stderr)
+
+    try:
+        _, level = open_session(model, lambda: options, warn=warn)
+    except SessionError as exc:
+        raise CliError(f"onnxruntime cannot load the model: {exc}") from None
+    _log(args, f"optimisation level: {level}")
+    return options
+
+
+def _compare_fallback(args: argparse.Namespace, model, feeds: dict, native: dict,
+                      tmp: str) -> int:
+    """--compare-fallback: every quantization node's output, native kernels vs
+    fallback functions on the same inputs (the promise; a difference is exit 1),
+    then the whole model's outputs (information only)."""
+    from . import node_compare, passes
+
+    nodes = node_compare.quantization_nodes(model)
+    types = passes.infer_types(model)
+    exposed, kept = node_compare.expose(model, nodes, types)
+    node_lines: list[str] = []
+    if kept:
+        _log(args, f"running with the library, {len(kept)} quantization node(s) exposed ...")
+        target = _serialisable(exposed, tmp, "exposed.onnx")
+        values = dict(feeds)
+        values.update(run_model(target, feeds, _stepped_options(target, _library_options, args)))
+        iso, feed_of, out_of = node_compare.isolated_nodes(model, kept, types)
+        _log(args, "running the same nodes through the fallback functions (no library) ...")
+        target = _serialisable(passes.attach_fallbacks(iso), tmp, "nodes.onnx")
+        got = run_model(target, {alias: values[name] for alias, name in feed_of.items()},
+                        _stepped_options(target, None, args))
+        for q, (alias, name) in zip(kept, out_of.items(), strict=True):
+            diff = node_compare.compare_arrays(values[name], got[alias])
+            if diff is not None:
+                node_lines.append(f"{q.ext.label} (output {name!r}): {diff}")
+    skipped = len(nodes) - len(kept)
+    _log(args, "running the whole model with the fallback functions (no library) ...")
+    target = _serialisable(passes.attach_fallbacks(model), tmp, "fallback.onnx")
+    fallback = run_model(target, feeds, _stepped_options(target, None, args))
+    whole = _compare(native, fallback)
+    if node_lines:
+        print("quantization nodes: native and fallback DIFFER on the same inputs:")
+        for line in node_lines:
+            print(f"  {line}")
+    elif kept:
+        print(f"quantization nodes: all {len(kept)} output(s) identical, native kernels vs "
+              "fallback functions on the same inputs")
+    else:
+        print("quantization nodes: none to compare")
+    if skipped:
+        print(f"note: {skipped} quantization node(s) not compared (inside a subgraph, or a "
+              "value of unknown type)")
+    if whole:
+        print("whole model (information, not a failure: onnxruntime optimises the graph "
+              "around custom nodes and around their decompositions differently):")
+        for line in whole:
+            print(f"  {line}")
+    else:
+        print(f"whole model: all {len(native)} output(s) agree bit for bit")
+    cli_json.record(args, fallback_agrees=not node_lines, differences=node_lines,
+                    nodes_compared=len(kept), nodes_not_compared=skipped,
+                    whole_model_differences=whole)
+    return 1 if node_lines else 0
 
 
 def _serialisable(model, tmp: str, name: str):
@@ -529,6 +635,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _log(args, f"loading {args.model} ...")
     model, _ = load_model(args.model)
     _require_integrity(args.model, model)
+    from .microsoft_ops import unsupported_nodes
+
+    unsupported = unsupported_nodes(model)
+    if unsupported:
+        for line in unsupported:
+            print(f"{args.model}: unsupported operator {line}")
+        print(f"{args.model}: cannot run: {len(unsupported)} unsupported operator(s)")
+        cli_json.record(args, model=str(args.model), unsupported=unsupported)
+        return 1
     initializer_names = {i.name for i in model.graph.initializer}
     graph_inputs = [i for i in model.graph.input if i.name not in initializer_names]
     unknown = sorted(set(feeds) - {i.name for i in graph_inputs})
@@ -552,12 +667,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.no_library:
             _log(args, "running with the fallback functions (no library) ...")
             native = None
-            outputs = run_model(_serialisable(attach_fallbacks(model), tmp, "fallback.onnx"),
-                                feeds)
+            target = _serialisable(attach_fallbacks(model), tmp, "fallback.onnx")
+            outputs = run_model(target, feeds, _stepped_options(target, None, args))
         else:
             _log(args, "running with the extql library ...")
-            outputs = native = run_model(_serialisable(model, tmp, "model.onnx"), feeds,
-                                         _library_options())
+            target = _serialisable(model, tmp, "model.onnx")
+            outputs = native = run_model(target, feeds,
+                                         _stepped_options(target, _library_options, args))
         _log(args, f"ran in {time.monotonic() - start:.2f} s")
         summary = {}
         for name, value in outputs.items():
@@ -578,17 +694,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return 0
         if native is None:
             raise CliError("--compare-fallback compares with the library: drop --no-library")
-        _log(args, "running with the fallback functions (no library) ...")
-        fallback = run_model(_serialisable(attach_fallbacks(model), tmp, "fallback.onnx"), feeds)
-    lines = _compare(native, fallback)
-    cli_json.record(args, fallback_agrees=not lines, differences=lines)
-    if lines:
-        print("native and fallback DIFFER:")
-        for line in lines:
-            print(f"  {line}")
-        return 1
-    print(f"native and fallback agree bit for bit on all {len(native)} output(s)")
-    return 0
+        return _compare_fallback(args, model, feeds, native, tmp)
 
 
 # --------------------------------------------------------------------------
@@ -622,10 +728,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="validate every Extended Q/DQ node of a model",
         description=(
             "Check every ExtendedQuantizeLinear / ExtendedDequantizeLinear node (and the legacy\n"
-            "VitisQuantizeLinear / VitisDequantizeLinear) of MODEL: input count, the types of x,\n"
+            "VitisQuantizeLinear / VitisDequantizeLinear, and com.microsoft QuantizeLinear /\n"
+            "DequantizeLinear) of MODEL: input count, the types of x,\n"
             "scale and zero point, the scale's rank, zero point shape, axis range and scale\n"
             "length against the input's shape. Types and shapes come from the model's\n"
             "initializers, inputs, value_info and ONNX shape inference.\n\n"
+            "Every operator of a custom domain that neither extql nor onnxruntime implements\n"
+            "(e.g. Quark's BFPQuantizeDequantize) is a problem too. A model that onnxruntime\n"
+            "loads only below its default optimisation level gets a warning.\n\n"
             "Prints one line per problem, naming the node, and exits with 1 if there is any."
         ),
     )
@@ -651,9 +761,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "inline", formatter_class=fmt,
         help="replace every Extended node by standard ONNX ops",
         description=(
-            "Copy IN to OUT with every Extended (and legacy Vitis) node replaced by the standard\n"
-            "ops that compute it bit for bit. OUT has no custom operator left, so any ONNX\n"
-            "runtime can run it."
+            "Copy IN to OUT with every Extended (and legacy Vitis) node, and every com.microsoft\n"
+            "QuantizeLinear / DequantizeLinear, replaced by the standard ops that compute it bit\n"
+            "for bit. OUT has no custom or Microsoft operator left, so any ONNX runtime can run\n"
+            "it."
         ),
     )
     _add_io(p)
@@ -666,8 +777,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Copy IN to OUT with Extended nodes rewritten as the official ONNX QuantizeLinear /\n"
             "DequantizeLinear where these give the same bits (int8, uint8, int16, uint16; int32\n"
             "dequantize without a zero point), so onnxruntime can fuse them into quantized\n"
-            "kernels again. The other nodes stay; the model's opset is never changed, so a node\n"
-            "that needs a newer opset is left and reported."
+            "kernels again; com.microsoft QuantizeLinear / DequantizeLinear by the same rules.\n"
+            "The other nodes stay; the model's opset is never changed, so a node that needs a\n"
+            "newer opset is left and reported."
         ),
     )
     _add_io(p)
@@ -679,8 +791,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run MODEL in onnxruntime (CPU) with the extql library registered, on the arrays of\n"
             "--inputs or on random inputs, and print each output's type and shape. With\n"
-            "--compare-fallback it also runs the model through the fallback functions without\n"
-            "the library and reports whether both agree bit for bit (exit 1 if not).\n\n"
+            "--compare-fallback it also compares every quantization node (Extended and\n"
+            "com.microsoft Q/DQ) between the native kernels and the fallback functions on the\n"
+            "same inputs (exit 1 if any output differs), and reports the whole model's\n"
+            "difference as information. If onnxruntime rejects the model at its default\n"
+            "optimisation level, run steps it down (all, extended, basic, disabled) with a\n"
+            "warning. A custom operator that neither extql nor onnxruntime implements is named\n"
+            "and run exits 1.\n\n"
             "example: extql run model.onnx --inputs in.npz --compare-fallback"
         ),
     )
@@ -688,7 +805,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--inputs", metavar="FILE.npz",
                    help="input arrays by input name (np.savez); missing inputs are random")
     p.add_argument("--compare-fallback", action="store_true",
-                   help="also run without the library and compare the outputs bit for bit")
+                   help="also compare each quantization node's output with the fallback's, "
+                        "bit for bit on the same inputs (the whole model: information)")
     p.add_argument("--no-library", action="store_true",
                    help="run with the fallback functions only (no native library)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")

@@ -20,10 +20,12 @@ Quantize to an integer type T with range [lo, hi]:
 
 Quantize to float16/bfloat16: ``w = x / s + float(zp)`` in float32, clamped to
 the largest finite value of the type (NaN kept), then one Cast (round to
-nearest even).  NaN bits: float16 ``sign | 0x7E00 | payload >> 13`` and
-bfloat16 ``sign | 0x7FC0`` as the kernels; onnxruntime's float16 Cast keeps
-payloads only in its vector path, so the float16 function casts a copy padded
-to a multiple of 64 elements (see ``QuantizeFloat16``).
+nearest even).  NaN stays NaN; which NaN (its payload) is not part of the
+contract.  The sum is made with ``AddSigned``: the zero point goes through
+``OpaqueZero`` (unchanged, but no longer a constant), so a runtime cannot
+remove ``Add(v, 0)`` as a no-op (onnxruntime does for a constant zero point
+of 0, which is wrong for ``v = -0``: ``-0 + 0`` is ``+0``).  The float16 /
+bfloat16 dequantize subtracts its zero point the same way.
 
 Dequantize: ``float32(x) - float32(zp)`` for the 8/16-bit and float types (the
 conversion and difference are exact in float32 for the integers, and float32
@@ -175,40 +177,40 @@ def _quantize_wide_core(to: int, lo: int, hi: int):
     return QuantizeWide
 
 
+@script(_INTERNAL, default_opset=op)
+def OpaqueZero(t) -> FLOAT:
+    """A scalar +0.0 that a runtime cannot compute before it has ``t``'s data.
+
+    onnxruntime removes ``Add(v, 0)`` / ``Sub(v, 0)`` when the 0 is a constant
+    (its no-op elimination), which is wrong for signed zeros: ``-0 + +0`` is
+    ``+0``, ``-0 - (-0)`` is ``+0``.  A zero point passed through
+    ``Sub(zp, OpaqueZero(t))`` keeps its value and sign exactly
+    (``z - (+0) = z`` for every z, ``-0`` included) but is no longer a
+    constant, so the Add / Sub that uses it stays.  O(1): one element of
+    ``t`` (any type; none for an empty ``t``) as float32 through IsNaN, cast
+    to 0 or 1, times +0.
+    """
+    first = op.Slice(op.Reshape(t, op.Constant(value_ints=[-1])),
+                     op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+    probe = op.ReduceSum(op.Cast(first, to=_F32), keepdims=0)
+    return op.Mul(op.Cast(op.IsNaN(probe), to=_F32), op.Constant(value_float=0.0))
+
+
+@script(_INTERNAL, default_opset=op)
+def AddSigned(v: FLOAT, z: FLOAT) -> FLOAT:
+    """``v + z`` in float32 with IEEE's sign of a zero sum at every
+    optimisation level: ``z`` is made opaque first (see ``OpaqueZero``)."""
+    return op.Add(v, op.Sub(z, OpaqueZero(v)))
+
+
 def _quantize_float_core(to: int, limit: float):
     @script(_INTERNAL, default_opset=op)
     def QuantizeFloat(x: FLOAT, s: FLOAT, zp):
-        w = op.Add(op.Div(x, s), op.Cast(zp, to=_F32))
+        w = AddSigned(op.Div(x, s), op.Cast(zp, to=_F32))
         c = op.Clip(w, op.Constant(value_float=-limit), op.Constant(value_float=limit))
         return op.Cast(op.Where(op.IsNaN(w), w, c), to=to)
 
     return QuantizeFloat
-
-
-# onnxruntime casts float32 -> float16 in vector blocks of 8 (F16C / NEON),
-# which keep a NaN's payload like the kernels do, and the last n % 8
-# elements one by one in software, which drops it (sign | 0x7E00).  Casting a
-# copy padded to a multiple of _CAST_BLOCK elements sends every element
-# through the vector path, so NaN payloads come out right everywhere.
-_CAST_BLOCK = 64
-_F16_MAX = 65504.0
-
-
-@script(_INTERNAL, default_opset=op)
-def QuantizeFloat16(x: FLOAT, s: FLOAT, zp):
-    w = op.Add(op.Div(x, s), op.Cast(zp, to=_F32))
-    c = op.Clip(w, op.Constant(value_float=-_F16_MAX), op.Constant(value_float=_F16_MAX))
-    y = op.Where(op.IsNaN(w), w, c)
-    one_v = op.Constant(value_ints=[1])
-    block = op.Constant(value_int=_CAST_BLOCK)
-    n = op.Reshape(op.Size(y), one_v)
-    extra = op.Mod(op.Sub(block, op.Mod(n, block)), block)
-    padded = op.Pad(
-        op.Reshape(y, op.Constant(value_ints=[-1])),
-        op.Concat(op.Constant(value_ints=[0]), extra, axis=0),
-    )
-    h = op.Slice(op.Cast(padded, to=TensorProto.FLOAT16), op.Constant(value_ints=[0]), n)
-    return op.Reshape(h, op.Shape(y))
 
 
 @script(_INTERNAL, default_opset=op)
@@ -231,6 +233,14 @@ def DequantizeNarrow(x, s: FLOAT, zp) -> FLOAT:
 
 
 @script(_INTERNAL, default_opset=op)
+def DequantizeFloat(x, s: FLOAT, zp) -> FLOAT:
+    # float16/bfloat16: x - zp with an opaque zero point, so that a runtime
+    # cannot drop the subtraction of a constant -0 (x - (-0) is x + 0).
+    xf = op.Cast(x, to=_F32)
+    return op.Mul(op.Sub(xf, op.Sub(op.Cast(zp, to=_F32), OpaqueZero(xf))), s)
+
+
+@script(_INTERNAL, default_opset=op)
 def DequantizeWide(x, s: FLOAT, zp) -> FLOAT:
     # int32/uint32: the difference is exact in int64 and rounds once to float32.
     return op.Mul(op.Cast(op.Sub(op.Cast(x, to=_I64), op.Cast(zp, to=_I64)), to=_F32), s)
@@ -250,8 +260,6 @@ def _quantize_core(variant: str):
     if variant == "default":
         return QuantizeDefault
     qt = QTYPES[variant]
-    if variant == "float16":
-        return QuantizeFloat16
     if qt.is_float:
         return _quantize_float_core(qt.onnx, qt.hi)
     if _is_wide(variant):
@@ -262,6 +270,8 @@ def _quantize_core(variant: str):
 def _dequantize_core(variant: str):
     if variant == "default":
         return DequantizeDefault
+    if QTYPES[variant].is_float:
+        return DequantizeFloat
     return DequantizeWide if _is_wide(variant) else DequantizeNarrow
 
 
@@ -433,7 +443,7 @@ def QuantizeDispatch(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
     probe = op.Constant(value_float=_F16_PROBE)
     is_f16 = op.Equal(op.Cast(op.CastLike(probe, zp), to=_F32), probe)
     limit = op.Where(is_f16, op.Constant(value_float=65504.0), op.Constant(value_float=_BF16_MAX))
-    w = op.Add(v, op.Cast(zp, to=_F32))
+    w = AddSigned(v, op.Cast(zp, to=_F32))
     wf = op.Where(op.IsNaN(w), w, op.Clip(w, op.Neg(limit), limit))
     # integer route (a float zero point is made finite and small first, so
     # that no cast below sees NaN or an out-of-range value)
@@ -455,20 +465,10 @@ def QuantizeDispatch(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
     t = op.Where(op.Greater(t, hi), hi, t)
     # Cast both routes to the zero point's type and pick one with Gather
     # (type-generic, unlike Where in onnxruntime).  The float route is zeroed
-    # for integer types (no NaN reaches an integer cast) and cast from
-    # float32 in a copy padded to whole blocks, as in QuantizeFloat16.
+    # for integer types (no NaN reaches an integer cast).
     is_float = IsFloat(zp)
     wf = op.Where(is_float, wf, op.Constant(value_float=0.0))
-    one_v = op.Constant(value_ints=[1])
-    block = op.Constant(value_int=_CAST_BLOCK)
-    n = op.Reshape(op.Size(wf), one_v)
-    extra = op.Mod(op.Sub(block, op.Mod(n, block)), block)
-    padded = op.Pad(
-        op.Reshape(wf, op.Constant(value_ints=[-1])),
-        op.Concat(op.Constant(value_ints=[0]), extra, axis=0),
-    )
-    as_float = op.Slice(op.CastLike(padded, zp), op.Constant(value_ints=[0]), n)
-    as_float = op.Reshape(as_float, op.Shape(wf))
+    as_float = op.CastLike(wf, zp)
     as_int = op.CastLike(t, zp)
     zero_v = op.Constant(value_ints=[0])
     both = op.Concat(op.Unsqueeze(as_float, zero_v), op.Unsqueeze(as_int, zero_v), axis=0)
@@ -485,14 +485,16 @@ def DequantizeDispatch(x, x_scale: FLOAT, x_zero_point, axis: int = 1) -> FLOAT:
     pshape = ParamShape(x, x_scale, axis=axis)
     s = op.Reshape(x_scale, pshape)
     zp = op.Reshape(x_zero_point, pshape)
-    d = op.Sub(op.Cast(x, to=TensorProto.DOUBLE), op.Cast(zp, to=TensorProto.DOUBLE))
+    opaque = op.Cast(OpaqueZero(x), to=TensorProto.DOUBLE)
+    zd = op.Sub(op.Cast(zp, to=TensorProto.DOUBLE), opaque)  # see OpaqueZero
+    d = op.Sub(op.Cast(x, to=TensorProto.DOUBLE), zd)
     return op.Mul(op.Cast(d, to=_F32), s)
 
 
 # --------------------------------------------------------------------------
 # FunctionProtos for models.
 
-_INTERNAL_FUNCTIONS = (ParamShape, IntBounds, IsFloat)
+_INTERNAL_FUNCTIONS = (ParamShape, IntBounds, IsFloat, AddSigned, OpaqueZero)
 
 
 def _flatten(fn, callees) -> onnx.FunctionProto:
@@ -530,7 +532,7 @@ def _walk(nodes):
 
 def _callees(variant: str, quantize: bool) -> list:
     core = _quantize_core(variant) if quantize else _dequantize_core(variant)
-    return [ParamShape, core]
+    return [ParamShape, AddSigned, OpaqueZero, core]
 
 
 def _stamp(
@@ -601,16 +603,21 @@ def core_proto(quantize: bool, variant: str, *, opset: int = 21) -> onnx.Functio
     broadcastable against x.  Named ``Quantize_<variant>`` /
     ``Dequantize_<variant>`` in :data:`CORE_DOMAIN`; for graph passes that
     know the granularity statically and inline the result."""
-    core = _quantize_core(variant) if quantize else _dequantize_core(variant)
     name = f"{'Quantize' if quantize else 'Dequantize'}_{variant}"
-    return _stamp(core.to_function_proto(), CORE_DOMAIN, name, "", opset)
+    return _stamp(_flat_core(quantize, variant), CORE_DOMAIN, name, "", opset)
+
+
+@functools.cache
+def _flat_core(quantize: bool, variant: str) -> onnx.FunctionProto:
+    core = _quantize_core(variant) if quantize else _dequantize_core(variant)
+    return _flatten(core, [AddSigned, OpaqueZero])
 
 
 @functools.cache
 def _flat_dispatch(quantize: bool) -> onnx.FunctionProto:
     if quantize:
-        return _flatten(QuantizeDispatch, [ParamShape, IntBounds, IsFloat])
-    return _flatten(DequantizeDispatch, [ParamShape])
+        return _flatten(QuantizeDispatch, [ParamShape, IntBounds, IsFloat, AddSigned, OpaqueZero])
+    return _flatten(DequantizeDispatch, [ParamShape, OpaqueZero])
 
 
 def dispatcher_proto(

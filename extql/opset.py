@@ -33,10 +33,19 @@ QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
 scale; shape of x), which is what the Extended operators specify too.  (onnx
 < 1.18 cannot attach an inference function to a Python schema: there the
 types are checked but not inferred through the Extended nodes.)
+
+An inference function set from Python is held by onnx's C++ schema registry
+as a wrapper around a Python object.  The registry is a C++ static, destroyed
+after the interpreter has finalised; destroying a wrapper then touches a dead
+interpreter (onnx 1.20-1.22 crash with SIGSEGV at exit, 1.19 waits forever
+for the GIL).  So the schemas registered here are deregistered again by an
+``atexit`` handler, while the interpreter is still alive (see
+:func:`_deregister_schemas`).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 
 import onnx
@@ -61,6 +70,8 @@ QUANTIZE_TYPES = [
 
 _lock = threading.Lock()
 _done = False
+#: (name, version, domain) of each schema this module registered itself.
+_registered: list[tuple[str, int, str]] = []
 
 
 def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
@@ -117,8 +128,52 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
     return schema
 
 
+#: Types of onnxruntime's com.microsoft QuantizeLinear / DequantizeLinear
+#: (float side; quantized side), for type inference through Quark's models.
+_MS_FLOAT_TYPES = ["tensor(float)", "tensor(float16)"]
+_MS_QUANTIZED_TYPES = ["tensor(int8)", "tensor(uint8)", "tensor(int16)", "tensor(uint16)",
+                       "tensor(int4)", "tensor(uint4)"]
+
+
+def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
+    """com.microsoft QuantizeLinear / DequantizeLinear (version 1), as
+    onnxruntime defines them, so that onnx shape inference (which has no
+    onnxruntime contrib schemas) infers types through the nodes AMD Quark
+    writes."""
+    FP = onnx.defs.OpSchema.FormalParameter
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    if quantize:
+        name, infer_from = "QuantizeLinear", "QuantizeLinear"
+        inputs = [FP("x", "T1", "Input."), FP("y_scale", "T1", "Scale."),
+                  FP("y_zero_point", "T2", "Zero point.", param_option=optional)]
+        outputs = [FP("y", "T2", "Quantized tensor.")]
+        constraints = [("T1", _MS_FLOAT_TYPES, "x and scale."),
+                       ("T2", _MS_QUANTIZED_TYPES, "Zero point and y.")]
+    else:
+        name, infer_from = "DequantizeLinear", "DequantizeLinear"
+        inputs = [FP("x", "T1", "Quantized input."), FP("x_scale", "T2", "Scale."),
+                  FP("x_zero_point", "T1", "Zero point.", param_option=optional)]
+        outputs = [FP("y", "T2", "Dequantized tensor.")]
+        constraints = [("T1", [*_MS_QUANTIZED_TYPES, "tensor(int32)"], "x and zero point."),
+                       ("T2", _MS_FLOAT_TYPES, "Scale and y.")]
+    schema = onnx.defs.OpSchema(
+        name, "com.microsoft", 1, f"onnxruntime contrib {name} (registered by extql).",
+        inputs=inputs, outputs=outputs, type_constraints=constraints,
+        attributes=[onnx.defs.OpSchema.Attribute(
+            "axis", onnx.helper.make_attribute("axis", 1), "Axis of per-axis quantization.")],
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        official = onnx.defs.get_schema(infer_from, 21, "")
+        schema.set_type_and_shape_inference_function(
+            official.get_type_and_shape_inference_function()
+        )
+    return schema
+
+
 def register_schemas() -> None:
-    """Register the four operator schemas with onnx (idempotent, thread-safe)."""
+    """Register the operator schemas with onnx (idempotent, thread-safe): the
+    four Extended / Vitis ones, and com.microsoft QuantizeLinear /
+    DequantizeLinear unless something else registered those already."""
     global _done
     with _lock:
         if _done:
@@ -132,7 +187,36 @@ def register_schemas() -> None:
                     onnx.defs.get_schema(name, 1, domain)
                 except onnx.defs.SchemaError:
                     onnx.defs.register_schema(_schema(name, domain, quantize))
+                    _registered.append((name, 1, domain))
+        for name, quantize in (("QuantizeLinear", True), ("DequantizeLinear", False)):
+            try:
+                onnx.defs.get_schema(name, 1, "com.microsoft")
+            except onnx.defs.SchemaError:
+                onnx.defs.register_schema(_microsoft_schema(quantize))
+                _registered.append((name, 1, "com.microsoft"))
+        if _registered:
+            atexit.register(_deregister_schemas)
         _done = True
+
+
+def _deregister_schemas() -> None:
+    """Remove the schemas registered by :func:`register_schemas` (run at exit).
+
+    Their inference functions wrap Python objects; onnx's registry would
+    otherwise destroy them after the interpreter is gone, which crashes or
+    hangs the process at exit with onnx < 1.23.
+    """
+    global _done
+    deregister = getattr(onnx.defs, "deregister_schema", None)
+    with _lock:
+        while _registered:
+            name, version, domain = _registered.pop()
+            if deregister is not None:
+                try:
+                    deregister(name, version, domain)
+                except onnx.defs.SchemaError:
+                    pass
+        _done = False
 
 
 register_schemas()

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from . import fallbacks
 from .fallbacks import OP_NAMES
+from .microsoft_ops import MS_DEQUANTIZE_TYPES, MS_DOMAIN, MS_QDQ, MS_QUANTIZE_TYPES
 from .types import BY_ONNX, QTYPES
 
 __all__ = [
@@ -57,6 +58,11 @@ class ExtNode:
     quantize: bool
 
     @property
+    def microsoft(self) -> bool:
+        """A com.microsoft QuantizeLinear / DequantizeLinear node."""
+        return self.node.domain == MS_DOMAIN
+
+    @property
     def has_zero_point(self) -> bool:
         return len(self.node.input) >= 3 and self.node.input[2] != ""
 
@@ -84,15 +90,19 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     yield from _graphs(g)
 
 
-def extended_nodes(model: onnx.ModelProto) -> list[ExtNode]:
+def extended_nodes(model: onnx.ModelProto, *, microsoft: bool = False) -> list[ExtNode]:
     """Every ExtendedQuantizeLinear/ExtendedDequantizeLinear (and legacy Vitis)
-    node of the model, subgraphs included, in graph order."""
+    node of the model, subgraphs included, in graph order; with
+    ``microsoft``, the com.microsoft QuantizeLinear / DequantizeLinear nodes
+    too (see :mod:`extql.microsoft_ops`)."""
     out = []
     for graph in _graphs(model.graph):
         for node in graph.node:
             key = (node.domain, node.op_type)
             if key in _OPS:
                 out.append(ExtNode(node, graph, _OPS[key]))
+            elif microsoft and node.domain == MS_DOMAIN and node.op_type in MS_QDQ:
+                out.append(ExtNode(node, graph, MS_QDQ[node.op_type]))
     return out
 
 
@@ -378,7 +388,9 @@ def _validate_static(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
 
 
 def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
-    """Every problem of one Extended node that the static types/shapes prove.
+    """Every problem of one Extended (or com.microsoft Q/DQ) node that the
+    static types/shapes prove.  com.microsoft nodes are held to onnxruntime's
+    types for them (:mod:`extql.microsoft_ops`), the Extended ones to extql's.
 
     Checks the input count, the types of x, the scale and the zero point, the
     scale's rank, the zero point's shape against the scale's, the axis range
@@ -408,24 +420,39 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     def tname(code: int) -> str:
         return helper.tensor_dtype_to_string(code).replace("TensorProto.", "").lower()
 
-    names = ", ".join(QTYPES)
+    if ext.microsoft:
+        allowed = MS_QUANTIZE_TYPES if ext.quantize else MS_DEQUANTIZE_TYPES
+        floats = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16"}
+    else:
+        allowed = set(BY_ONNX)
+        floats = {TensorProto.FLOAT: "float32"}
+    names = ", ".join(sorted(tname(c) for c in allowed))
+    float_names = " or ".join(floats.values())
     if ext.quantize:
-        if x is not None and x.elem_type != TensorProto.FLOAT:
-            problems.append(f"x {x_name!r} must be float32, it is {tname(x.elem_type)}")
-        if z is not None and z.elem_type not in BY_ONNX:
+        if x is not None and x.elem_type not in floats:
+            problems.append(f"x {x_name!r} must be {float_names}, it is {tname(x.elem_type)}")
+        if z is not None and z.elem_type not in allowed:
             problems.append(
                 f"the zero point {z_name!r} must be one of {names}, it is {tname(z.elem_type)}"
             )
     else:
-        if x is not None and x.elem_type not in BY_ONNX:
+        if x is not None and x.elem_type not in allowed:
             problems.append(f"x {x_name!r} must be one of {names}, it is {tname(x.elem_type)}")
         if x is not None and z is not None and z.elem_type != x.elem_type:
             problems.append(
                 f"the zero point {z_name!r} must have the type of x ({tname(x.elem_type)}), "
                 f"it is {tname(z.elem_type)}"
             )
-    if s is not None and s.elem_type != TensorProto.FLOAT:
-        problems.append(f"the scale {s_name!r} must be float32, it is {tname(s.elem_type)}")
+    if s is not None and s.elem_type not in floats:
+        problems.append(
+            f"the scale {s_name!r} must be {float_names}, it is {tname(s.elem_type)}"
+        )
+    if (ext.microsoft and ext.quantize and x is not None and s is not None
+            and x.elem_type in floats and s.elem_type in floats and x.elem_type != s.elem_type):
+        problems.append(
+            f"the scale {s_name!r} must have the type of x ({tname(x.elem_type)}), "
+            f"it is {tname(s.elem_type)}"
+        )
     s_shape = s.shape if s is not None else None
     z_shape = z.shape if z is not None else None
     x_shape = x.shape if x is not None else None
@@ -519,8 +546,16 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     with ``data_prop=True`` also finds them from the ops alone.  The result
     has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
     import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
+
+    com.microsoft QuantizeLinear / DequantizeLinear nodes (which AMD Quark
+    writes for the 8/16-bit types) are replaced too, so the result needs no
+    contrib operator either: they are first renamed to the Extended operators
+    where both mean the same bits (:func:`extql.microsoft_ops.to_extended`,
+    which raises a ``ValueError`` naming any other).
     """
-    out = attach_fallbacks(model)
+    from .microsoft_ops import to_extended
+
+    out = attach_fallbacks(to_extended(model))
     nodes = extended_nodes(out)
     if not nodes:
         return out
@@ -602,7 +637,7 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     kept = [f for f in out.functions if f.domain not in ours]
     del out.functions[:]
     out.functions.extend(kept)
-    _drop_unused_imports(out, ours)
+    _drop_unused_imports(out, (*ours, MS_DOMAIN))
     return out
 
 
@@ -691,6 +726,10 @@ def lower_to_standard(
     """Rewrite Extended nodes as official QuantizeLinear/DequantizeLinear where
     that operator gives the same bits, so onnxruntime can fuse them again.
 
+    com.microsoft QuantizeLinear / DequantizeLinear nodes (float32 x and
+    scale) are lowered by the same rules; a com.microsoft node that the
+    model's opset cannot express (16-bit below opset 21) stays as it is.
+
     Lowered: quantize to int8/uint8 (and without a zero point) and int16/uint16;
     dequantize of int8/uint8/int16/uint16, and of int32 without a zero point or
     with a constant all-zero one (the official int32 dequantize computes the
@@ -704,7 +743,7 @@ def lower_to_standard(
     opset import.
     """
     out = _copy(model)
-    nodes = extended_nodes(out)
+    nodes = extended_nodes(out, microsoft=True)
     if not nodes:
         return out
     if model_opset(out, "") is None:
@@ -718,6 +757,9 @@ def lower_to_standard(
         problems = check_node(ext, types)
         if problems:
             messages.append(f"{ext.label}: left as is: {problems[0]}")
+            continue
+        if ext.microsoft and not _float32_inputs(ext, types):
+            messages.append(f"{ext.label}: left as is: x and the scale are not both float32")
             continue
         try:
             variant = fallbacks._variant(_zero_point_type(ext, types))
@@ -773,5 +815,11 @@ def lower_to_standard(
     ]
     del out.functions[:]
     out.functions.extend(kept_f)
-    _drop_unused_imports(out, tuple(OP_NAMES))
+    _drop_unused_imports(out, (*OP_NAMES, MS_DOMAIN))
     return out
+
+
+def _float32_inputs(ext: ExtNode, types: dict[str, TypeInfo]) -> bool:
+    """x (for quantize) and the scale are known to be float32."""
+    names = [ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else [])
+    return all(n in types and types[n].elem_type == TensorProto.FLOAT for n in names)

@@ -66,7 +66,7 @@ def test_check_good_model(mixed, capsys):
     path, _ = mixed
     code, out, _ = extql_cmd(capsys, "check", path)
     assert code == 0
-    assert "18 Extended node(s) checked: OK" in out
+    assert "18 quantization node(s) checked (Extended and com.microsoft Q/DQ): OK" in out
 
 
 def test_check_reports_every_bad_node(tmp_path, capsys):
@@ -103,7 +103,7 @@ def test_check_reports_every_bad_node(tmp_path, capsys):
     assert any("zp_type_mismatch" in s and "type of x (uint16)" in s for s in lines)
     assert any("scale_rank_2" in s and "scalar or 1-D" in s for s in lines)
     assert not any("fine" in s for s in lines if "node fine" in s)
-    assert "6 Extended node(s) checked: 5 problem(s)" in out
+    assert "6 quantization node(s) checked (Extended and com.microsoft Q/DQ): 5 problem(s)" in out
 
 
 def test_check_missing_opset_import(tmp_path, capsys):
@@ -125,7 +125,9 @@ def test_check_unknown_types_are_notes_and_progress_is_shown(tmp_path, capsys):
     """A big model gets progress lines; a zero point of unknown type cannot be
     checked, which is said but is not a failure."""
     n = 250
-    nodes = [helper.make_node("Foo", ["x"], ["zp_unknown"], domain="com.example")]
+    # onnxruntime's com.microsoft Gelu: a known operator whose output type onnx
+    # shape inference cannot know (onnx has no schema for it).
+    nodes = [helper.make_node("Gelu", ["x"], ["zp_unknown"], domain="com.microsoft")]
     outputs = []
     for i in range(n):
         zin = "zp_unknown" if i == 0 else "zp"
@@ -134,12 +136,12 @@ def test_check_unknown_types_are_notes_and_progress_is_shown(tmp_path, capsys):
         outputs.append(value_info(f"y{i}", TensorProto.INT8, [4]))
     model = make_model(nodes, [value_info("x", TensorProto.FLOAT, [4])], outputs,
                        [tensor("s", np.float32(1)), tensor("zp", np.int8(0))],
-                       domains=(DOMAIN, "com.example"))
+                       domains=(DOMAIN, "com.microsoft"))
     code, out, err = extql_cmd(capsys, "check", save(model, tmp_path / "big.onnx"))
     assert code == 0
     assert "note: ExtendedQuantizeLinear node q0: the type of 'zp_unknown' is unknown" in out
     assert f"checked: {n}/{n}" in err
-    assert f"{n} Extended node(s) checked: OK" in out
+    assert f"{n} quantization node(s) checked (Extended and com.microsoft Q/DQ): OK" in out
 
 
 def test_check_missing_file_says_so(tmp_path, capsys):
@@ -244,7 +246,8 @@ def test_run_compare_fallback_agrees(mixed, capsys):
     path, _ = mixed
     code, out, err = extql_cmd(capsys, "run", path, "--compare-fallback")
     assert code == 0, err
-    assert "native and fallback agree bit for bit on all 18 output(s)" in out
+    assert "quantization nodes: all 18 output(s) identical" in out
+    assert "whole model: all 18 output(s) agree bit for bit" in out
     assert "output q6: float16[2, 3, 4]" in out
 
 
@@ -273,7 +276,7 @@ def test_run_without_library(mixed, capsys):
 
 
 def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
-    """If native and fallback ever disagree, run says where and exits 1."""
+    """If native and fallback ever disagree on a node, run says where and exits 1."""
     from extql import cli_tools
 
     model = qdq_model("int8", [4], np.float32(1), np.int8(0), chain="q")
@@ -283,15 +286,41 @@ def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
 
     def fake(model_or_path, feeds, options=None):
         out = real(model_or_path, feeds, options)
-        calls.append(options)
-        if options is None:  # the fallback run
+        name = getattr(getattr(model_or_path, "graph", None), "name", "")
+        calls.append(name)
+        if name == "extql_quantization_nodes":  # the nodes through the fallback
             out = {k: v + np.int8(1) for k, v in out.items()}
         return out
 
     monkeypatch.setattr(cli_tools, "run_model", fake)
     code, out, _ = extql_cmd(capsys, "run", path, "--compare-fallback")
     assert code == 1 and "DIFFER" in out and "4 of 4 elements differ" in out
-    assert len(calls) == 2
+    assert "ExtendedQuantizeLinear node (unnamed, output 'y') (output 'y')" in out
+    # the model, the model with the nodes exposed, the nodes alone, the whole fallback
+    assert len(calls) == 4 and calls.count("extql_quantization_nodes") == 1
+
+
+def test_run_whole_model_difference_is_information(tmp_path, capsys, monkeypatch):
+    """A whole-model difference with identical nodes is reported, exit 0."""
+    from extql import cli_tools
+
+    model = qdq_model("int8", [4], np.float32(1), np.int8(0), chain="qdq")
+    path = save(model, tmp_path / "m.onnx")
+    real = cli_tools.run_model
+    seen = []
+
+    def fake(model_or_path, feeds, options=None):
+        out = real(model_or_path, feeds, options)
+        seen.append(1)
+        if len(seen) == 4:  # the whole model through the fallback
+            out = {k: (v + 1).astype(v.dtype) for k, v in out.items()}
+        return out
+
+    monkeypatch.setattr(cli_tools, "run_model", fake)
+    code, out, _ = extql_cmd(capsys, "run", path, "--compare-fallback")
+    assert code == 0, out
+    assert "quantization nodes: all 2 output(s) identical" in out
+    assert "whole model (information, not a failure" in out and "4 of 4 elements differ" in out
 
 
 def test_run_rejects_unknown_inputs(mixed, tmp_path, capsys):

@@ -1,0 +1,223 @@
+"""``com.microsoft`` QuantizeLinear / DequantizeLinear, and custom ops extql cannot run.
+
+AMD Quark ends quantization by rewriting every Extended Q/DQ node of type
+int8, uint8, int16 or uint16 (and int32 dequantize with a zero point of 0)
+into onnxruntime's contrib operators ``com.microsoft::QuantizeLinear`` /
+``DequantizeLinear`` (DESIGN.md, "Models as Quark writes them").  A real
+Quark model mixes them with Extended nodes, so extql treats them as
+first-class:
+
+* their meaning, as onnxruntime's CPU kernels compute it: ``axis`` defaults
+  to 1, the zero point is optional (0; uint8 output for quantize without
+  one), the quantized type is int8, uint8, int16, uint16, int4 or uint4
+  (int32 for dequantize, whose ``x - zero_point`` is computed in 32 bits and
+  wraps);
+* :func:`to_extended` renames them to the Extended operators where both mean
+  the same bits (float32 x and scale; 8/16-bit types; int32 dequantize with
+  no zero point or a constant all-zero one), which the fallbacks and the
+  graph passes then handle like any Extended node;
+* :func:`unsupported_nodes` names every node of a custom domain that neither
+  extql nor onnxruntime implements (Quark's ``BFPQuantizeDequantize`` and
+  ``MXQuantizeDequantize`` for example), so that tools report them instead
+  of ignoring them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from .types import DOMAIN
+
+__all__ = [
+    "MS_DOMAIN",
+    "MS_QDQ",
+    "MS_QUANTIZE_TYPES",
+    "MS_DEQUANTIZE_TYPES",
+    "is_microsoft_qdq",
+    "to_extended",
+    "unsupported_nodes",
+]
+
+#: onnxruntime's contrib operator domain.
+MS_DOMAIN = "com.microsoft"
+#: op_type -> True for quantize, False for dequantize.
+MS_QDQ: dict[str, bool] = {"QuantizeLinear": True, "DequantizeLinear": False}
+#: Zero point / output types of com.microsoft QuantizeLinear (onnxruntime's CPU kernels).
+MS_QUANTIZE_TYPES = frozenset({
+    TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+    TensorProto.INT4, TensorProto.UINT4,
+})
+#: x / zero point types of com.microsoft DequantizeLinear.
+MS_DEQUANTIZE_TYPES = MS_QUANTIZE_TYPES | {TensorProto.INT32}
+
+# Types whose com.microsoft node means exactly the Extended operator.
+_SAME_AS_EXTENDED = frozenset({
+    TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+})
+
+# Domains whose every operator is known without onnxruntime's help.
+_STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
+
+
+def is_microsoft_qdq(node: onnx.NodeProto) -> bool:
+    """True for a com.microsoft QuantizeLinear / DequantizeLinear node."""
+    return node.domain == MS_DOMAIN and node.op_type in MS_QDQ
+
+
+def to_extended(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with every com.microsoft Q/DQ node (subgraphs too)
+    renamed to ExtendedQuantizeLinear / ExtendedDequantizeLinear.
+
+    Only where both give the same bits: float32 x and scale, an 8/16-bit
+    type, or int32 dequantize without a zero point or with a constant
+    all-zero one.  Any other com.microsoft Q/DQ node raises a ``ValueError``
+    that names it and says why; the ``com.amd.quark`` opset import is added
+    when a node was renamed, the ``com.microsoft`` one dropped when no node
+    of that domain is left.
+    """
+    from . import passes
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    nodes = [e for e in passes.extended_nodes(out, microsoft=True) if e.microsoft]
+    if not nodes:
+        return out
+    types = passes.infer_types(out)
+    for ext in nodes:
+        problems = passes.check_node(ext, types)
+        if problems:
+            raise ValueError(f"{ext.label}: {problems[0]}")
+        node = ext.node
+        code = _quantized_type(ext, types)
+        for name in [node.input[1]] + ([node.input[0]] if ext.quantize else []):
+            info = types.get(name)
+            if info is not None and info.elem_type != TensorProto.FLOAT:
+                raise ValueError(
+                    f"{ext.label}: only a float32 scale (and x) can be rewritten as standard ops, "
+                    f"{name!r} is {_tname(info.elem_type)}"
+                )
+        if code == TensorProto.INT32:
+            if ext.has_zero_point:
+                zp = passes._constant_value(node.input[2], [ext.graph, out.graph])
+                if zp is None or np.any(zp != 0):
+                    raise ValueError(
+                        f"{ext.label}: int32 with a zero point that is not a constant zero: "
+                        "onnxruntime computes x - zero_point in 32 bits (wrapping), which has "
+                        "no exact standard-ops form here"
+                    )
+        elif code is not None and code not in _SAME_AS_EXTENDED:
+            raise ValueError(
+                f"{ext.label}: type {_tname(code)} has no standard-ops fallback in extql "
+                "(int8, uint8, int16, uint16, and int32 dequantize are supported)"
+            )
+        node.domain = DOMAIN
+        node.op_type = "ExtendedQuantizeLinear" if ext.quantize else "ExtendedDequantizeLinear"
+    if passes.model_opset(out, DOMAIN) is None:
+        out.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
+    passes._drop_unused_imports(out, (MS_DOMAIN,))
+    return out
+
+
+def _quantized_type(ext, types) -> int | None:
+    """ONNX type code of the quantized side (zero point, else x for
+    dequantize; uint8 for quantize without zero point); None if unknown."""
+    node = ext.node
+    if ext.has_zero_point and node.input[2] in types:
+        return types[node.input[2]].elem_type
+    if not ext.quantize:
+        info = types.get(node.input[0])
+        return None if info is None else info.elem_type
+    return TensorProto.UINT8 if not ext.has_zero_point else None
+
+
+def _tname(code: int) -> str:
+    return onnx.helper.tensor_dtype_to_string(code).replace("TensorProto.", "").lower()
+
+
+@functools.cache
+def _onnxruntime_ops() -> frozenset[tuple[str, str]] | None:
+    """(domain, op_type) of every operator onnxruntime's installed build has a
+    kernel for, or None when that cannot be asked."""
+    try:
+        from onnxruntime.capi import _pybind_state as state
+
+        defs = state.get_all_opkernel_def()
+    except Exception:  # noqa: BLE001 - no onnxruntime, or a build without the listing
+        return None
+    return frozenset((d.domain or "", d.op_name) for d in defs)
+
+
+def _known(domain: str, op_type: str, functions: set[tuple[str, str]]) -> bool:
+    from .fallbacks import OP_NAMES
+
+    if domain in _STANDARD_DOMAINS:
+        return True
+    if (domain, op_type) in functions:
+        return True
+    if domain in OP_NAMES and op_type in OP_NAMES[domain]:
+        return True
+    if domain == MS_DOMAIN and op_type in MS_QDQ:
+        return True
+    ops = _onnxruntime_ops()
+    if ops is not None:
+        return (domain, op_type) in ops
+    # Without onnxruntime's listing: a schema onnx knows of is a known op.
+    try:
+        onnx.defs.get_schema(op_type, domain=domain)
+    except onnx.defs.SchemaError:
+        return False
+    return True
+
+
+def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
+    """One line per operator (domain, op_type) of a custom domain that neither
+    extql nor onnxruntime implements, naming it and how many nodes use it.
+
+    Standard ONNX domains, the Extended / Vitis operators, com.microsoft
+    Q/DQ, the model's own functions and every operator the installed
+    onnxruntime has a kernel for are supported.  Examples of what is named:
+    Quark's ``BFPQuantizeDequantize`` and ``MXQuantizeDequantize``.
+    """
+    from .passes import _graphs
+
+    functions = {(f.domain, f.name) for f in model.functions}
+    count: dict[tuple[str, str], list[str]] = {}
+    for graph in _graphs(model.graph):
+        for node in graph.node:
+            key = (node.domain, node.op_type)
+            if not _known(node.domain, node.op_type, functions):
+                count.setdefault(key, []).append(node.name or node.output[0])
+    lines = []
+    for (domain, op_type), names in sorted(count.items()):
+        shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+        lines.append(
+            f"{op_type} ({domain}): {len(names)} node(s) ({shown}): an operator that neither "
+            "extql nor this onnxruntime implements"
+        )
+    return lines
+
+
+def reference_dequantize_int32(
+    x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int
+) -> np.ndarray:
+    """com.microsoft DequantizeLinear of int32, as onnxruntime computes it:
+    ``float32(int32(x - zero_point)) * scale`` with the difference wrapping in
+    32 bits (the Extended operator computes it exactly instead)."""
+    from .numpy_api import dequantize_linear
+
+    x = np.asarray(x, np.int32)
+    if zero_point is None:
+        return dequantize_linear(x, scale, None, axis=axis)
+    zp = np.asarray(zero_point, np.int32)
+    if zp.ndim == 1 and zp.size > 1 and x.ndim >= 1:
+        a = axis % x.ndim
+        zp = zp.reshape([zp.size] + [1] * (x.ndim - 1 - a))
+    elif zp.size == 1:
+        zp = zp.reshape(())
+    diff = (x.astype(np.int64) - zp.astype(np.int64)).astype(np.int32)  # wraps like int32 math
+    return dequantize_linear(diff, scale, None, axis=axis)
+

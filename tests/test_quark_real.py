@@ -1,0 +1,99 @@
+"""Models that AMD Quark 0.13's own quantizer wrote (tests/data/quark, made by
+tools/make_quark_fixtures.py), through every extql path.
+
+* onnxruntime with extql gives the bits onnxruntime gave with Quark's own
+  custom-op library (saved next to each model), for every model extql can
+  run; the BFP16 models are named as unsupported instead;
+* ``extql check`` finds no problem, ``run --compare-fallback`` finds every
+  quantization node identical (real processes, exit codes);
+* ``onnx.reference`` + ``extql.reference.OPS`` and ``inline_fallbacks`` in
+  onnxruntime without any library come close to the native output.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from contract import assert_same_bits
+from onnx.reference import ReferenceEvaluator
+from onnx_helpers import run_ort
+
+import extql
+import extql.reference
+from extql.cli_tools import check_model
+
+DATA = Path(__file__).parent / "data" / "quark"
+MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))
+RUNNABLE = [m for m in MODELS if "bfp" not in m]
+CUSTOM = {"com.microsoft", extql.DOMAIN, "com.vai.quantize"}
+EXTQL = "import sys; from extql.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def _load(name: str):
+    model = onnx.load(str(DATA / f"{name}.onnx"))
+    with np.load(DATA / f"{name}.quark.npz") as data:
+        return model, {model.graph.input[0].name: data["x"]}, data["y"]
+
+
+def test_the_corpus_is_there():
+    assert len(MODELS) >= 20 and len(RUNNABLE) < len(MODELS)
+    for name in MODELS:
+        assert onnx.load(str(DATA / f"{name}.onnx")).producer_name == "quark.onnx"
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_native_gives_quarks_library_bits(name):
+    model, feeds, quark_y = _load(name)
+    y = run_ort(model, feeds, options=extql.register(ort.SessionOptions()))
+    assert_same_bits(y[model.graph.output[0].name], quark_y, name)
+
+
+@pytest.mark.parametrize("name", RUNNABLE)
+def test_check_and_other_paths(name):
+    model, feeds, quark_y = _load(name)
+    count, problems = check_model(model)
+    assert count > 0 and problems == []
+    ref = ReferenceEvaluator(model, new_ops=extql.reference.OPS).run(None, feeds)[0]
+    inlined = extql.inline_fallbacks(model)
+    assert not {n.domain for n in inlined.graph.node} & CUSTOM
+    inl = run_ort(inlined, feeds)[model.graph.output[0].name]
+    # close: float ops around the quantization nodes round differently per runtime
+    scale = float(np.abs(quark_y).max()) + 1.0
+    np.testing.assert_allclose(ref, quark_y, atol=0.05 * scale, rtol=0, err_msg=name)
+    np.testing.assert_allclose(inl, quark_y, atol=0.05 * scale, rtol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("name", [m for m in MODELS if "bfp" in m])
+def test_bfp_models_are_named(name):
+    model = onnx.load(str(DATA / f"{name}.onnx"))
+    _, problems = check_model(model)
+    assert problems and all("BFPQuantizeDequantize (com.amd.quark)" in p for p in problems)
+
+
+@pytest.fixture(scope="module")
+def kernel_isa():
+    """This module runs once, with the kernel variant the machine picks
+    (overrides conftest's per-variant fixture: the variants are compared with
+    each other elsewhere, and the processes pick their own)."""
+    return "default"
+
+
+@pytest.mark.parametrize("name", ["cnn_a16w8_pc", "transformer_a8w8", "transformer_au32wu32",
+                                  "cnn_bf16", "cnn_bfp16"])
+def test_processes(name):
+    path = DATA / f"{name}.onnx"
+    want = 1 if "bfp" in name else 0
+    for args in (["check", path, "-q"], ["run", path, "--compare-fallback", "-q"]):
+        proc = subprocess.run([sys.executable, "-c", EXTQL, *map(str, args)],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == want, proc.stdout + proc.stderr
+        if want == 0 and args[0] == "run":
+            assert "quantization nodes: all" in proc.stdout
+        if want == 1:
+            assert "BFPQuantizeDequantize" in proc.stdout
