@@ -21,7 +21,7 @@ def _run(args: argparse.Namespace, name: str) -> int:
     printed by the command line's guard (extql.cli_errors): status 2 for
     paths and files, 1 for a model the transformation cannot take."""
     from .cli_errors import CliError, readable_file, require_modules, writable_output
-    from .cli_tools import _require_integrity, load_model, save_model
+    from .cli_tools import _name_unsupported, _require_integrity, load_model, save_model
 
     require_modules("onnx", "onnxscript")
     src, dst = Path(args.input), Path(args.output)
@@ -33,6 +33,7 @@ def _run(args: argparse.Namespace, name: str) -> int:
         print(f"loading {src} ...", file=sys.stderr, flush=True)
     model, external = load_model(src)
     _require_integrity(src, model)
+    _name_unsupported(src, model, name)
     start = time.monotonic()
     report: list[str] = []
     try:
@@ -87,16 +88,11 @@ def _cmd_fold(args: argparse.Namespace) -> int:
 
 
 def _add_io(p: argparse.ArgumentParser) -> None:
-    p.add_argument("input", metavar="IN", help="the model to read (.onnx)")
-    p.add_argument("output", metavar="OUT", help="where to write the result (.onnx)")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--external-data", action="store_true",
-                   help="write the tensors to OUT.data next to OUT (default: only when IN had "
-                        "external data or the model is too big for one file)")
-    g.add_argument("--no-external-data", action="store_true", help="write everything into OUT")
+    from .cli_tools import _add_io as add_paths
+
+    add_paths(p)  # IN, OUT, --external-data / --no-external-data, -q
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print one line for every quantization node left as it is, and why")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

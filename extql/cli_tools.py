@@ -184,6 +184,22 @@ def _require_integrity(path, model) -> None:
                        status=1)
 
 
+def _name_unsupported(path, model, name: str) -> None:
+    """Name every operator that neither extql nor onnxruntime implements
+    (Quark's BFPQuantizeDequantize, ...): a warning for the passes that leave
+    such nodes as they are, a problem (exit 1) for ``inline``, whose output
+    must run without any custom operator."""
+    from .microsoft_ops import unsupported_nodes
+
+    unsupported = unsupported_nodes(model)
+    if unsupported and name == "inline":
+        more = f" (and {len(unsupported) - 1} more)" if len(unsupported) > 1 else ""
+        raise CliError(f"{path}: unsupported operator {unsupported[0]}{more}: it cannot be "
+                       "replaced by standard ops", status=1)
+    for line in unsupported:
+        print(f"warning: {path}: unsupported operator {line}; left as it is", file=sys.stderr)
+
+
 def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     """Print the model's whole-graph problems (invalid element types, inputs
     that nothing produces, see :mod:`extql.model_lint`) and return 1 when it
@@ -197,31 +213,34 @@ def _integrity_failure(args: argparse.Namespace, model) -> int | None:
         print(line)
     print(f"{args.model}: {len(problems)} problem(s) in the graph itself; the Extended nodes "
           "were not checked")
-    cli_json.record(args, model=str(args.model), extended_nodes=None, problems=problems,
+    cli_json.record(args, model=str(args.model), quantization_nodes=None, problems=problems,
                     notes=[])
     return 1
 
 
-def _session_warnings(path: str) -> list[str]:
-    """Warnings about loading the model in onnxruntime with the extql library:
-    that it loads only at a lower optimisation level than the default (and
-    why), or not at all.  Empty when it loads at the default level, or when
-    onnxruntime or the library is not available to try."""
+def _session_check(path: str) -> tuple[list[str], list[str]]:
+    """(warnings, problems) of loading the model in onnxruntime with the extql
+    library: a warning when it loads only below the default optimisation
+    level (and why), a problem when it loads at no level.  Both empty when it
+    loads at the default level, or when onnxruntime or the library is not
+    available to try."""
     try:
         import onnxruntime  # noqa: F401
 
         make = _library_options
         make()
     except (ImportError, CliError):
-        return []
+        return [], []
     from .ort_levels import SessionError, open_session
 
     found: list[str] = []
     try:
         open_session(path, make, warn=found.append)
     except SessionError as exc:
-        found.append(f"onnxruntime (with the extql library) cannot load the model: {exc}")
-    return found
+        message = " ".join(str(exc).split())
+        return found, [f"onnxruntime (with the extql library) cannot load the model at any "
+                       f"optimisation level: {message}"]
+    return found, []
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -246,10 +265,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     warned: list[str] = []
     if not problems:
         _log(args, "loading the model in onnxruntime at its default optimisation level ...")
-        warned = _session_warnings(str(args.model))
+        warned, refused = _session_check(str(args.model))
         for line in warned:
             print(f"warning: {line}")
-    cli_json.record(args, model=str(args.model), extended_nodes=count, problems=problems,
+        for line in refused:
+            print(line)
+        problems += refused
+    cli_json.record(args, model=str(args.model), quantization_nodes=count, problems=problems,
                     notes=notes, warnings=warned)
     if count == 0 and not problems:
         print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
@@ -275,6 +297,7 @@ def _transform(args: argparse.Namespace, name: str, fn: Callable[[Any], Any]) ->
     _log(args, f"loading {src} ...")
     model, external = load_model(src)
     _require_integrity(src, model)
+    _name_unsupported(src, model, name)
     start = time.monotonic()
     _log(args, f"{name}: {len(model.graph.node)} nodes ...")
     with warnings.catch_warnings(record=True) as caught:

@@ -3,7 +3,8 @@
 A model can be readable protobuf and still be no model onnxruntime will load:
 an element type code that no ONNX type has (one flipped bit does it), a node
 input that nothing produces (a zero point whose initializer was dropped), a
-name that is not UTF-8, a misspelt operator in extql's domains.
+name that is not UTF-8.  (Operators that neither extql nor onnxruntime
+implements are named by :func:`extql.microsoft_ops.unsupported_nodes`.)
 :func:`integrity_problems` finds these, each as one line naming the tensor
 or node, so that ``check`` reports them as the model's problems (exit 1),
 and ``run`` / ``attach`` / ``inline`` / ``lower`` refuse the model with
@@ -22,7 +23,6 @@ from google.protobuf import descriptor
 __all__ = [
     "integrity_problems",
     "non_utf8_problems",
-    "unknown_operator_problems",
     "invalid_type_problems",
     "dangling_input_problems",
     "onnx_checker_problems",
@@ -179,36 +179,9 @@ def _is_repeated(fd: descriptor.FieldDescriptor) -> bool:
     return fd.label == descriptor.FieldDescriptor.LABEL_REPEATED
 
 
-def unknown_operator_problems(model: onnx.ModelProto) -> list[str]:
-    """Nodes in extql's own domains (com.amd.quark, com.vai.quantize) whose
-    operator extql does not implement (a misspelt name, or Quark's
-    BFPQuantizeDequantize / MXQuantizeDequantize), unless the model defines
-    a function of that name."""
-    from .fallbacks import OP_NAMES
-
-    local = {(f.domain, f.name) for f in model.functions}
-    problems: list[str] = []
-
-    def walk(graph: onnx.GraphProto, where: str) -> None:
-        for node in graph.node:
-            names = OP_NAMES.get(node.domain)
-            if names is not None and node.op_type not in names and (
-                    node.domain, node.op_type) not in local:
-                problems.append(
-                    f"{where}{_node_label(node)}: {node.domain}.{node.op_type} is not an "
-                    f"operator extql implements (it implements {' and '.join(names)} in "
-                    f"{node.domain})")
-            for attr_name, sub in _subgraphs(node):
-                walk(sub, f"{where}subgraph {attr_name!r} of {_node_label(node)}: ")
-
-    walk(model.graph, "")
-    return problems
-
-
 def integrity_problems(model: onnx.ModelProto) -> list[str]:
     """Every whole-model problem: no IR version, text that is not UTF-8,
-    invalid element types, inputs that nothing produces, operators of
-    extql's domains that extql does not implement (module docstring)."""
+    invalid element types, inputs that nothing produces (module docstring)."""
     problems: list[str] = []
     if model.ir_version <= 0:
         problems.append("the model has no IR version (ir_version is not set)")
@@ -217,7 +190,6 @@ def integrity_problems(model: onnx.ModelProto) -> list[str]:
         return problems  # names are not comparable: the other checks would only add noise
     problems += invalid_type_problems(model)
     problems += dangling_input_problems(model)
-    problems += unknown_operator_problems(model)
     return problems
 
 
