@@ -12,6 +12,8 @@ The model itself is fine: with fewer graph rewrites it loads and runs.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from typing import Any
 
@@ -62,9 +64,14 @@ def open_session(
     for name in LEVELS:
         options = make_options()
         options.graph_optimization_level = _level(name)
+        # A failure comes back as the exception (reported once, in one line):
+        # onnxruntime's log would repeat it, and the retry banner it prints on
+        # stdout when a session fails to load is of no use on the CPU provider.
+        options.log_severity_level = 3
         try:
-            session = ort.InferenceSession(model, sess_options=options,
-                                           providers=["CPUExecutionProvider"])
+            with contextlib.redirect_stdout(io.StringIO()):
+                session = ort.InferenceSession(model, sess_options=options,
+                                               providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
             errors.append((name, exc))
             continue

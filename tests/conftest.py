@@ -3,8 +3,8 @@
 * tests/ is put on sys.path so that ``contract`` (the independent expectation)
   and the helper modules import.
 * Every test module runs once per instruction-set variant of the kernels that
-  this build and this CPU have (``baseline``, ``avx2``): the autouse fixture
-  ``kernel_isa`` forces the variant.
+  this build and this CPU have (``baseline``, ``avx2``; EXTQL_TEST_ISAS picks
+  a subset): the autouse fixture ``kernel_isa`` forces the variant.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
   library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
@@ -26,7 +26,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from extql import _kernels  # noqa: E402
 
-ISAS = _kernels.available_isas()
+
+def _isas() -> list[str]:
+    """The kernel variants every module runs on: all this build and CPU have,
+    or those EXTQL_TEST_ISAS names (comma-separated; ``default`` is the one
+    the CPU picks).  tox's envs that vary Python, onnx, onnxruntime or NumPy
+    set ``default``: the variant does not interact with those, and the
+    README's test command runs every variant."""
+    available = _kernels.available_isas()
+    wanted = os.environ.get("EXTQL_TEST_ISAS", "").strip()
+    if not wanted:
+        return available
+    names = [_kernels.isa() if w.strip() == "default" else w.strip() for w in wanted.split(",")]
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        raise pytest.UsageError(f"EXTQL_TEST_ISAS: {unknown} not among {available}")
+    return list(dict.fromkeys(names))
+
+
+ISAS = _isas()
 FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
 
