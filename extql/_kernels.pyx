@@ -232,6 +232,8 @@ cdef extern from "extql_avx2.h":
         const uint16_t *zp, int64_t D, int64_t c0,
         int stream) noexcept nogil
     float f32_toward "extql_f32_toward"(double d, int up) noexcept nogil
+    void stream32 "extql_avx2_stream32"(void *dst,
+                                        const void *src) noexcept nogil
     # p[0, n) = v for 1-, 2- and 4-byte elements; the AVX2 copy may write up
     # to 31 bytes past n (the windows have COLS_STEP elements of slack).
     void fill_8 "extql_avx2_fill_8"(void *p, uint8_t v, int64_t n) noexcept nogil
@@ -696,6 +698,107 @@ cdef bint dequantize_period(const qtype_t *x, const float *scale,
     return True
 
 
+cdef void quantize_runs_stream(const float *x, const float *scale,
+                               const qtype_t *zp, qtype_t *y, int64_t D,
+                               int64_t inner, int64_t start,
+                               int64_t stop) noexcept nogil:
+    """Runs of inner elements sharing a channel, written with streaming
+    stores only (y aligned to its element size): the vector loop on each
+    run's part that starts and ends on a 32-byte boundary of the output, and
+    the 32-byte groups that straddle two runs element by element into a
+    buffer, then streamed.  Only the range's first and last partial groups
+    get plain stores.  (Run by run, every run boundary would leave a cache
+    line written partly with plain and partly with streaming stores, which
+    costs the line a read and a flush.)"""
+    cdef int64_t G = 32 // sizeof(qtype_t)
+    cdef int64_t i = start, row, d, off, nvec, lim
+    cdef qtype_t zero = zero_of(y)
+    cdef qtype_t tmp[32]
+    cdef float s_g[32 + COLS_STEP]
+    cdef qtype_t z_g[32 + COLS_STEP]
+    row = i // inner
+    d = row % D
+    off = i - row * inner
+    lim = ((32 - ((<size_t>(y + i)) & 31)) & 31) // sizeof(qtype_t)
+    while i < stop:
+        if lim > 0 or i + G > stop:
+            # The range's unaligned first and last elements: plain stores.
+            if lim == 0:
+                lim = stop - i
+            y[i] = quantize_one(x[i], scale[d], zero if zp == NULL else zp[d])
+            i += 1
+            lim -= 1
+            off += 1
+        else:
+            nvec = inner - off if inner - off < stop - i else stop - i
+            nvec = nvec & ~(<int64_t>(COLS_STEP - 1))
+            if nvec > 0:
+                quantize_block(x + i, y + i, nvec, scale[d],
+                               zero if zp == NULL else zp[d], 1)
+                i += nvec
+                off += nvec
+            else:
+                # The group's scales per element, so the vector loop does it.
+                expand_runs(scale, zp, s_g, z_g, NULL, NULL, D, inner, d, off,
+                            G)
+                quantize_columns(x + i, tmp, G, s_g,
+                                 z_g if zp != NULL else NULL, G, 0, NULL,
+                                 NULL, 0)
+                stream32(y + i, tmp)
+                i += G
+                off += G
+                while off >= inner:
+                    off -= inner
+                    d = d + 1 if d + 1 < D else 0
+        if off == inner:
+            off = 0
+            d = d + 1 if d + 1 < D else 0
+
+
+cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
+                                 const qtype_t *zp, float *y, int64_t D,
+                                 int64_t inner, int64_t start,
+                                 int64_t stop) noexcept nogil:
+    """As quantize_runs_stream."""
+    cdef int64_t G = 8
+    cdef int64_t i = start, row, d, off, k, nvec, lim
+    cdef qtype_t zero = zero_of(<qtype_t *>x)
+    cdef float tmp[8]
+    row = i // inner
+    d = row % D
+    off = i - row * inner
+    lim = ((32 - ((<size_t>(y + i)) & 31)) & 31) // sizeof(float)
+    while i < stop:
+        if lim > 0 or i + G > stop:
+            if lim == 0:
+                lim = stop - i
+            y[i] = dequantize_one(x[i], scale[d], zero if zp == NULL else zp[d])
+            i += 1
+            lim -= 1
+            off += 1
+        else:
+            nvec = inner - off if inner - off < stop - i else stop - i
+            nvec = nvec & ~(<int64_t>15)
+            if nvec > 0:
+                dequantize_block(x + i, y + i, nvec, scale[d],
+                                 zero if zp == NULL else zp[d], 1)
+                i += nvec
+                off += nvec
+            else:
+                for k in range(G):
+                    tmp[k] = dequantize_one(x[i + k], scale[d],
+                                            zero if zp == NULL else zp[d])
+                    off += 1
+                    if off == inner:
+                        off = 0
+                        d = d + 1 if d + 1 < D else 0
+                stream32(y + i, tmp)
+                i += G
+        if off == inner:
+            off = 0
+            d = d + 1 if d + 1 < D else 0
+
+
 # ---------------------------------------------------------------------------
 # Ranges of the flat tensor, walked as runs that share a scale
 # ---------------------------------------------------------------------------
@@ -734,22 +837,25 @@ cdef void quantize_range(const float *x, const float *scale,
                                  zp + d if zp != NULL else zp, D - d, 0,
                                  NULL, NULL, stream)
                 i += run
-    elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
+    elif (AVX2_LOOPS and D > 1 and inner < SHORT_RUN
+          and quantize_period(x, scale, zp, y, D, inner, start, stop,
+                              stream)):
         # Short runs (a middle axis of small extent, as NCHW activations
-        # with a small H * W): one pass with the scale and zero point
-        # expanded per element over a period (quantize_period) or, when that
-        # does not apply, windows of up to COLS_EXT_MAX elements, each
-        # with its scale and zero point expanded per element, so that the
-        # vector loop crosses run boundaries and the output is written in one
-        # stream (per run, every run would start and end with scalar and
-        # unaligned stores).  Windows end where the output is 64-byte aligned
-        # (COLS_EXT_MAX elements apart), so that a streaming store never
-        # shares a cache line with a plain one except at the range's ends.
+        # with a small H * W), in one pass over a period.
+        pass
+    elif (AVX2_LOOPS and stream and D > 1 and inner >= 16
+          and (<size_t>y) % sizeof(qtype_t) == 0):
+        quantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
+    elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
+        # Short runs where neither applies: windows of up to COLS_EXT_MAX
+        # elements, each with its scale and zero point expanded per element,
+        # so that the vector loop crosses run boundaries (run by run, every
+        # run would end with scalar code).  Windows end where the output is
+        # 64-byte aligned, so that a streaming store never shares a cache
+        # line with a plain one except at the range's ends.
         row = i // inner
         d = row % D
         off = i - row * inner
-        if quantize_period(x, scale, zp, y, D, inner, start, stop, stream):
-            i = stop
         if qtype_t is int32_t or qtype_t is uint32_t:
             fl, fh = fl_ext, fh_ext
         ph = ((<size_t>y) & 63) // sizeof(qtype_t)
@@ -805,13 +911,18 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
                                    zp + d if zp != NULL else zp, D - d, 0,
                                    stream)
                 i += run
+    elif (AVX2_LOOPS and D > 1 and inner < SHORT_RUN
+          and dequantize_period(x, scale, zp, y, D, inner, start, stop,
+                                stream)):
+        pass
+    elif (AVX2_LOOPS and stream and D > 1 and inner >= 16
+          and (<size_t>y) % sizeof(float) == 0):
+        dequantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
     elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
         # Short runs: windows with per-element scales, as in quantize_range.
         row = i // inner
         d = row % D
         off = i - row * inner
-        if dequantize_period(x, scale, zp, y, D, inner, start, stop, stream):
-            i = stop
         ph = ((<size_t>y) & 63) // sizeof(float)
         while i < stop:
             w = COLS_EXT_MAX - (i + ph) % COLS_EXT_MAX

@@ -55,7 +55,7 @@
    is walked in windows of EXTQL_COLS_EXT_MAX elements with the scale and zero
    point expanded per element (the "cols" loops) instead of run by run. */
 #ifndef EXTQL_SHORT_RUN
-#define EXTQL_SHORT_RUN 256
+#define EXTQL_SHORT_RUN 64
 #endif
 /* The longest period (axis length times run length) whose per-element scale
    and zero point the kernels expand once per range (on the heap). */
@@ -738,6 +738,13 @@ static inline void extql_avx2_fill_8(void *p, uint8_t v, int64_t n) {
   for (int64_t k = 0; k < n; k += 32) _mm256_storeu_si256((__m256i *)((uint8_t *)p + k), vv);
 }
 
+/* 32 bytes from src (any alignment) to dst (32-byte aligned) with a
+   non-temporal store: the groups of elements that straddle two runs of a
+   streamed range, so that no cache line mixes plain and streaming stores. */
+static inline void extql_avx2_stream32(void *dst, const void *src) {
+  _mm256_stream_si256((__m256i *)dst, _mm256_loadu_si256((const __m256i *)src));
+}
+
 /* ------------------------------------------------------------------------ */
 /* The copy kernel of `extql bench` (same stores as the kernels)             */
 /* ------------------------------------------------------------------------ */
@@ -834,6 +841,7 @@ static inline int64_t extql_avx2_copy_24(const uint16_t *x, uint32_t *y, int64_t
 #define extql_avx2_dq_cols_uint32 EXTQL_AVX2_NOTHING
 #define extql_avx2_dq_cols_f16 EXTQL_AVX2_NOTHING
 #define extql_avx2_dq_cols_bf16 EXTQL_AVX2_NOTHING
+static inline void extql_avx2_stream32(void *dst, const void *src) { memcpy(dst, src, 32); }
 /* The fills as plain loops (exactly n elements). */
 static inline void extql_avx2_fill_32(void *p, uint32_t v, int64_t n) {
   for (int64_t k = 0; k < n; k++) ((uint32_t *)p)[k] = v;
