@@ -20,6 +20,7 @@ from libc.stdint cimport (
 )
 from cython.parallel cimport prange
 from libc.string cimport memcpy
+from libc.stdlib cimport free, malloc
 
 cdef extern from "extql_kernels.h":
     enum:
@@ -105,11 +106,14 @@ cdef extern from "extql_isa.h":
         int flags) noexcept nogil
 
 cdef extern from "extql_avx2.h":
-    # The longest step of the "cols" loops, and the longest axis whose scale
-    # and zero point are extended periodically (on the stack).
+    # The longest step of the "cols" loops, the longest axis whose scale
+    # and zero point are extended periodically (on the stack), and the
+    # runs short enough to be walked with per-element scales.
     enum:
         COLS_STEP "EXTQL_COLS_STEP"
         COLS_EXT_MAX "EXTQL_COLS_EXT_MAX"
+        SHORT_RUN "EXTQL_SHORT_RUN"
+        PERIOD_MAX "EXTQL_PERIOD_MAX"
     # The AVX2 copy's element loops (0 and no-ops in the baseline copy);
     # each returns how many leading elements it wrote.  stream: write with
     # non-temporal stores (outputs larger than the caches).
@@ -228,6 +232,15 @@ cdef extern from "extql_avx2.h":
         const uint16_t *zp, int64_t D, int64_t c0,
         int stream) noexcept nogil
     float f32_toward "extql_f32_toward"(double d, int up) noexcept nogil
+    void stream32 "extql_avx2_stream32"(void *dst,
+                                        const void *src) noexcept nogil
+    # p[0, n) = v for 1-, 2- and 4-byte elements; the AVX2 copy may write up
+    # to 31 bytes past n (the windows have COLS_STEP elements of slack).
+    void fill_8 "extql_avx2_fill_8"(void *p, uint8_t v, int64_t n) noexcept nogil
+    void fill_16 "extql_avx2_fill_16"(void *p, uint16_t v,
+                                      int64_t n) noexcept nogil
+    void fill_32 "extql_avx2_fill_32"(void *p, uint32_t v,
+                                      int64_t n) noexcept nogil
     int64_t copy_41 "extql_avx2_copy_41"(
         const uint32_t *x, uint8_t *y, int64_t n, int stream) noexcept nogil
     int64_t copy_42 "extql_avx2_copy_42"(
@@ -581,6 +594,211 @@ cdef inline void extend(const float *scale, const qtype_t *zp, float *s_ext,
             z_ext[k] = z_ext[k - D]
 
 
+cdef inline void expand_runs(const float *scale, const qtype_t *zp,
+                             float *s_ext, qtype_t *z_ext, float *fl,
+                             float *fh, int64_t D, int64_t inner, int64_t d,
+                             int64_t off, int64_t w) noexcept nogil:
+    """The scale and zero point of each of w elements, element j at s_ext[j]
+    and z_ext[j] (zp NULL: z_ext untouched), starting at channel d, offset
+    off in its run of inner elements.  The arrays need COLS_STEP elements of
+    slack past w (the fills may write that far).  fl, fh (32-bit quantize, else NULL):
+    each element's float bounds, as wide_bounds gives them per channel."""
+    cdef int64_t j = 0, run
+    cdef float sv, lv = 0, hv = 0
+    cdef qtype_t zv
+    cdef double zd, lo = 0, hi = 0
+    if qtype_t is int32_t:
+        lo, hi = -2147483648.0, 2147483647.0
+    elif qtype_t is uint32_t:
+        lo, hi = 0.0, 4294967295.0
+    while j < w:
+        run = inner - off if inner - off < w - j else w - j
+        sv = scale[d]
+        fill_32(s_ext + j, f32_bits(sv), run)
+        if zp != NULL:
+            zv = zp[d]
+            if sizeof(qtype_t) == 1:
+                fill_8(z_ext + j, (<uint8_t *>&zv)[0], run)
+            elif sizeof(qtype_t) == 2:
+                fill_16(z_ext + j, (<uint16_t *>&zv)[0], run)
+            else:
+                fill_32(z_ext + j, (<uint32_t *>&zv)[0], run)
+        if qtype_t is int32_t or qtype_t is uint32_t:
+            if fl != NULL:
+                zd = <double>zp[d] if zp != NULL else 0.0
+                lv = f32_toward(lo - zd, 1)
+                hv = f32_toward(hi - zd, 0)
+                fill_32(fl + j, f32_bits(lv), run)
+                fill_32(fh + j, f32_bits(hv), run)
+        j += run
+        off = 0
+        d += 1
+        if d == D:
+            d = 0
+
+
+cdef bint quantize_period(const float *x, const float *scale,
+                          const qtype_t *zp, qtype_t *y, int64_t D,
+                          int64_t inner, int64_t start, int64_t stop,
+                          int stream) noexcept nogil:
+    """Short runs along a middle axis, when the range holds at least one
+    period of P = D * inner elements and P <= PERIOD_MAX: the scale and zero
+    point expanded per element over one period (on the heap, extended by
+    COLS_STEP), then the whole range in one "cols" pass.  False (nothing
+    done) when that does not apply or the allocation fails."""
+    cdef int64_t P = D * inner, m
+    cdef char *buf
+    cdef float *ps
+    cdef qtype_t *pz
+    cdef float *pfl = NULL
+    cdef float *pfh = NULL
+    if P > PERIOD_MAX or P > stop - start:
+        return False
+    m = P + 2 * COLS_STEP
+    if qtype_t is int32_t or qtype_t is uint32_t:
+        buf = <char *>malloc(m * (3 * sizeof(float) + sizeof(qtype_t)))
+    else:
+        buf = <char *>malloc(m * (sizeof(float) + sizeof(qtype_t)))
+    if buf == NULL:
+        return False
+    ps = <float *>buf
+    pz = <qtype_t *>(ps + m)
+    if qtype_t is int32_t or qtype_t is uint32_t:
+        pfl = <float *>(pz + m)
+        pfh = pfl + m
+    expand_runs(scale, zp, ps, pz, pfl, pfh, D, inner, 0, 0, P + COLS_STEP)
+    quantize_columns(x + start, y + start, stop - start, ps,
+                     pz if zp != NULL else NULL, P, start % P, pfl, pfh,
+                     stream)
+    free(buf)
+    return True
+
+
+cdef bint dequantize_period(const qtype_t *x, const float *scale,
+                            const qtype_t *zp, float *y, int64_t D,
+                            int64_t inner, int64_t start, int64_t stop,
+                            int stream) noexcept nogil:
+    """As quantize_period."""
+    cdef int64_t P = D * inner, m
+    cdef char *buf
+    cdef float *ps
+    cdef qtype_t *pz
+    if P > PERIOD_MAX or P > stop - start:
+        return False
+    m = P + 2 * COLS_STEP
+    buf = <char *>malloc(m * (sizeof(float) + sizeof(qtype_t)))
+    if buf == NULL:
+        return False
+    ps = <float *>buf
+    pz = <qtype_t *>(ps + m)
+    expand_runs(scale, zp, ps, pz, NULL, NULL, D, inner, 0, 0, P + COLS_STEP)
+    dequantize_columns(x + start, y + start, stop - start, ps,
+                       pz if zp != NULL else NULL, P, start % P, stream)
+    free(buf)
+    return True
+
+
+cdef void quantize_runs_stream(const float *x, const float *scale,
+                               const qtype_t *zp, qtype_t *y, int64_t D,
+                               int64_t inner, int64_t start,
+                               int64_t stop) noexcept nogil:
+    """Runs of inner elements sharing a channel, written with streaming
+    stores only (y aligned to its element size): the vector loop on each
+    run's part that starts and ends on a 32-byte boundary of the output, and
+    the 32-byte groups that straddle two runs element by element into a
+    buffer, then streamed.  Only the range's first and last partial groups
+    get plain stores.  (Run by run, every run boundary would leave a cache
+    line written partly with plain and partly with streaming stores, which
+    costs the line a read and a flush.)"""
+    cdef int64_t G = 32 // sizeof(qtype_t)
+    cdef int64_t i = start, row, d, off, nvec, lim
+    cdef qtype_t zero = zero_of(y)
+    cdef qtype_t tmp[32]
+    cdef float s_g[32 + COLS_STEP]
+    cdef qtype_t z_g[32 + COLS_STEP]
+    row = i // inner
+    d = row % D
+    off = i - row * inner
+    lim = ((32 - ((<size_t>(y + i)) & 31)) & 31) // sizeof(qtype_t)
+    while i < stop:
+        if lim > 0 or i + G > stop:
+            # The range's unaligned first and last elements: plain stores.
+            if lim == 0:
+                lim = stop - i
+            y[i] = quantize_one(x[i], scale[d], zero if zp == NULL else zp[d])
+            i += 1
+            lim -= 1
+            off += 1
+        else:
+            nvec = inner - off if inner - off < stop - i else stop - i
+            nvec = nvec & ~(<int64_t>(COLS_STEP - 1))
+            if nvec > 0:
+                quantize_block(x + i, y + i, nvec, scale[d],
+                               zero if zp == NULL else zp[d], 1)
+                i += nvec
+                off += nvec
+            else:
+                # The group's scales per element, so the vector loop does it.
+                expand_runs(scale, zp, s_g, z_g, NULL, NULL, D, inner, d, off,
+                            G)
+                quantize_columns(x + i, tmp, G, s_g,
+                                 z_g if zp != NULL else NULL, G, 0, NULL,
+                                 NULL, 0)
+                stream32(y + i, tmp)
+                i += G
+                off += G
+                while off >= inner:
+                    off -= inner
+                    d = d + 1 if d + 1 < D else 0
+        if off == inner:
+            off = 0
+            d = d + 1 if d + 1 < D else 0
+
+
+cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
+                                 const qtype_t *zp, float *y, int64_t D,
+                                 int64_t inner, int64_t start,
+                                 int64_t stop) noexcept nogil:
+    """As quantize_runs_stream."""
+    cdef int64_t G = 8
+    cdef int64_t i = start, row, d, off, k, nvec, lim
+    cdef qtype_t zero = zero_of(<qtype_t *>x)
+    cdef float tmp[8]
+    row = i // inner
+    d = row % D
+    off = i - row * inner
+    lim = ((32 - ((<size_t>(y + i)) & 31)) & 31) // sizeof(float)
+    while i < stop:
+        if lim > 0 or i + G > stop:
+            if lim == 0:
+                lim = stop - i
+            y[i] = dequantize_one(x[i], scale[d], zero if zp == NULL else zp[d])
+            i += 1
+            lim -= 1
+            off += 1
+        else:
+            nvec = inner - off if inner - off < stop - i else stop - i
+            nvec = nvec & ~(<int64_t>15)
+            if nvec > 0:
+                dequantize_block(x + i, y + i, nvec, scale[d],
+                                 zero if zp == NULL else zp[d], 1)
+                i += nvec
+                off += nvec
+            else:
+                for k in range(G):
+                    tmp[k] = dequantize_one(x[i + k], scale[d],
+                                            zero if zp == NULL else zp[d])
+                    off += 1
+                    if off == inner:
+                        off = 0
+                        d = d + 1 if d + 1 < D else 0
+                stream32(y + i, tmp)
+                i += G
+        if off == inner:
+            off = 0
+            d = d + 1 if d + 1 < D else 0
+
+
 # ---------------------------------------------------------------------------
 # Ranges of the flat tensor, walked as runs that share a scale
 # ---------------------------------------------------------------------------
@@ -589,7 +807,7 @@ cdef void quantize_range(const float *x, const float *scale,
                          const qtype_t *zp, qtype_t *y, int64_t D,
                          int64_t inner, int64_t start,
                          int64_t stop, int stream) noexcept nogil:
-    cdef int64_t i = start, run, row, d, off
+    cdef int64_t i = start, run, row, d, off, w, ph
     cdef qtype_t zero = zero_of(y)
     cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
     cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
@@ -619,6 +837,39 @@ cdef void quantize_range(const float *x, const float *scale,
                                  zp + d if zp != NULL else zp, D - d, 0,
                                  NULL, NULL, stream)
                 i += run
+    elif (AVX2_LOOPS and D > 1 and inner < SHORT_RUN
+          and quantize_period(x, scale, zp, y, D, inner, start, stop,
+                              stream)):
+        # Short runs (a middle axis of small extent, as NCHW activations
+        # with a small H * W), in one pass over a period.
+        pass
+    elif (AVX2_LOOPS and stream and D > 1 and inner >= 16
+          and (<size_t>y) % sizeof(qtype_t) == 0):
+        quantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
+    elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
+        # Short runs where neither applies: windows of up to COLS_EXT_MAX
+        # elements, each with its scale and zero point expanded per element,
+        # so that the vector loop crosses run boundaries (run by run, every
+        # run would end with scalar code).  Windows end where the output is
+        # 64-byte aligned, so that a streaming store never shares a cache
+        # line with a plain one except at the range's ends.
+        row = i // inner
+        d = row % D
+        off = i - row * inner
+        if qtype_t is int32_t or qtype_t is uint32_t:
+            fl, fh = fl_ext, fh_ext
+        ph = ((<size_t>y) & 63) // sizeof(qtype_t)
+        while i < stop:
+            w = COLS_EXT_MAX - (i + ph) % COLS_EXT_MAX
+            w = w if w < stop - i else stop - i
+            expand_runs(scale, zp, s_ext, z_ext, fl, fh, D, inner, d, off, w)
+            quantize_columns(x + i, y + i, w, s_ext,
+                             z_ext if zp != NULL else NULL, w, 0, fl, fh,
+                             stream)
+            i += w
+            off += w
+            d = (d + off // inner) % D
+            off = off % inner
     else:
         # Runs of inner elements that share a channel; only the first run's
         # channel and offset need a division.
@@ -642,7 +893,7 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
                            const qtype_t *zp, float *y, int64_t D,
                            int64_t inner, int64_t start,
                            int64_t stop, int stream) noexcept nogil:
-    cdef int64_t i = start, run, row, d, off
+    cdef int64_t i = start, run, row, d, off, w, ph
     cdef qtype_t zero = zero_of(<qtype_t *>x)
     cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
     cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
@@ -660,6 +911,30 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
                                    zp + d if zp != NULL else zp, D - d, 0,
                                    stream)
                 i += run
+    elif (AVX2_LOOPS and D > 1 and inner < SHORT_RUN
+          and dequantize_period(x, scale, zp, y, D, inner, start, stop,
+                                stream)):
+        pass
+    elif (AVX2_LOOPS and stream and D > 1 and inner >= 16
+          and (<size_t>y) % sizeof(float) == 0):
+        dequantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
+    elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
+        # Short runs: windows with per-element scales, as in quantize_range.
+        row = i // inner
+        d = row % D
+        off = i - row * inner
+        ph = ((<size_t>y) & 63) // sizeof(float)
+        while i < stop:
+            w = COLS_EXT_MAX - (i + ph) % COLS_EXT_MAX
+            w = w if w < stop - i else stop - i
+            expand_runs(scale, zp, s_ext, z_ext, NULL, NULL, D, inner, d, off,
+                        w)
+            dequantize_columns(x + i, y + i, w, s_ext,
+                               z_ext if zp != NULL else NULL, w, 0, stream)
+            i += w
+            off += w
+            d = (d + off // inner) % D
+            off = off % inner
     else:
         row = i // inner
         d = row % D

@@ -85,16 +85,18 @@ def test_options_select_what_runs(capsys):
     assert "| Q |" not in text and "## NumPy API" not in text
 
 
-def test_nchw_rows_are_exact(tmp_path):
-    """The NCHW middle-axis row: shape (1, 64, H, W), axis 1, every type
-    checked bit for bit against onnxruntime's op or extql's NumPy API."""
+@pytest.mark.parametrize("gran", ["nchw", "nchw7", "nchw56"])
+def test_nchw_rows_are_exact(tmp_path, gran):
+    """The NCHW middle-axis rows: axis 1 of (1, 64, H, W), (N, 256, 7, 7) and
+    (N, 64, 56, 56), every type checked bit for bit against onnxruntime's op
+    or extql's NumPy API."""
     out = tmp_path / "nchw.json"
-    rc = cli.main(["bench", "-q", "--tables", "ort", "--granularity", "nchw", "--sizes", "64K",
+    rc = cli.main(["bench", "-q", "--tables", "ort", "--granularity", gran, "--sizes", "64K",
                    "--threads", "1", "--repeat", "1", "--json", str(out)])
     assert rc == 0
     rows = [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
     assert len(rows) == 2 * len(QTYPES) - (0 if _can_bind_bfloat16() else 2)
-    assert all(r["granularity"] == "nchw" and r["exact"] in ("=ort", "=api") for r in rows)
+    assert all(r["granularity"] == gran and r["exact"] in ("=ort", "=api") for r in rows)
 
 
 def test_nchw_shapes():
@@ -105,6 +107,26 @@ def test_nchw_shapes():
     qt = QTYPES["int8"]
     assert data.Data.scale(qt, "nchw").shape == (64,)
     assert data.Data.zero_point(qt, "nchw").shape == (64,)
+
+
+def test_fixed_nchw_shapes_come_nearest_the_size():
+    """nchw7 / nchw56: (C, H, W) fixed, N the batch whose element count is
+    nearest the size (at least 1); the inputs have that shape."""
+    for gran, chw in (("nchw7", (256, 7, 7)), ("nchw56", (64, 56, 56))):
+        per = int(np.prod(chw))
+        for n in (1 << 16, 1 << 20, 1 << 24, 256):
+            shp = data.shape(n, gran)
+            assert shp[1:] == chw and shp[0] >= 1
+            assert all(abs(k * per - n) >= abs(shp[0] * per - n) for k in range(1, shp[0] + 3))
+            assert data.elements(n, gran) == shp[0] * per
+        assert data.channels(gran) == chw[0]
+        qt = QTYPES["uint16"]
+        assert data.Data.scale(qt, gran).shape == (chw[0],)
+        d = data.Data()
+        assert d.input("Q", 1 << 16, qt, gran).shape == data.shape(1 << 16, gran)
+        assert d.input("DQ", 1 << 16, qt, gran).shape == data.shape(1 << 16, gran)
+    assert data.shape(1 << 24, "nchw7") == (1337, 256, 7, 7)
+    assert data.shape(1 << 24, "nchw56") == (84, 64, 56, 56)
 
 
 def test_parse_size():

@@ -12,8 +12,10 @@ Q, DQ = "Q", "DQ"
 #: ``tensor``: scalar scale; ``axis0``: shape (256, n/256), axis 0;
 #: ``axis1``: shape (n/256, 256), axis 1 (the channel changes every element);
 #: ``nchw``: shape (1, 64, H, W), axis 1 (a middle axis, as in a convolution's
-#: activations: the channel changes every H*W elements).
-GRANULARITIES = ("tensor", "axis0", "axis1", "nchw")
+#: activations: the channel changes every H*W elements); ``nchw7`` /
+#: ``nchw56``: shape (N, 256, 7, 7) / (N, 64, 56, 56), axis 1 (short runs of
+#: 49 / 3136 elements), N the batch that comes nearest the size.
+GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw56")
 DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)
 TABLES = ("ort", "numpy", "fallback")
 #: Every size must be a multiple of this (the longest quantized axis).

@@ -14,6 +14,10 @@ from .config import Q
 #: The length of the quantized axis of axis0 / axis1, and the channels of nchw.
 CHANNELS = 256
 NCHW_CHANNELS = 64
+#: The fixed (C, H, W) of the short-run NCHW granularities (axis 1, N varies):
+#: nchw7 as a late ResNet stage (runs of 49 elements share a scale), nchw56
+#: as an early one (runs of 3136).
+NCHW_FIXED = {"nchw7": (256, 7, 7), "nchw56": (64, 56, 56)}
 
 # Zero points per type: non-zero, so that the zero-point arithmetic runs.
 _ZERO_POINT = {
@@ -26,7 +30,15 @@ def shape(n: int, granularity: str) -> tuple[int, ...]:
     """The shape of an n-element tensor of the granularity: (n,) per tensor,
     (256, n/256) / (n/256, 256) along axis 0 / 1, and for nchw
     (1, 64, H, W) with H * W = n/64, H the largest divisor <= sqrt(n/64)
-    (16M: (1, 64, 512, 512); 1M: (1, 64, 128, 128); 64K: (1, 64, 32, 32))."""
+    (16M: (1, 64, 512, 512); 1M: (1, 64, 128, 128); 64K: (1, 64, 32, 32)).
+
+    nchw7 / nchw56: (N, C, H, W) with (C, H, W) fixed (NCHW_FIXED) and N the
+    batch whose size is nearest n (at least 1), so the tensor has about, not
+    exactly, n elements (16M: (1337, 256, 7, 7), 16,771,328 elements;
+    (84, 64, 56, 56), 16,859,136 elements): see ``elements``."""
+    if granularity in NCHW_FIXED:
+        c, h, w = NCHW_FIXED[granularity]
+        return (max(1, round(n / (c * h * w))), c, h, w)
     if granularity == "tensor":
         return (n,)
     if granularity == "axis0":
@@ -38,6 +50,12 @@ def shape(n: int, granularity: str) -> tuple[int, ...]:
     return (1, NCHW_CHANNELS, h, hw // h)
 
 
+def elements(n: int, granularity: str) -> int:
+    """The element count of the row of size n (n, except for the fixed
+    NCHW shapes, whose batch only comes close to it)."""
+    return math.prod(shape(n, granularity))
+
+
 def axis(granularity: str) -> int:
     """The quantized axis (per tensor: the attribute's default, unused)."""
     return 0 if granularity == "axis0" else 1
@@ -45,6 +63,8 @@ def axis(granularity: str) -> int:
 
 def channels(granularity: str) -> int:
     """The length of the quantized axis (1 per tensor)."""
+    if granularity in NCHW_FIXED:
+        return NCHW_FIXED[granularity][0]
     return {"tensor": 1, "nchw": NCHW_CHANNELS}.get(granularity, CHANNELS)
 
 
@@ -91,7 +111,7 @@ class Data:
         """The input of op (x for quantize, q for dequantize) in the
         granularity's shape."""
         if op == Q:
-            return self.x(n).reshape(shape(n, granularity))
+            return self.x(elements(n, granularity)).reshape(shape(n, granularity))
         return self.q(n, qt, granularity)
 
     @staticmethod
@@ -105,7 +125,7 @@ class Data:
         if key not in self._q:
             from extql.numpy_api import quantize_linear
 
-            x = self.x(n).reshape(shape(n, granularity))
+            x = self.x(elements(n, granularity)).reshape(shape(n, granularity))
             self._q[key] = quantize_linear(
                 x,
                 self.scale(qt, granularity),

@@ -22,7 +22,8 @@ _NODES = {
     "copy": ("QuantizeCopy", "DequantizeCopy", COPY_DOMAIN),
     "ort": ("QuantizeLinear", "DequantizeLinear", ""),
 }
-_DIMS = {"tensor": ["n"], "axis0": ["c", "n"], "axis1": ["n", "c"], "nchw": ["n", "c", "h", "w"]}
+_DIMS = {"tensor": ["n"], "axis0": ["c", "n"], "axis1": ["n", "c"], "nchw": ["n", "c", "h", "w"],
+         "nchw7": ["n", "c", "h", "w"], "nchw56": ["n", "c", "h", "w"]}
 
 
 class Ort:

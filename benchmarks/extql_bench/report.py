@@ -146,7 +146,11 @@ How it was measured (`extql bench`, the harness in benchmarks/extql_bench):
   (shape (256, n/256), axis 0: the channel changes every n/256 elements),
   `axis1` (shape (n/256, 256), axis 1: the channel changes every element) and
   `nchw` (shape (1, 64, H, W), axis 1, as a convolution's activations: 16M is
-  (1, 64, 512, 512)).
+  (1, 64, 512, 512)), `nchw7` and `nchw56` (shapes (N, 256, 7, 7) and
+  (N, 64, 56, 56), axis 1: short runs of 49 and 3136 elements sharing a
+  scale; N is the batch nearest the size, so these rows have about the size's
+  elements, not exactly: at 16M, N = 1337 (16,771,328 elements) / N = 84
+  (16,859,136 elements)).
 * Before timing, every row checks extql's output bit for bit: `=ort` against
   onnxruntime's own op, `=api` against extql's NumPy API, `=fallback` against
   the fallback model.

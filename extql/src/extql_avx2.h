@@ -50,6 +50,16 @@
    stack) to run per-axis quantization along the last axis in one pass. */
 #define EXTQL_COLS_STEP 32
 #define EXTQL_COLS_EXT_MAX 1024
+/* Per-axis quantization along a middle axis whose runs (elements sharing a
+   scale: the product of the dimensions after the axis) are shorter than this
+   is walked in windows of EXTQL_COLS_EXT_MAX elements with the scale and zero
+   point expanded per element (the "cols" loops) instead of run by run. */
+#ifndef EXTQL_SHORT_RUN
+#define EXTQL_SHORT_RUN 64
+#endif
+/* The longest period (axis length times run length) whose per-element scale
+   and zero point the kernels expand once per range (on the heap). */
+#define EXTQL_PERIOD_MAX (1 << 17)
 
 /* d (an integer of magnitude below 2^33) rounded to a float up (toward
    +inf) or down: the bounds of the float32 path of the 32-bit quantize. */
@@ -708,6 +718,34 @@ EXTQL_DQ(bf16, extql_h16_t, EXTQL_VZ_PS)
 #undef EXTQL_DD
 
 /* ------------------------------------------------------------------------ */
+/* Fills of the per-element scale / zero point windows (short runs)          */
+/* ------------------------------------------------------------------------ */
+
+/* p[0, n) = v, one 32-byte store at a time: up to 31 bytes past n are
+   written too.  The windows have EXTQL_COLS_STEP elements of slack after
+   their end, and a window is filled run after run, so the next run's fill
+   overwrites the extra. */
+static inline void extql_avx2_fill_32(void *p, uint32_t v, int64_t n) {
+  const __m256i vv = _mm256_set1_epi32((int)v);
+  for (int64_t k = 0; k < n; k += 8) _mm256_storeu_si256((__m256i *)((uint32_t *)p + k), vv);
+}
+static inline void extql_avx2_fill_16(void *p, uint16_t v, int64_t n) {
+  const __m256i vv = _mm256_set1_epi16((short)v);
+  for (int64_t k = 0; k < n; k += 16) _mm256_storeu_si256((__m256i *)((uint16_t *)p + k), vv);
+}
+static inline void extql_avx2_fill_8(void *p, uint8_t v, int64_t n) {
+  const __m256i vv = _mm256_set1_epi8((char)v);
+  for (int64_t k = 0; k < n; k += 32) _mm256_storeu_si256((__m256i *)((uint8_t *)p + k), vv);
+}
+
+/* 32 bytes from src (any alignment) to dst (32-byte aligned) with a
+   non-temporal store: the groups of elements that straddle two runs of a
+   streamed range, so that no cache line mixes plain and streaming stores. */
+static inline void extql_avx2_stream32(void *dst, const void *src) {
+  _mm256_stream_si256((__m256i *)dst, _mm256_loadu_si256((const __m256i *)src));
+}
+
+/* ------------------------------------------------------------------------ */
 /* The copy kernel of `extql bench` (same stores as the kernels)             */
 /* ------------------------------------------------------------------------ */
 
@@ -803,6 +841,17 @@ static inline int64_t extql_avx2_copy_24(const uint16_t *x, uint32_t *y, int64_t
 #define extql_avx2_dq_cols_uint32 EXTQL_AVX2_NOTHING
 #define extql_avx2_dq_cols_f16 EXTQL_AVX2_NOTHING
 #define extql_avx2_dq_cols_bf16 EXTQL_AVX2_NOTHING
+static inline void extql_avx2_stream32(void *dst, const void *src) { memcpy(dst, src, 32); }
+/* The fills as plain loops (exactly n elements). */
+static inline void extql_avx2_fill_32(void *p, uint32_t v, int64_t n) {
+  for (int64_t k = 0; k < n; k++) ((uint32_t *)p)[k] = v;
+}
+static inline void extql_avx2_fill_16(void *p, uint16_t v, int64_t n) {
+  for (int64_t k = 0; k < n; k++) ((uint16_t *)p)[k] = v;
+}
+static inline void extql_avx2_fill_8(void *p, uint8_t v, int64_t n) {
+  for (int64_t k = 0; k < n; k++) ((uint8_t *)p)[k] = v;
+}
 #define extql_avx2_copy_41 EXTQL_AVX2_NOTHING
 #define extql_avx2_copy_42 EXTQL_AVX2_NOTHING
 #define extql_avx2_copy_44 EXTQL_AVX2_NOTHING
