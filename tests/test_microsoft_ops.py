@@ -29,6 +29,32 @@ TYPES = {
     "int16": (np.int16, TensorProto.INT16), "uint16": (np.uint16, TensorProto.UINT16),
     "int4": (ml_dtypes.int4, TensorProto.INT4), "uint4": (ml_dtypes.uint4, TensorProto.UINT4),
 }
+
+
+def _onnxruntime_has_int4() -> bool:
+    """Whether this onnxruntime's com.microsoft DequantizeLinear takes int4
+    (1.18 rejects the type when it loads the model)."""
+    import onnxruntime as ort
+    from onnx import helper
+
+    node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"], domain=MS)
+    graph = helper.make_graph(
+        [node], "probe", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("x", TensorProto.INT4, [2], [1, 2]),
+         helper.make_tensor("s", TensorProto.FLOAT, [], [1.0])])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+    try:
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - onnxruntime's own exception types
+        return False
+    return True
+
+
+#: The types compared with onnxruntime's kernels: int4 / uint4 only where
+#: onnxruntime has them (1.18 does not).
+ORT_VERSION = tuple(int(p) for p in __import__("onnxruntime").__version__.split(".")[:2])
+ORT_TYPES = [t for t in TYPES if t not in ("int4", "uint4") or _onnxruntime_has_int4()]
 # (x shape, scale shape or None for a scalar, axis attribute or None)
 FORMS = {"tensor": ((2, 3, 4), None, None), "tensor-[1]": ((2, 3, 4), (1,), None),
          "axis-default": ((2, 3, 4), (3,), None), "axis-0": ((4, 3), (4,), 0),
@@ -70,7 +96,7 @@ def _case(qtype, form, with_zp, rng):
 
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
 @pytest.mark.parametrize("form", list(FORMS))
-@pytest.mark.parametrize("qtype", list(TYPES))
+@pytest.mark.parametrize("qtype", ORT_TYPES)
 def test_reference_quantize_matches_onnxruntime(qtype, form, with_zp):
     rng = np.random.default_rng(len(qtype) * 31 + len(form))
     x_shape, scale, zp, axis, code, info = _case(qtype, form, with_zp, rng)
@@ -96,8 +122,10 @@ def test_reference_quantize_matches_onnxruntime(qtype, form, with_zp):
 
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
 @pytest.mark.parametrize("form", list(FORMS))
-@pytest.mark.parametrize("qtype", [*TYPES, "int32"])
+@pytest.mark.parametrize("qtype", [*ORT_TYPES, "int32"])
 def test_reference_dequantize_matches_onnxruntime(qtype, form, with_zp):
+    if qtype == "int32" and with_zp and ORT_VERSION < (1, 19):
+        pytest.xfail("onnxruntime 1.18's DequantizeLinear takes int32 only with a zero zero point")
     rng = np.random.default_rng(len(qtype) * 17 + len(form))
     if qtype == "int32":
         dt, code = np.int32, TensorProto.INT32
