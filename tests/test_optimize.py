@@ -62,10 +62,16 @@ def tiny_float_model() -> onnx.ModelProto:
                       [value_info("y", TensorProto.FLOAT, (1, 6))], inits, domains=())
 
 
+#: onnxruntime 1.18 fuses an opset-21 QDQ MatMul into a QLinearMatMul of
+#: opset 21, for which it has no kernel (the official model fails the same way).
+ORT_NO_QLINEARMATMUL_21 = tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 19)
+
+
 def _mapping_for_old_quantization_tool() -> None:
     """onnxruntime 1.18's quantization tool reads ``onnx.mapping``, which
-    newer onnx releases no longer have: give it the one table it uses."""
-    if hasattr(onnx, "mapping"):
+    newer onnx releases no longer have: give it the one table it uses (only
+    there: newer onnxruntime releases do not read it)."""
+    if hasattr(onnx, "mapping") or not ORT_NO_QLINEARMATMUL_21:
         return
     table = {}
     for code in TensorProto.DataType.values():
@@ -74,11 +80,6 @@ def _mapping_for_old_quantization_tool() -> None:
         except (KeyError, ValueError, TypeError):
             continue
     onnx.mapping = types.SimpleNamespace(TENSOR_TYPE_TO_NP_TYPE=table)
-
-
-#: onnxruntime 1.18 fuses an opset-21 QDQ MatMul into a QLinearMatMul of
-#: opset 21, for which it has no kernel (the official model fails the same way).
-ORT_NO_QLINEARMATMUL_21 = tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 19)
 
 
 def official_qdq(activation: str) -> onnx.ModelProto:
