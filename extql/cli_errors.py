@@ -204,6 +204,10 @@ def run_command(
     try:
         try:
             status = int(func(args) or 0)
+            # Written out here, inside the guard: a reader that went away
+            # (``extql info | head -0``) is then reported like any other error,
+            # not by the interpreter at exit.
+            sys.stdout.flush()
         finally:
             warnings.showwarning = previous
     except CliError as exc:
