@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .fallbacks import OP_NAMES
 from .numpy_api import dequantize_linear, quantize_linear
+from .passes import _graphs, _Names
 from .types import BY_ONNX
 
 __all__ = ["fold_constants", "MS_DOMAIN", "is_quantization_node"]
@@ -210,37 +211,6 @@ def _broadcast_zp(zp: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
     return zp64.reshape(shape)
 
 
-class _Namer:
-    def __init__(self, model: onnx.ModelProto) -> None:
-        self.used: set[str] = set()
-        for graph in _graphs(model.graph):
-            self.used.update(i.name for i in graph.input)
-            self.used.update(i.name for i in graph.initializer)
-            for node in graph.node:
-                self.used.update(node.input)
-                self.used.update(node.output)
-
-    def __call__(self, base: str) -> str:
-        i = 0
-        while True:
-            i += 1
-            name = f"{base}__extql_folded{i}"
-            if name not in self.used:
-                self.used.add(name)
-                return name
-
-
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
 def _subgraph_uses(node: onnx.NodeProto) -> set[str]:
     """Every name a node's subgraphs read (their own names included)."""
     used: set[str] = set()
@@ -282,7 +252,7 @@ def fold_constants(
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    namer = _Namer(out)
+    namer = _Names(out)
     messages: list[str] = [] if report is None else report
     folded_any = _fold_graph(out.graph, None, True, keep, namer, messages)
     if folded_any:
@@ -296,7 +266,7 @@ def _fold_graph(
     parent: _Scope | None,
     top: bool,
     keep: Callable[[onnx.NodeProto, onnx.GraphProto], bool] | None,
-    namer: _Namer,
+    namer: _Names,
     messages: list[str],
 ) -> bool:
     scope = _Scope(parent, graph, top)
