@@ -81,7 +81,10 @@ class BuildExt(build_ext):
         if ctype == "msvc":
             compile_args, omp_compile, omp_link = ["/O2"], ["/openmp"], []
         else:
-            compile_args = ["-O3", "-fno-math-errno", "-fno-trapping-math"]
+            # -ffp-contract=off: every step of the formula rounds as the
+            # contract says; a fused multiply-add would skip a rounding (and,
+            # say, an overflow to inf before a zero point is added).
+            compile_args = ["-O3", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off"]
             omp_compile, omp_link = ["-fopenmp"], ["-fopenmp"]
             if _flag("EXTQL_NATIVE"):
                 compile_args.append("-march=native")
@@ -92,7 +95,7 @@ class BuildExt(build_ext):
                 raise SystemExit("extql: EXTQL_SANITIZE needs GCC or Clang")
             compile_args = ["-O1", "-g", "-fno-omit-frame-pointer", f"-fsanitize={sanitize}",
                             "-fno-sanitize-recover=all", "-fno-math-errno",
-                            "-fno-trapping-math"]
+                            "-fno-trapping-math", "-ffp-contract=off"]
             sanitize_link = [f"-fsanitize={sanitize}"]
             self.force = True  # never reuse objects of a normal build (or the reverse)
             print(f"extql: building with -fsanitize={sanitize} (not for release)",

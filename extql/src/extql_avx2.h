@@ -12,7 +12,8 @@
  * computes, operation for operation (the tests run both copies against the
  * contract, tests/test_vector_paths.py at every lane position):
  *
- *   quantize, 8/16-bit:  v = x / s (one IEEE division, never a reciprocal);
+ *   quantize, 8/16-bit:  v = x / s (one IEEE division; a multiply by 1 / s
+ *       only where that is the same number: s a power of two, extql_div_by);
  *       v clamped to [lo - zp, hi - zp] (NaN -> lo - zp); rounded to nearest
  *       even; + zp (exact: small integers); converted.
  *   quantize, 32-bit:    the same clamp / round / + zp, exact: in float32
@@ -73,12 +74,48 @@ static inline float extql_f32_toward(double d, int up) {
   return f;
 }
 
+/* 1 / s when s is a power of two (normal or subnormal, either sign) whose
+   reciprocal is finite -- then the reciprocal is exact --, else 0. */
+static inline float extql_exact_reciprocal(float s) {
+  uint32_t u;
+  float r;
+  memcpy(&u, &s, sizeof u);
+  u &= 0x7FFFFFFFu;
+  if (u == 0 || u >= 0x7F800000u) return 0.0f;               /* zero, inf, NaN */
+  if ((u >> 23) != 0 ? (u & 0x7FFFFFu) != 0 : (u & (u - 1)) != 0) return 0.0f;
+  r = 1.0f / s;
+  memcpy(&u, &r, sizeof u);
+  return (u & 0x7FFFFFFFu) >= 0x7F800000u ? 0.0f : r;        /* 2^128 and up: inf */
+}
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
 #define EXTQL_AVX2_LOOPS 1
 
 #define EXTQL_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* x / s with a block's one scale s.  When s is a power of two (Quark's
+   power-of-two scales, the scale 1 of float16 / bfloat16 quantization), 1 / s
+   is exact, and x * (1 / s) is the same correctly rounded number as x / s for
+   every x: NaN (the same payload), infinities, zeros, overflow and
+   subnormal results alike.  A multiply costs a fraction of a division, which
+   bounds these loops when the data is in the caches. */
+typedef struct {
+  __m256 s, r;
+  int mul;
+} extql_div_t;
+static inline extql_div_t extql_div_by(float s) {
+  extql_div_t d;
+  float r = extql_exact_reciprocal(s);
+  d.s = _mm256_set1_ps(s);
+  d.r = _mm256_set1_ps(r);
+  d.mul = r != 0.0f;
+  return d;
+}
+static inline __m256 extql_div(__m256 x, const extql_div_t *d) {
+  return d->mul ? _mm256_mul_ps(x, d->r) : _mm256_div_ps(x, d->s);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Loads and stores                                                          */
@@ -314,7 +351,8 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
   }                                                                                          \
   static inline int64_t extql_avx2_q_block_##T(const float *x, T##_t *y, int64_t n, float s,  \
                                                T##_t zp, int stream) {                       \
-    const __m256 vs = _mm256_set1_ps(s), zf = _mm256_set1_ps((float)zp);                    \
+    const extql_div_t vs = extql_div_by(s);                                                  \
+    const __m256 zf = _mm256_set1_ps((float)zp);                                             \
     const __m256 flo = _mm256_set1_ps((float)(LO) - (float)zp);                              \
     const __m256 fhi = _mm256_set1_ps((float)(HI) - (float)zp);                              \
     int64_t i = 0;                                                                           \
@@ -329,7 +367,7 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
     return i;                                                                                \
   }
 
-#define EXTQL_QB1(k) extql_q_small(_mm256_div_ps(_mm256_loadu_ps(x + i_ + (k)), vs), flo, fhi, zf)
+#define EXTQL_QB1(k) extql_q_small(extql_div(_mm256_loadu_ps(x + i_ + (k)), &vs), flo, fhi, zf)
 #define EXTQL_QC1(k) extql_qc8(x + i_ + (k), s + c_ + (k), zp ? zp + c_ + (k) : 0)
 #define EXTQL_QB_32(I, ST)                                                                  \
   do {                                                                                      \
@@ -451,7 +489,7 @@ static inline __m256i extql_q_w32(__m256 v, const extql_w32_t *b) {
   }                                                                                          \
   static inline int64_t extql_avx2_q_block_##T(const float *x, T##_t *y, int64_t n, float s,  \
                                                T##_t zp, int stream) {                       \
-    const __m256 vs = _mm256_set1_ps(s);                                                     \
+    const extql_div_t vs = extql_div_by(s);                                                  \
     const extql_w32_t b = extql_w32_bounds((LO), (HI), (double)zp, (uint32_t)zp);            \
     int64_t i = 0;                                                                           \
     EXTQL_RUN(8, EXTQL_QWB);                                                                 \
@@ -481,7 +519,7 @@ static inline __m256i extql_q_w32(__m256 v, const extql_w32_t *b) {
     return i;                                                                                \
   }
 #define EXTQL_QWB(I, ST) \
-  extql_st256(y + (I), extql_q_w32(_mm256_div_ps(_mm256_loadu_ps(x + (I)), vs), &b), ST)
+  extql_st256(y + (I), extql_q_w32(extql_div(_mm256_loadu_ps(x + (I)), &vs), &b), ST)
 #define EXTQL_QWCF(I, C, ST) \
   extql_st256(y + (I), EXTQL_QCF8(x + (I), s + (C), zp ? zp + (C) : 0, fl + (C), fh + (C)), ST)
 /* Two independent 8-lane steps (16 elements) a loop iteration. */
@@ -534,7 +572,7 @@ static inline __m256 extql_qc8_bf16v(const float *x, const float *s, const uint1
   return _mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(s)), z);
 }
 
-#define EXTQL_QH_B(k) _mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(x + i_ + (k)), vs), vz)
+#define EXTQL_QH_B(k) _mm256_add_ps(extql_div(_mm256_loadu_ps(x + i_ + (k)), &vs), vz)
 #define EXTQL_QF16B(I, ST)                                                                   \
   do {                                                                                       \
     int64_t i_ = (I);                                                                        \
@@ -559,7 +597,8 @@ static inline __m256 extql_qc8_bf16v(const float *x, const float *s, const uint1
 
 static inline int64_t extql_avx2_q_block_f16(const float *x, uint16_t *y, int64_t n, float s,
                                              float zf, int stream) {
-  const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(zf);
+  const extql_div_t vs = extql_div_by(s);
+  const __m256 vz = _mm256_set1_ps(zf);
   int64_t i = 0;
   EXTQL_RUN(16, EXTQL_QF16B);
   return i;
@@ -573,7 +612,8 @@ static inline int64_t extql_avx2_q_cols_f16(const float *x, uint16_t *y, int64_t
 }
 static inline int64_t extql_avx2_q_block_bf16(const float *x, uint16_t *y, int64_t n, float s,
                                               float zf, int stream) {
-  const __m256 vs = _mm256_set1_ps(s), vz = _mm256_set1_ps(zf);
+  const extql_div_t vs = extql_div_by(s);
+  const __m256 vz = _mm256_set1_ps(zf);
   int64_t i = 0;
   EXTQL_RUN(16, EXTQL_QBF16B);
   return i;
