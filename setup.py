@@ -151,8 +151,8 @@ SHIM_SOURCES = [
     os.path.join(SRC, f"ort_{name}.c")
     for name in ("library", "register", "ops", "validate", "compute", "messages")
 ]
-SHIM_HEADERS = ["ort_api.h", "ort_internal.h", "extql_types.h"]
-KERNEL_HEADERS = ["extql_kernels.h", "extql_isa.h", "extql_avx2.h"]
+SHIM_HEADERS = ["ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h"]
+KERNEL_HEADERS = ["extql_kernels.h", "extql_types.h", "extql_split.h", "extql_isa.h", "extql_avx2.h"]
 
 
 def _generate_types_header() -> None:

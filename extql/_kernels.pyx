@@ -32,10 +32,31 @@ cdef extern from "extql_kernels.h":
         EXTQL_FLOAT16
         EXTQL_UINT32
         EXTQL_BFLOAT16
-        EXTQL_PARALLEL_MIN_ELEMENTS
         EXTQL_STREAM
     int64_t STREAM_MIN_BYTES "EXTQL_STREAM_MIN_BYTES"
     int stream_flags "EXTQL_STREAM_FLAGS"(int64_t out_bytes) noexcept nogil
+
+cdef extern from "extql_split.h":
+    # The thread split (one policy with the onnxruntime ops').
+    int split_threads_for "extql_threads_for"(int64_t n, int threads) noexcept nogil
+    int64_t chunk_for "extql_chunk_for"(int64_t n, int threads) noexcept nogil
+
+cdef extern from "extql_types.h":
+    # The type table (extql/_typetable.py, generated into C): element sizes
+    # and the integer types' saturation bounds, as doubles.
+    int qtype_size "extql_qtype_size"(int code) noexcept nogil
+    const double INT8_LO "EXTQL_INT8_LO"
+    const double INT8_HI "EXTQL_INT8_HI"
+    const double UINT8_LO "EXTQL_UINT8_LO"
+    const double UINT8_HI "EXTQL_UINT8_HI"
+    const double INT16_LO "EXTQL_INT16_LO"
+    const double INT16_HI "EXTQL_INT16_HI"
+    const double UINT16_LO "EXTQL_UINT16_LO"
+    const double UINT16_HI "EXTQL_UINT16_HI"
+    const double INT32_LO "EXTQL_INT32_LO"
+    const double INT32_HI "EXTQL_INT32_HI"
+    const double UINT32_LO "EXTQL_UINT32_LO"
+    const double UINT32_HI "EXTQL_UINT32_HI"
 
 cdef extern from *:
     """
@@ -68,8 +89,9 @@ cdef extern from *:
     #define EXTQL_MAGIC23 12582912.0f
     #define EXTQL_MAGIC52 6755399441055744.0
     #define EXTQL_HALF 0.5f                  /* ulp 2^-24: float16 subnormals */
-    #define EXTQL_F16_MAX 65504.0f
-    #define EXTQL_BF16_MAX 3.38953139e38f   /* 0x7F7F0000 */
+    /* The largest finite float16 / bfloat16 values (the type table). */
+    #define EXTQL_F16_MAX ((float)EXTQL_FLOAT16_HI)
+    #define EXTQL_BF16_MAX ((float)EXTQL_BFLOAT16_HI)
 
     /* Thread count: 0 means not chosen yet (see extql_get_num_threads). */
     static int extql_threads_setting = 0;
@@ -365,11 +387,11 @@ cdef inline qtype_t quantize_one(float x, float s, qtype_t zp) noexcept nogil:
         # and every step is exact in double.
         zd = <double>zp
         if qtype_t is int32_t:
-            lo = -2147483648.0 - zd
-            hi = 2147483647.0 - zd
+            lo = INT32_LO - zd
+            hi = INT32_HI - zd
         else:
-            lo = 0.0 - zd
-            hi = 4294967295.0 - zd
+            lo = UINT32_LO - zd
+            hi = UINT32_HI - zd
         d = <double>v
         d = d if d > lo else lo
         d = d if d < hi else hi
@@ -383,17 +405,17 @@ cdef inline qtype_t quantize_one(float x, float s, qtype_t zp) noexcept nogil:
         # The same in float32, exact for the 8- and 16-bit ranges.
         zf = <float>zp
         if qtype_t is int8_t:
-            flo = <float>-128 - zf
-            fhi = <float>127 - zf
+            flo = <float>INT8_LO - zf
+            fhi = <float>INT8_HI - zf
         elif qtype_t is uint8_t:
-            flo = <float>0 - zf
-            fhi = <float>255 - zf
+            flo = <float>UINT8_LO - zf
+            fhi = <float>UINT8_HI - zf
         elif qtype_t is int16_t:
-            flo = <float>-32768 - zf
-            fhi = <float>32767 - zf
+            flo = <float>INT16_LO - zf
+            fhi = <float>INT16_HI - zf
         else:
-            flo = <float>0 - zf
-            fhi = <float>65535 - zf
+            flo = <float>UINT16_LO - zf
+            fhi = <float>UINT16_HI - zf
         v = v if v > flo else flo
         v = v if v < fhi else fhi
         v = ((v + MAGIC23) - MAGIC23) + zf
@@ -566,9 +588,9 @@ cdef inline void wide_bounds(const qtype_t *z_ext, bint have_zp, float *fl,
     cdef int64_t k
     cdef double zd, lo, hi
     if qtype_t is int32_t:
-        lo, hi = -2147483648.0, 2147483647.0
+        lo, hi = INT32_LO, INT32_HI
     else:
-        lo, hi = 0.0, 4294967295.0
+        lo, hi = UINT32_LO, UINT32_HI
     for k in range(D):
         if qtype_t is int32_t or qtype_t is uint32_t:
             zd = <double>z_ext[k] if have_zp else 0.0
@@ -608,9 +630,9 @@ cdef inline void expand_runs(const float *scale, const qtype_t *zp,
     cdef qtype_t zv
     cdef double zd, lo = 0, hi = 0
     if qtype_t is int32_t:
-        lo, hi = -2147483648.0, 2147483647.0
+        lo, hi = INT32_LO, INT32_HI
     elif qtype_t is uint32_t:
-        lo, hi = 0.0, 4294967295.0
+        lo, hi = UINT32_LO, UINT32_HI
     while j < w:
         run = inner - off if inner - off < w - j else w - j
         sv = scale[d]
@@ -1056,41 +1078,20 @@ cdef public int extql_dequantize_range(
 
 # ---------------------------------------------------------------------------
 cdef inline bint known_type(int qtype) noexcept nogil:
-    return (qtype == EXTQL_INT8 or qtype == EXTQL_UINT8
-            or qtype == EXTQL_INT16 or qtype == EXTQL_UINT16
-            or qtype == EXTQL_INT32 or qtype == EXTQL_UINT32
-            or qtype == EXTQL_FLOAT16 or qtype == EXTQL_BFLOAT16)
+    return qtype_size(qtype) != 0
 
 
 cdef inline int threads_for(int64_t n, int nthreads) noexcept nogil:
-    """How many threads to use on n elements (1 below the parallel minimum)."""
+    """How many threads to use on n elements (extql_split.h; 1 without OpenMP)."""
     if nthreads <= 0:
         nthreads = extql_get_num_threads()
-    if not HAVE_OPENMP or n < EXTQL_PARALLEL_MIN_ELEMENTS:
+    if not HAVE_OPENMP:
         return 1
-    # Give every thread at least half the parallel minimum.
-    if n // (EXTQL_PARALLEL_MIN_ELEMENTS // 2) < nthreads:
-        nthreads = <int>(n // (EXTQL_PARALLEL_MIN_ELEMENTS // 2))
-    return nthreads if nthreads > 1 else 1
-
-
-cdef inline int64_t chunk_for(int64_t n, int nt) noexcept nogil:
-    """The chunk size (a multiple of 64 elements) of n elements on nt
-    threads: about 8 chunks a thread, at least half the parallel minimum.
-    The chunks are handed out dynamically, so a thread the system takes off
-    its core for a while delays the others by one chunk, not by its share."""
-    cdef int64_t c = n // (8 * nt)
-    if c < EXTQL_PARALLEL_MIN_ELEMENTS // 2:
-        c = EXTQL_PARALLEL_MIN_ELEMENTS // 2
-    return (c + 63) & ~(<int64_t>63)
+    return split_threads_for(n, nthreads)
 
 
 cdef inline int64_t type_size(int qtype) noexcept nogil:
-    if qtype == EXTQL_INT8 or qtype == EXTQL_UINT8:
-        return 1
-    if qtype == EXTQL_INT32 or qtype == EXTQL_UINT32:
-        return 4
-    return 2
+    return qtype_size(qtype)
 
 
 cdef public int extql_quantize(

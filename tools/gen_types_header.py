@@ -43,6 +43,13 @@ def header_text(rows: tuple[tuple[str, int, int, float, float], ...]) -> str:
     names = ", ".join(r[0] for r in rows)
     width = max(len(r[0]) for r in rows)
     enum = ",\n".join(f"  EXTQL_{r[0].upper():<{width}} = {r[1]}" for r in rows)
+    facts = "\n".join(
+        f"#define EXTQL_{r[0].upper()}_SIZE {r[2]}\n"
+        f"#define EXTQL_{r[0].upper()}_LO ({_c_double(r[3])})\n"
+        f"#define EXTQL_{r[0].upper()}_HI ({_c_double(r[4])})"
+        for r in rows
+    )
+    cases = "\n".join(f"    case {r[1]}: return {r[2]};" for r in rows)
     xrows = " \\\n".join(
         f"  X({r[0].upper()}, \"{r[0]}\", {r[1]}, {r[2]}, {_c_double(r[3])}, {_c_double(r[4])})"
         for r in rows
@@ -63,6 +70,19 @@ enum {{
 }};
 
 #define EXTQL_N_QTYPES {len(rows)}
+
+/* Per type: the element size in bytes and the saturation bounds lo / hi
+   (the integer range, or the largest finite float16 / bfloat16 value), as
+   doubles; cast them to float where float arithmetic is meant. */
+{facts}
+
+/* The element size of a type code, 0 for a code that is none of the types. */
+static inline int extql_qtype_size(int code) {{
+  switch (code) {{
+{cases}
+    default: return 0;
+  }}
+}}
 
 /* The names, in the order users see them (messages). */
 #define EXTQL_QTYPE_NAMES "{names}"

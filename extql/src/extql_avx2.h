@@ -46,6 +46,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "extql_types.h"
+
 /* The longest step of the "cols" loops (elements), and the longest axis for
    which the kernels extend the scale and zero point periodically (on the
    stack) to run per-axis quantization along the last axis in one pass. */
@@ -394,22 +396,22 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
 #define extql_st32 extql_st32_int8
 #define extql_st16 extql_st16_int16
 #define extql_qc8 extql_qc8_int8
-EXTQL_Q8(int8, -128, 127, extql_ld8_i8, 32)
+EXTQL_Q8(int8, EXTQL_INT8_LO, EXTQL_INT8_HI, extql_ld8_i8, 32)
 #undef extql_st32
 #undef extql_qc8
 #define extql_st32 extql_st32_uint8
 #define extql_qc8 extql_qc8_uint8
-EXTQL_Q8(uint8, 0, 255, extql_ld8_u8, 32)
+EXTQL_Q8(uint8, EXTQL_UINT8_LO, EXTQL_UINT8_HI, extql_ld8_u8, 32)
 #undef extql_st16
 #undef extql_qc8
 #define extql_st16 extql_st16_int16
 #define extql_qc8 extql_qc8_int16
-EXTQL_Q8(int16, -32768, 32767, extql_ld8_i16, 16)
+EXTQL_Q8(int16, EXTQL_INT16_LO, EXTQL_INT16_HI, extql_ld8_i16, 16)
 #undef extql_st16
 #undef extql_qc8
 #define extql_st16 extql_st16_uint16
 #define extql_qc8 extql_qc8_uint16
-EXTQL_Q8(uint16, 0, 65535, extql_ld8_u16, 16)
+EXTQL_Q8(uint16, EXTQL_UINT16_LO, EXTQL_UINT16_HI, extql_ld8_u16, 16)
 #undef extql_st32
 #undef extql_st16
 #undef extql_qc8
@@ -421,7 +423,7 @@ EXTQL_Q8(uint16, 0, 65535, extql_ld8_u16, 16)
 /* 8 lanes of v = x / s, zero points as doubles (two halves) -> int32 lanes;
    uint32 goes through int32 by shifting the range (as the scalar code). */
 static inline __m256i extql_q_i32_8(__m256 v, __m256d zlo, __m256d zhi) {
-  const __m256d lo = _mm256_set1_pd(-2147483648.0), hi = _mm256_set1_pd(2147483647.0);
+  const __m256d lo = _mm256_set1_pd(EXTQL_INT32_LO), hi = _mm256_set1_pd(EXTQL_INT32_HI);
   __m256d d0 = extql_q_wide(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_sub_pd(lo, zlo),
                             _mm256_sub_pd(hi, zlo), zlo);
   __m256d d1 = extql_q_wide(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), _mm256_sub_pd(lo, zhi),
@@ -429,7 +431,7 @@ static inline __m256i extql_q_i32_8(__m256 v, __m256d zlo, __m256d zhi) {
   return _mm256_set_m128i(_mm256_cvtpd_epi32(d1), _mm256_cvtpd_epi32(d0));
 }
 static inline __m256i extql_q_u32_8(__m256 v, __m256d zlo, __m256d zhi) {
-  const __m256d lo = _mm256_setzero_pd(), hi = _mm256_set1_pd(4294967295.0);
+  const __m256d lo = _mm256_set1_pd(EXTQL_UINT32_LO), hi = _mm256_set1_pd(EXTQL_UINT32_HI);
   const __m256d shift = _mm256_set1_pd(2147483648.0);
   __m256d d0 = extql_q_wide(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), _mm256_sub_pd(lo, zlo),
                             _mm256_sub_pd(hi, zlo), zlo);
@@ -538,10 +540,10 @@ static inline __m256i extql_q_w32(__m256 v, const extql_w32_t *b) {
   extql_st256(y + (I), extql_qc8_uint32(x + (I), s + (C), zp ? zp + (C) : 0), ST)
 
 #define EXTQL_QCF8 extql_qcf8_int32
-EXTQL_QW(int32, extql_q_i32_8, extql_lo_pd_i32, extql_hi_pd_i32, -2147483648.0, 2147483647.0)
+EXTQL_QW(int32, extql_q_i32_8, extql_lo_pd_i32, extql_hi_pd_i32, EXTQL_INT32_LO, EXTQL_INT32_HI)
 #undef EXTQL_QCF8
 #define EXTQL_QCF8 extql_qcf8_uint32
-EXTQL_QW(uint32, extql_q_u32_8, extql_lo_pd_u32, extql_hi_pd_u32, 0.0, 4294967295.0)
+EXTQL_QW(uint32, extql_q_u32_8, extql_lo_pd_u32, extql_hi_pd_u32, EXTQL_UINT32_LO, EXTQL_UINT32_HI)
 #undef EXTQL_QCF8
 
 /* ------------------------------------------------------------------------ */
@@ -549,12 +551,12 @@ EXTQL_QW(uint32, extql_q_u32_8, extql_lo_pd_u32, extql_hi_pd_u32, 0.0, 429496729
 /* ------------------------------------------------------------------------ */
 
 static inline __m128i extql_q_f16_8(__m256 v) {
-  v = extql_q_sat(v, _mm256_set1_ps(65504.0f), _mm256_set1_ps(-65504.0f));
+  v = extql_q_sat(v, _mm256_set1_ps((float)EXTQL_FLOAT16_HI), _mm256_set1_ps((float)EXTQL_FLOAT16_LO));
   return _mm256_cvtps_ph(v, EXTQL_RNE);
 }
 static inline __m256i extql_q_bf16_8(__m256 v) {
   return extql_bf16_bits(
-      extql_q_sat(v, _mm256_set1_ps(3.38953139e38f), _mm256_set1_ps(-3.38953139e38f)));
+      extql_q_sat(v, _mm256_set1_ps((float)EXTQL_BFLOAT16_HI), _mm256_set1_ps((float)EXTQL_BFLOAT16_LO)));
 }
 static inline __m256 extql_ld8_f16(const uint16_t *p) {
   return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));

@@ -22,19 +22,9 @@
 extern "C" {
 #endif
 
-enum {
-  EXTQL_UINT8 = 2,
-  EXTQL_INT8 = 3,
-  EXTQL_UINT16 = 4,
-  EXTQL_INT16 = 5,
-  EXTQL_INT32 = 6,
-  EXTQL_FLOAT16 = 10,
-  EXTQL_UINT32 = 12,
-  EXTQL_BFLOAT16 = 16
-};
+#include "extql_types.h" /* the type codes EXTQL_INT8 ... (ONNX numbering) */
 
-/* Tensors smaller than this many elements are processed on one thread. */
-#define EXTQL_PARALLEL_MIN_ELEMENTS 65536
+#include "extql_split.h" /* EXTQL_PARALLEL_MIN_ELEMENTS: the thread split */
 
 /* Flags of the _ex range functions.  EXTQL_STREAM: write the output with
  * non-temporal stores, bypassing the caches -- faster for an output too large

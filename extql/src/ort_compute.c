@@ -2,7 +2,7 @@
  * ort_compute.c - one run of a node: read and check the inputs, stage
  * misaligned buffers, split the work and call the library's range function.
  *
- * Threads.  The work is split into ranges of the flat tensor run by
+ * Threads.  The work is split (extql_split.h) into ranges of the flat tensor run by
  * KernelContext_ParallelFor on the session's own intra-op thread pool, so it
  * honours the session's intra_op_num_threads, never adds threads of its own
  * (no oversubscription, no OpenMP team shared between sessions) and runs
@@ -12,30 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extql_split.h"
 #include "ort_internal.h"
-
-/* The split of n elements over the session's pool: tensors below
- * EXTQL_ORT_PARALLEL_MIN_ELEMENTS run on the calling thread (handing work
- * to a pool thread costs a wake-up, more than a smaller tensor takes on one
- * core); larger ones are cut into about EXTQL_ORT_CHUNKS ranges (enough for
- * the pool to balance them over its threads) of EXTQL_ORT_CHUNK_MIN to
- * EXTQL_ORT_CHUNK_MAX elements, a multiple of 64: each range has a fixed
- * cost (a pool hand-off; for per-axis along the last axis, the periodic
- * scale and zero point), so ranges are made as large as balance allows. */
-#define EXTQL_ORT_PARALLEL_MIN_ELEMENTS (1 << 18)
-#define EXTQL_ORT_CHUNKS 64
-#define EXTQL_ORT_CHUNK_MIN (1 << 15)
-#define EXTQL_ORT_CHUNK_MAX (1 << 18)
-
-/* The range length for n elements (n itself: run inline). */
-static int64_t chunk_for(int64_t n) {
-  int64_t chunk;
-  if (n < EXTQL_ORT_PARALLEL_MIN_ELEMENTS) return n;
-  chunk = n / EXTQL_ORT_CHUNKS;
-  if (chunk < EXTQL_ORT_CHUNK_MIN) chunk = EXTQL_ORT_CHUNK_MIN;
-  if (chunk > EXTQL_ORT_CHUNK_MAX) chunk = EXTQL_ORT_CHUNK_MAX;
-  return (chunk + 63) & ~(int64_t)63;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Alignment                                                                 */
@@ -208,7 +186,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     job.inner = inner;
     job.out_bytes = n * (int64_t)y_size;
     job.failed = 0;
-    job.chunk = chunk_for(n);
+    job.chunk = extql_chunk_for(n, 0); /* the session pool: its size is not known here */
     if (job.chunk == n) {
       run_chunk(&job, 0);
     } else {

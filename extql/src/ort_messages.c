@@ -12,21 +12,12 @@
 #include "extql_types.h"
 #include "ort_internal.h"
 
-int extql_is_qtype(int type) {
-#define EXTQL_IS(NAME, name, code, size, lo, hi) \
-  if (type == (code)) return 1;
-  EXTQL_FOR_EACH_QTYPE(EXTQL_IS)
-#undef EXTQL_IS
-  return 0;
-}
+int extql_is_qtype(int type) { return extql_qtype_size(type) != 0; }
 
 /* The size of one element of a quantized type, or 4 (float32). */
 size_t extql_elem_size(int type) {
-#define EXTQL_SIZE(NAME, name, code, size, lo, hi) \
-  if (type == (code)) return (size);
-  EXTQL_FOR_EACH_QTYPE(EXTQL_SIZE)
-#undef EXTQL_SIZE
-  return 4;
+  int size = extql_qtype_size(type);
+  return size != 0 ? (size_t)size : 4;
 }
 
 /* NumPy-style names of ONNX element types. */

@@ -1,0 +1,61 @@
+/*
+ * extql_split.h - how a tensor is cut into ranges for threads: the one
+ * place of that policy, for both callers of the range kernels.
+ *
+ *   - extql_quantize / extql_dequantize (the NumPy API): an OpenMP team of
+ *     extql's own thread count (extql_threads_for), handing out ranges of
+ *     extql_chunk_for(n, threads) elements dynamically.
+ *   - The onnxruntime ops: the session's intra-op thread pool, whose size
+ *     the op does not know; ranges of extql_chunk_for(n, 0) elements.
+ *
+ * A range has a fixed cost (a hand-off to a thread, which may have to be
+ * woken; for per-axis quantization along the last axis, the periodic scale
+ * and zero point), so ranges are made as large as balance allows, and a
+ * tensor below the parallel minimum runs on the calling thread: handing it
+ * out would cost more than it takes on one core.  The onnxruntime minimum is
+ * larger because its pool's threads sleep between nodes (no spinning is
+ * the usual setting), so every hand-off includes a wake-up.  Ranges are a
+ * multiple of 64 elements (whole cache lines for every element size).
+ */
+#ifndef EXTQL_SPLIT_H
+#define EXTQL_SPLIT_H
+
+#include <stdint.h>
+
+/* Tensors smaller than this run on the calling thread (NumPy API). */
+#define EXTQL_PARALLEL_MIN_ELEMENTS (1 << 16)
+/* The same for the onnxruntime ops (a pool hand-off includes a wake-up). */
+#define EXTQL_POOL_MIN_ELEMENTS (1 << 18)
+/* The shortest range, the longest range handed to a pool, and the ranges
+   per thread (or for a pool of unknown size) that let the threads balance
+   their work. */
+#define EXTQL_CHUNK_MIN (1 << 15)
+#define EXTQL_CHUNK_MAX (1 << 18)
+#define EXTQL_CHUNKS_PER_THREAD 8
+#define EXTQL_POOL_CHUNKS 64
+
+/* How many of `threads` threads to use on n elements: 1 below the
+   parallel minimum, and at most one per EXTQL_CHUNK_MIN elements. */
+static inline int extql_threads_for(int64_t n, int threads) {
+  if (n < EXTQL_PARALLEL_MIN_ELEMENTS || threads <= 1) return 1;
+  if (n / EXTQL_CHUNK_MIN < threads) threads = (int)(n / EXTQL_CHUNK_MIN);
+  return threads > 1 ? threads : 1;
+}
+
+/* The range length for n elements on `threads` threads (0: a pool of
+   unknown size); n itself when the tensor runs on the calling thread. */
+static inline int64_t extql_chunk_for(int64_t n, int threads) {
+  int64_t chunk;
+  if (n < (threads > 0 ? EXTQL_PARALLEL_MIN_ELEMENTS : EXTQL_POOL_MIN_ELEMENTS)) return n;
+  if (threads > 0) {
+    chunk = n / ((int64_t)EXTQL_CHUNKS_PER_THREAD * threads);
+  } else {
+    /* A pool of unknown size: enough ranges for a large pool too. */
+    chunk = n / EXTQL_POOL_CHUNKS;
+    if (chunk > EXTQL_CHUNK_MAX) chunk = EXTQL_CHUNK_MAX;
+  }
+  if (chunk < EXTQL_CHUNK_MIN) chunk = EXTQL_CHUNK_MIN;
+  return (chunk + 63) & ~(int64_t)63;
+}
+
+#endif /* EXTQL_SPLIT_H */
