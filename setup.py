@@ -152,7 +152,9 @@ SHIM_SOURCES = [
     for name in ("library", "register", "ops", "validate", "compute", "messages")
 ]
 SHIM_HEADERS = ["ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h"]
-KERNEL_HEADERS = ["extql_kernels.h", "extql_types.h", "extql_split.h", "extql_isa.h", "extql_avx2.h"]
+KERNEL_HEADERS = [
+    "extql_kernels.h", "extql_types.h", "extql_split.h", "extql_isa.h", "extql_avx2.h",
+]
 
 
 def _generate_types_header() -> None:
