@@ -149,12 +149,12 @@ def test_an_unexpected_exception_is_one_line_and_status_2(models, capsys, monkey
 
 
 def test_ctrl_c_is_status_130(models, capsys, monkeypatch):
-    from extql import cli_tools
+    from extql.cli import check
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_tools, "check_model", interrupted)
+    monkeypatch.setattr(check, "check_model", interrupted)
     assert cli.main(["check", str(models / "good.onnx"), "-q"]) == 130
     assert "interrupted" in capsys.readouterr().err
 
@@ -162,15 +162,15 @@ def test_ctrl_c_is_status_130(models, capsys, monkeypatch):
 def test_warnings_are_one_line(models, capsys, monkeypatch):
     import warnings
 
-    from extql import cli_tools
+    from extql.cli import check
 
-    real = cli_tools.check_model
+    real = check.check_model
 
     def warns(*args, **kwargs):
         warnings.warn("a warning\nover two lines", UserWarning, stacklevel=1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cli_tools, "check_model", warns)
+    monkeypatch.setattr(check, "check_model", warns)
     assert cli.main(["check", str(models / "good.onnx"), "-q"]) == 0
     err = capsys.readouterr().err
     assert err == "extql: warning: a warning over two lines\n"

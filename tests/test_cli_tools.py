@@ -279,11 +279,11 @@ def test_run_without_library(mixed, capsys):
 
 def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
     """If native and fallback ever disagree on a node, run says where and exits 1."""
-    from extql import cli_tools
+    from extql.cli import session
 
     model = qdq_model("int8", [4], np.float32(1), np.int8(0), chain="q")
     path = save(model, tmp_path / "m.onnx")
-    real = cli_tools.run_model
+    real = session.run_model
     calls = []
 
     def fake(model_or_path, feeds, options=None):
@@ -294,7 +294,7 @@ def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
             out = {k: v + np.int8(1) for k, v in out.items()}
         return out
 
-    monkeypatch.setattr(cli_tools, "run_model", fake)
+    monkeypatch.setattr(session, "run_model", fake)
     code, out, _ = extql_cmd(capsys, "run", path, "--compare-fallback")
     assert code == 1 and "DIFFER" in out and "4 of 4 elements differ" in out
     assert "ExtendedQuantizeLinear node (unnamed, output 'y') (output 'y')" in out
@@ -304,11 +304,11 @@ def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
 
 def test_run_whole_model_difference_is_information(tmp_path, capsys, monkeypatch):
     """A whole-model difference with identical nodes is reported, exit 0."""
-    from extql import cli_tools
+    from extql.cli import session
 
     model = qdq_model("int8", [4], np.float32(1), np.int8(0), chain="qdq")
     path = save(model, tmp_path / "m.onnx")
-    real = cli_tools.run_model
+    real = session.run_model
     seen = []
 
     def fake(model_or_path, feeds, options=None):
@@ -318,7 +318,7 @@ def test_run_whole_model_difference_is_information(tmp_path, capsys, monkeypatch
             out = {k: (v + 1).astype(v.dtype) for k, v in out.items()}
         return out
 
-    monkeypatch.setattr(cli_tools, "run_model", fake)
+    monkeypatch.setattr(session, "run_model", fake)
     code, out, _ = extql_cmd(capsys, "run", path, "--compare-fallback")
     assert code == 0, out
     assert "quantization nodes: all 2 output(s) identical" in out

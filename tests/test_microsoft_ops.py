@@ -21,7 +21,7 @@ from onnx_helpers import run_ort
 import extql
 import extql.reference
 from extql import microsoft_ops, passes
-from extql.cli_tools import check_model
+from extql.cli.check import check_model
 
 MS = "com.microsoft"
 TYPES = {

@@ -48,7 +48,7 @@ def _extql(*args) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("modules", ["extql.opset, extql.passes",
-                                     "extql.reference, extql.cli_tools"])
+                                     "extql.reference, extql.cli.run"])
 def test_import_exits_zero(modules):
     proc = _python(f"import {modules}; print('imported')")
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])

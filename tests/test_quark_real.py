@@ -26,7 +26,7 @@ from onnx_helpers import run_ort
 
 import extql
 import extql.reference
-from extql.cli_tools import check_model
+from extql.cli.check import check_model
 
 DATA = Path(__file__).parent / "data" / "quark"
 MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))

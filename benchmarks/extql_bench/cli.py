@@ -9,8 +9,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from extql.cli_args import thread_count
-from extql.cli_errors import CliError, writable_output
+from extql.cli.args import thread_count
+from extql.cli.errors import CliError, writable_output
 from extql.types import QTYPES
 
 from .config import DQ, GRANULARITIES, TABLES, BenchConfig, Q, parse_size, size_label

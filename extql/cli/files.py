@@ -14,7 +14,7 @@ import zipfile
 
 import numpy as np
 
-from .cli_errors import CliError, readable_file, writable_output
+from .errors import CliError, readable_file, writable_output
 
 __all__ = ["load_npz", "save_npz"]
 

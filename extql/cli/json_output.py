@@ -26,9 +26,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .cli_errors import run_command
+from .errors import run_command
 
-__all__ = ["add_json_flag", "wants_json", "record", "run"]
+__all__ = ["JSON_COMMANDS", "add_json_flag", "wants_json", "record", "run"]
 
 _FIELDS = "_json_fields"
 
@@ -70,7 +70,7 @@ def _default(value: Any) -> Any:
 
 
 def run(args: argparse.Namespace, func: Callable[[argparse.Namespace], int]) -> int:
-    """Run ``func`` under :func:`extql.cli_errors.run_command`; with ``--json``,
+    """Run ``func`` under :func:`extql.cli.errors.run_command`; with ``--json``,
     print its one JSON document (module docstring).  Returns the exit status."""
     if not wants_json(args):
         return run_command(args, func)

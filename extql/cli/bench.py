@@ -22,6 +22,10 @@ from typing import Any
 
 __all__ = ["benchmarks_dir", "register", "main"]
 
+# The directory holding the ``extql`` package: a source checkout's root when
+# extql runs from one (this module is extql/cli/bench.py).
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
 _MISSING = (
     "extql bench: the benchmark harness is not installed with extql; it runs from a "
     "source checkout (git clone the extql repository, pip install -e . there, then run "
@@ -32,7 +36,7 @@ _MISSING = (
 def benchmarks_dir() -> Path | None:
     """The ``benchmarks`` directory holding the harness, or None."""
     named = os.environ.get("EXTQL_BENCHMARKS")
-    path = Path(named) if named else Path(__file__).resolve().parent.parent / "benchmarks"
+    path = Path(named) if named else _CHECKOUT / "benchmarks"
     return path if (path / "extql_bench" / "cli.py").is_file() else None
 
 
@@ -52,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(args: argparse.Namespace) -> int:
+    """``extql bench``: every argument goes to the harness."""
     return main(args.args)
 
 
@@ -76,7 +81,3 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("args", nargs="*", metavar="OPTIONS", help="the harness's options")
     p.set_defaults(func=_command)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

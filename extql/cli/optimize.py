@@ -1,51 +1,39 @@
-"""``extql optimize IN OUT`` and ``extql fold IN OUT`` on the command line.
+"""``extql optimize IN OUT`` and ``extql fold IN OUT``: models for speed.
 
-Registered in :mod:`extql.cli` through :func:`register`.  Exit codes: 0 the
-model was written, 1 the model has a problem (a node that cannot be folded,
-an invalid quantization node), 2 the command could not do its work (the input
-is missing or unreadable, the output cannot be written).
+``optimize`` writes the fastest bit-identical form of a model for onnxruntime
+(:mod:`extql.optimizer`), ``fold`` computes the quantization nodes with
+constant inputs once, offline (:mod:`extql.fold`).  Exit status: 0 the model
+was written, 1 the model has a problem (a node that cannot be folded, an
+invalid quantization node), 2 the command could not do its work (the input is
+missing or unreadable, the output cannot be written).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
+
+from .args import add_rewrite_arguments
+from .errors import CliError
+from .model_io import open_rewrite, write_rewritten
+from .progress import log
 
 __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace, name: str) -> int:
     """Read IN, transform it, write OUT.  Errors are raised as CliError and
-    printed by the command line's guard (extql.cli_errors): status 2 for
-    paths and files, 1 for a model the transformation cannot take."""
-    from .cli_errors import CliError, readable_file, require_modules, writable_output
-    from .cli_tools import _name_unsupported, _require_integrity, load_model, save_model
-
-    require_modules("onnx", "onnxscript")
-    src, dst = Path(args.input), Path(args.output)
-    readable_file(src, "an .onnx model")
-    if src.resolve() == dst.resolve():
-        raise CliError("the output must be a different file from the input")
-    writable_output(dst, "model")  # before the work, not after it
-    if not args.quiet:
-        print(f"loading {src} ...", file=sys.stderr, flush=True)
-    model, external = load_model(src)
-    _require_integrity(src, model)
-    _name_unsupported(src, model, name)
+    printed by the command line's guard (:mod:`extql.cli.errors`): status 2
+    for paths and files, 1 for a model the transformation cannot take."""
+    src, dst, model, external = open_rewrite(args, name)
     start = time.monotonic()
     report: list[str] = []
     try:
         out = _transform(name, model, report, getattr(args, "no_fuse", False))
     except ValueError as exc:
         raise CliError(str(exc), status=1) from None
-    if not args.quiet:
-        print(f"{name}: done in {time.monotonic() - start:.1f} s; writing {dst} ...",
-              file=sys.stderr, flush=True)
-    want_external = True if args.external_data else (
-        False if args.no_external_data else (True if external else None))
-    location = save_model(out, dst, external=want_external)
+    log(args, f"{name}: done in {time.monotonic() - start:.1f} s; writing {dst} ...")
+    location = write_rewritten(args, out, dst, external)
     if args.verbose:
         for line in report:
             print(line)
@@ -58,17 +46,18 @@ def _run(args: argparse.Namespace, name: str) -> int:
 
 def _transform(name: str, model, report: list[str], no_fuse: bool = False):
     if name == "optimize":
-        from .optimizer import optimize
+        from ..optimizer import optimize
 
         return optimize(model, fuse=not no_fuse, report=report)
-    from .fold import fold_constants
+    from ..fold import fold_constants
 
     return fold_constants(model, report=report)
 
 
 def _count(model) -> int:
-    from .fold import is_quantization_node
-    from .passes import _graphs
+    """The quantization nodes of a model, the official ONNX ones included."""
+    from ..fold import is_quantization_node
+    from ..passes import _graphs
 
     return sum(
         1
@@ -87,10 +76,8 @@ def _cmd_fold(args: argparse.Namespace) -> int:
     return _run(args, "fold")
 
 
-def _add_io(p: argparse.ArgumentParser) -> None:
-    from .cli_tools import _add_io as add_paths
-
-    add_paths(p)  # IN, OUT, --external-data / --no-external-data, -q
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    add_rewrite_arguments(p)  # IN, OUT, --external-data / --no-external-data, -q
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print one line for every quantization node left as it is, and why")
 
@@ -112,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Exit status: 0 written, 1 the model has a problem, 2 a file problem."
         ),
     )
-    _add_io(p)
+    _add_arguments(p)
     p.add_argument("--no-fuse", action="store_true",
                    help="lower nothing: run every 8/16-bit node in extql's kernels and fold the "
                         "weights (faster where onnxruntime's quantized kernels are slower than "
@@ -129,5 +116,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Exit status: 0 written, 1 the model has a problem, 2 a file problem."
         ),
     )
-    _add_io(p)
+    _add_arguments(p)
     p.set_defaults(func=_cmd_fold)

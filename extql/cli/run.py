@@ -1,0 +1,131 @@
+"""``extql run MODEL``: run a model in onnxruntime with the extql library.
+
+Inputs come from ``--inputs FILE.npz`` or are random (:mod:`.inputs`); each
+output's type and shape is printed, and ``--save-outputs`` writes them.  With
+``--compare-fallback`` every quantization node is also run through its
+fallback function on the same inputs (:mod:`.compare_fallback`).  Exit
+status: 0 ran, 1 the model has an unsupported operator or a node differs from
+its fallback, 2 the command could not do its work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import numpy as np
+
+from . import json_output, session
+from .args import add_quiet_flag, dim_size
+from .compare_fallback import compare_fallback
+from .errors import CliError, readable_file, require_modules, writable_output
+from .files import load_npz, save_npz
+from .inputs import complete_feeds, graph_inputs
+from .model_io import load_model, require_integrity, serialisable
+from .progress import log
+
+__all__ = ["register"]
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    require_modules("onnx", "onnxruntime", "onnxscript")
+    from ..passes import attach_fallbacks
+
+    readable_file(args.model, "an .onnx model")
+    if args.save_outputs:
+        writable_output(args.save_outputs, "outputs (.npz)")  # before the model runs
+    feeds: dict[str, np.ndarray] = load_npz(args.inputs) if args.inputs else {}
+    log(args, f"loading {args.model} ...")
+    model, _ = load_model(args.model)
+    require_integrity(args.model, model)
+    from ..microsoft_ops import unsupported_nodes
+
+    unsupported = unsupported_nodes(model)
+    if unsupported:
+        for line in unsupported:
+            print(f"{args.model}: unsupported operator {line}")
+        print(f"{args.model}: cannot run: {len(unsupported)} unsupported operator(s)")
+        json_output.record(args, model=str(args.model), unsupported=unsupported)
+        return 1
+
+    def said_random(name: str, value: np.ndarray) -> None:
+        log(args, f"input {name}: random {value.dtype}{list(value.shape)}")
+
+    complete_feeds(args.inputs, graph_inputs(model), feeds, np.random.default_rng(args.seed),
+                   dict(args.dim or []), said_random)
+    with tempfile.TemporaryDirectory(prefix="extql-run-") as tmp:
+        start = time.monotonic()
+        if args.no_library:
+            log(args, "running with the fallback functions (no library) ...")
+            native = None
+            target = serialisable(attach_fallbacks(model), tmp, "fallback.onnx")
+            outputs = session.run_model(target, feeds,
+                                        session.stepped_options(target, None, args))
+        else:
+            log(args, "running with the extql library ...")
+            target = serialisable(model, tmp, "model.onnx")
+            outputs = native = session.run_model(
+                target, feeds, session.stepped_options(target, session.library_options, args))
+        log(args, f"ran in {time.monotonic() - start:.2f} s")
+        _print_outputs(args, outputs)
+        if args.save_outputs:
+            save_npz(args.save_outputs, outputs)
+            print(f"wrote {args.save_outputs}")
+            json_output.record(args, saved=str(args.save_outputs))
+        if not args.compare_fallback:
+            return 0
+        if native is None:
+            raise CliError("--compare-fallback compares with the library: drop --no-library")
+        return compare_fallback(args, model, feeds, native, tmp)
+
+
+def _print_outputs(args: argparse.Namespace, outputs: dict[str, np.ndarray]) -> None:
+    """One line per output: its type, shape and, for floats, NaN count."""
+    summary = {}
+    for name, value in outputs.items():
+        finite = ""
+        summary[name] = {"dtype": str(value.dtype), "shape": list(value.shape)}
+        if value.dtype.kind == "f" or value.dtype.name == "bfloat16":
+            v = value.astype(np.float32)
+            summary[name]["nan"] = int(np.isnan(v).sum())
+            finite = f", {summary[name]['nan']} NaN"
+        print(f"output {name}: {value.dtype}{list(value.shape)}{finite}")
+    json_output.record(args, model=str(args.model), library=not args.no_library,
+                       outputs=summary)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``run`` to the ``extql`` command."""
+    p = subparsers.add_parser(
+        "run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="run a model with the extql library (optionally compare with the fallback)",
+        description=(
+            "Run MODEL in onnxruntime (CPU) with the extql library registered, on the arrays of\n"
+            "--inputs or on random inputs, and print each output's type and shape. With\n"
+            "--compare-fallback it also compares every quantization node (Extended and\n"
+            "com.microsoft Q/DQ) between the native kernels and the fallback functions on the\n"
+            "same inputs (exit 1 if any output differs), and reports the whole model's\n"
+            "difference as information. If onnxruntime rejects the model at its default\n"
+            "optimisation level, run steps it down (all, extended, basic, disabled) with a\n"
+            "warning. A custom operator that neither extql nor onnxruntime implements is named\n"
+            "and run exits 1.\n\n"
+            "example: extql run model.onnx --inputs in.npz --compare-fallback"
+        ),
+    )
+    p.add_argument("model", metavar="MODEL", help="the .onnx model to run")
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="input arrays by input name (np.savez); missing inputs are random")
+    p.add_argument("--compare-fallback", action="store_true",
+                   help="also compare each quantization node's output with the fallback's, "
+                        "bit for bit on the same inputs (the whole model: information)")
+    p.add_argument("--no-library", action="store_true",
+                   help="run with the fallback functions only (no native library)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--dim", type=dim_size, action="append", metavar="NAME=SIZE",
+                   help="size of a symbolic dimension of the random inputs (default 1); "
+                        "repeatable")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs to FILE.npz")
+    add_quiet_flag(p)
+    json_output.add_json_flag(p)
+    p.set_defaults(func=_cmd_run)
