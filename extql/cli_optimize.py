@@ -58,17 +58,17 @@ def _run(args: argparse.Namespace, name: str) -> int:
 
 def _transform(name: str, model, report: list[str], no_fuse: bool = False):
     if name == "optimize":
-        from .optimizer import optimize
+        from .tools.optimize import optimize
 
         return optimize(model, fuse=not no_fuse, report=report)
-    from .fold import fold_constants
+    from .tools.fold import fold_constants
 
     return fold_constants(model, report=report)
 
 
 def _count(model) -> int:
-    from .fold import is_quantization_node
-    from .passes import _graphs
+    from .tools.graph import graphs as _graphs
+    from .tools.graph import is_quantization_node
 
     return sum(
         1

@@ -94,7 +94,7 @@ def load_model(path: str | os.PathLike, *, with_data: bool = True):
 
 
 def _all_initializers(model):
-    from .passes import _graphs
+    from .tools.graph import graphs as _graphs
 
     for graph in _graphs(model.graph):
         yield from graph.initializer
@@ -140,8 +140,8 @@ def check_model(
     operator of a custom domain that neither extql nor onnxruntime implements
     (Quark's BFPQuantizeDequantize, for example) is a problem too.  What
     cannot be checked (unknown types) goes to ``notes``, not to the problems."""
-    from . import passes
-    from .microsoft_ops import unsupported_nodes
+    from . import tools as passes
+    from .tools.microsoft import unsupported_nodes
 
     problems: list[str] = [f"unsupported operator {line}" for line in unsupported_nodes(model)]
     notes = [] if notes is None else notes
@@ -175,7 +175,7 @@ def check_model(
 def _require_integrity(path, model) -> None:
     """A CliError with exit status 1 when the model has whole-graph problems
     (:mod:`extql.model_lint`): the passes and onnxruntime cannot work on it."""
-    from .model_lint import integrity_problems
+    from .tools.lint import integrity_problems
 
     problems = integrity_problems(model)
     if problems:
@@ -189,7 +189,7 @@ def _name_unsupported(path, model, name: str) -> None:
     (Quark's BFPQuantizeDequantize, ...): a warning for the passes that leave
     such nodes as they are, a problem (exit 1) for ``inline``, whose output
     must run without any custom operator."""
-    from .microsoft_ops import unsupported_nodes
+    from .tools.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported and name == "inline":
@@ -204,7 +204,7 @@ def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     """Print the model's whole-graph problems (invalid element types, inputs
     that nothing produces, see :mod:`extql.model_lint`) and return 1 when it
     has any: the node checks assume a well-formed graph."""
-    from .model_lint import integrity_problems
+    from .tools.lint import integrity_problems
 
     problems = integrity_problems(model)
     if not problems:
@@ -249,8 +249,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
-    from .model_lint import onnx_checker_problems
-    from .passes import extended_nodes
+    from .tools.graph import extended_nodes
+    from .tools.lint import onnx_checker_problems
 
     total = len(extended_nodes(model, microsoft=True))
     _log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
@@ -325,19 +325,19 @@ def _transform(args: argparse.Namespace, name: str, fn: Callable[[Any], Any]) ->
 
 
 def _cmd_attach(args: argparse.Namespace) -> int:
-    from .passes import attach_fallbacks
+    from .tools.attach import attach_fallbacks
 
     return _transform(args, "attach", attach_fallbacks)
 
 
 def _cmd_inline(args: argparse.Namespace) -> int:
-    from .passes import inline_fallbacks
+    from .tools.inline import inline_fallbacks
 
     return _transform(args, "inline", inline_fallbacks)
 
 
 def _cmd_lower(args: argparse.Namespace) -> int:
-    from .passes import lower_to_standard
+    from .tools.lower import lower_to_standard
 
     report: list[str] = []
 
@@ -552,7 +552,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def _compare(native: dict, fallback: dict) -> list[str]:
     """One line per output of ``native`` that differs in ``fallback`` (any NaN
     matches any NaN)."""
-    from .node_compare import compare_arrays
+    from .tools.compare import compare_arrays
 
     lines = []
     for name, a in native.items():
@@ -593,7 +593,8 @@ def _compare_fallback(args: argparse.Namespace, model, feeds: dict, native: dict
     """--compare-fallback: every quantization node's output, native kernels vs
     fallback functions on the same inputs (the promise; a difference is exit 1),
     then the whole model's outputs (information only)."""
-    from . import node_compare, passes
+    from . import tools as passes
+    from .tools import compare as node_compare
 
     nodes = node_compare.quantization_nodes(model)
     types = passes.infer_types(model)
@@ -654,7 +655,7 @@ def _serialisable(model, tmp: str, name: str):
 
 def _cmd_run(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxruntime", "onnxscript")
-    from .passes import attach_fallbacks
+    from .tools.attach import attach_fallbacks
 
     readable_file(args.model, "an .onnx model")
     if args.save_outputs:
@@ -663,7 +664,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _log(args, f"loading {args.model} ...")
     model, _ = load_model(args.model)
     _require_integrity(args.model, model)
-    from .microsoft_ops import unsupported_nodes
+    from .tools.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported:
