@@ -113,7 +113,8 @@ class SubByteType:
 
     @property
     def carrier(self) -> QType:
-        return QTYPES["int8" if self.lo < 0 else "uint8"]
+        return min((t for t in QTYPES.values() if not t.is_float and (t.lo < 0) == (self.lo < 0)),
+                   key=lambda t: t.dtype.itemsize)
 
 
 #: int4 and uint4 by name.

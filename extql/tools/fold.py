@@ -25,7 +25,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..numpy_api import dequantize_linear, quantize_linear
-from ..types import BY_ONNX, MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES
+from ..types import MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES, qtype_of
 from .graph import (
     Names,
     array_to_tensor,
@@ -36,14 +36,16 @@ from .graph import (
     subgraphs,
     tensor_to_array,
 )
-from .microsoft import int32_difference
+from .microsoft import int32_wraps
 
 __all__ = ["fold_constants"]
 
 # Element types the com.microsoft operators share with extql's kernels (the
-# kernels then give onnxruntime's bits; see tests/test_fold.py).
-_MS_QUANT_TYPES = MS_EXACT_TYPES
-_MS_DEQUANT_TYPES = MS_EXACT_TYPES | {QTYPES["int32"].onnx}
+# kernels then give onnxruntime's bits; see tests/test_fold.py): the 8/16-bit
+# types, and int32 for dequantize where its 32-bit difference does not wrap.
+_INT32 = QTYPES["int32"].onnx
+_MS_QUANTIZE = MS_EXACT_TYPES
+_MS_DEQUANTIZE = MS_EXACT_TYPES | {_INT32}
 
 
 def _constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
@@ -124,17 +126,15 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
             code = onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
         elif not quantize:
             code = onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
-        allowed = _MS_QUANT_TYPES if quantize else _MS_DEQUANT_TYPES
+        allowed = _MS_QUANTIZE if quantize else _MS_DEQUANTIZE
         if code is not None and code not in allowed:
             return None
         if quantize and x.dtype != np.float32:
             return None
-        if not quantize and code == QTYPES["int32"].onnx and zp is not None:
-            diff = int32_difference(x, zp, node_axis(node))
-            if diff.size and (diff.min() < -(2**31) or diff.max() > 2**31 - 1):
-                # onnxruntime subtracts in 32 bits: its result would wrap.
-                return None
-    elif not quantize and BY_ONNX.get(_code_of(x)) is None:
+        if not quantize and code == _INT32 and zp is not None:
+            if int32_wraps(x, zp, node_axis(node)):
+                return None  # onnxruntime's 32-bit difference wraps, the kernel's does not
+    elif not quantize and qtype_of(x.dtype) is None:
         raise ValueError(f"{node_label(node)}: x has type {x.dtype}, not a quantized type")
     try:
         if quantize:
@@ -142,15 +142,6 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
         return dequantize_linear(x, scale, zp, axis=node_axis(node))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
-
-
-def _code_of(arr: np.ndarray) -> int | None:
-    if arr.dtype == QTYPES["bfloat16"].dtype:
-        return QTYPES["bfloat16"].onnx
-    try:
-        return onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _subgraph_uses(node: onnx.NodeProto) -> set[str]:

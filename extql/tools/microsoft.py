@@ -63,6 +63,7 @@ __all__ = [
     "to_extended",
     "unsupported_nodes",
     "int32_difference",
+    "int32_wraps",
     "reference_dequantize_int32",
 ]
 
@@ -214,6 +215,13 @@ def int32_difference(x: np.ndarray, zero_point: np.ndarray, axis: int) -> np.nda
         shape[axis % x.ndim] = zp.size
         zp = zp.reshape(shape)
     return x.astype(np.int64) - zp
+
+
+def int32_wraps(x: np.ndarray, zero_point: np.ndarray, axis: int) -> bool:
+    """Whether onnxruntime's 32-bit ``x - zero_point`` wraps for some element
+    (then its com.microsoft int32 dequantize differs from the Extended one)."""
+    diff = int32_difference(x, zero_point, axis)
+    return bool(diff.size) and bool(diff.min() < _INT32.lo or diff.max() > _INT32.hi)
 
 
 def reference_dequantize_int32(
