@@ -50,8 +50,10 @@ Public objects:
 * :func:`function_proto` -- a flat ``FunctionProto`` (no nested calls) for one
   (operator, variant), named and versioned for a model: this is what
   :func:`extql.attach_fallbacks` adds to models.
+* :func:`variant` -- the variant of a node from its zero point's type.
 
-The operator opset for *authoring* graphs that call the Extended ops is
+The onnxscript source of the decompositions is :mod:`extql.fallback_bodies`;
+this module builds, flattens and names their FunctionProtos.  The operator opset for *authoring* graphs that call the Extended ops is
 :mod:`extql.opset` (``extql.quark``).
 """
 
