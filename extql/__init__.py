@@ -3,7 +3,8 @@
 * :func:`quantize_linear` / :func:`dequantize_linear` -- the NumPy API.
 * :func:`get_library_path` / :func:`register` -- the native onnxruntime ops.
 
-The ONNX tools (fallbacks, passes, reference ops) import onnx only when used.
+The ONNX tools (fallbacks, the model tools of :mod:`extql.tools`, reference ops)
+import onnx only when used.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ def have_openmp() -> bool:
 # Submodules and names that need onnx / onnxruntime, loaded on first use so
 # that ``import extql`` stays light.  name -> (module, attribute or None).
 _LAZY: dict[str, tuple[str, str | None]] = {
-    "attach_fallbacks": (".passes", "attach_fallbacks"),
-    "inline_fallbacks": (".passes", "inline_fallbacks"),
-    "lower_to_standard": (".passes", "lower_to_standard"),
-    "fold_constants": (".fold", "fold_constants"),
-    "optimize": (".optimizer", "optimize"),
+    "attach_fallbacks": (".tools.attach", "attach_fallbacks"),
+    "inline_fallbacks": (".tools.inline", "inline_fallbacks"),
+    "lower_to_standard": (".tools.lower", "lower_to_standard"),
+    "fold_constants": (".tools.fold", "fold_constants"),
+    "optimize": (".tools.optimize", "optimize"),
     "reference": (".reference", None),
     "fallbacks": (".fallbacks", None),
     "opset": (".opset", None),

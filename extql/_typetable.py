@@ -23,3 +23,24 @@ QTYPE_ROWS: tuple[tuple[str, int, int, float, float], ...] = (
 
 #: The two floating-point types among them (the others are integers).
 FLOAT_TYPES: tuple[str, ...] = ("float16", "bfloat16")
+
+#: The output type of a quantize without a zero point (and the zero point's
+#: type then: uint8 0).
+DEFAULT_TYPE: str = "uint8"
+
+#: The types whose ``com.microsoft`` QuantizeLinear / DequantizeLinear
+#: (onnxruntime's contrib operators, which AMD Quark writes for these types)
+#: mean the same bits as the Extended operators, for float32 x and scale.
+MICROSOFT_TYPES: tuple[str, ...] = ("int8", "uint8", "int16", "uint16")
+
+#: Types ``com.microsoft`` DequantizeLinear (not QuantizeLinear) also takes
+#: among the eight; its int32 ``x - zero_point`` wraps in 32 bits.
+MICROSOFT_DEQUANTIZE_TYPES: tuple[str, ...] = ("int32",)
+
+#: The sub-byte types ``com.microsoft`` QuantizeLinear / DequantizeLinear
+#: also take, which are not extql types (the kernels have no int4): name,
+#: ONNX ``TensorProto.DataType`` code, lo, hi.
+SUBBYTE_ROWS: tuple[tuple[str, int, int, int], ...] = (
+    ("int4", 22, -8, 7),
+    ("uint4", 21, 0, 15),
+)

@@ -29,23 +29,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import onnxscript.evaluator
 from onnxscript import tensor
 
 from .numpy_api import dequantize_linear, quantize_linear
-from .types import DOMAIN, LEGACY_DOMAIN
+from .types import EXTENDED_OPS, QTYPES
 
 __all__ = ["Evaluator", "install", "OPS"]
 
 #: (domain, op name) -> True for quantize, False for dequantize.
-OPS: dict[tuple[str, str], bool] = {
-    (DOMAIN, "ExtendedQuantizeLinear"): True,
-    (DOMAIN, "ExtendedDequantizeLinear"): False,
-    (LEGACY_DOMAIN, "VitisQuantizeLinear"): True,
-    (LEGACY_DOMAIN, "VitisDequantizeLinear"): False,
-}
+OPS: dict[tuple[str, str], bool] = EXTENDED_OPS
 
 _INPUTS = {True: ("x", "y_scale", "y_zero_point"), False: ("x", "x_scale", "x_zero_point")}
 
@@ -67,8 +61,8 @@ def _array(op: str, name: str, value: Any) -> np.ndarray | None:
     )
 
 
-_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-_ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
+_BFLOAT16 = QTYPES["bfloat16"].dtype
+_ONNX_BFLOAT16 = QTYPES["bfloat16"].onnx
 
 
 def _has_bfloat16(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:

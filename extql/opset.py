@@ -52,21 +52,12 @@ import onnx
 import onnx.defs
 from onnxscript.values import Opset
 
-from .types import DOMAIN, LEGACY_DOMAIN
+from .types import DOMAIN, LEGACY_DOMAIN, MS_DEQUANTIZE_NAMES, MS_DOMAIN, MS_QUANTIZE_NAMES, QTYPES
 
 __all__ = ["quark", "vai", "register_schemas", "QUANTIZE_TYPES"]
 
 #: Type strings of the zero point / quantized tensor.
-QUANTIZE_TYPES = [
-    "tensor(int8)",
-    "tensor(uint8)",
-    "tensor(int16)",
-    "tensor(uint16)",
-    "tensor(int32)",
-    "tensor(uint32)",
-    "tensor(float16)",
-    "tensor(bfloat16)",
-]
+QUANTIZE_TYPES = [f"tensor({name})" for name in QTYPES]
 
 _lock = threading.Lock()
 _done = False
@@ -131,9 +122,6 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
 #: Types of onnxruntime's com.microsoft QuantizeLinear / DequantizeLinear
 #: (float side; quantized side), for type inference through Quark's models.
 _MS_FLOAT_TYPES = ["tensor(float)", "tensor(float16)"]
-_MS_QUANTIZED_TYPES = ["tensor(int8)", "tensor(uint8)", "tensor(int16)", "tensor(uint16)",
-                       "tensor(int4)", "tensor(uint4)"]
-
 
 def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
     """com.microsoft QuantizeLinear / DequantizeLinear (version 1), as
@@ -148,16 +136,16 @@ def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
                   FP("y_zero_point", "T2", "Zero point.", param_option=optional)]
         outputs = [FP("y", "T2", "Quantized tensor.")]
         constraints = [("T1", _MS_FLOAT_TYPES, "x and scale."),
-                       ("T2", _MS_QUANTIZED_TYPES, "Zero point and y.")]
+                       ("T2", [f"tensor({n})" for n in MS_QUANTIZE_NAMES], "Zero point and y.")]
     else:
         name, infer_from = "DequantizeLinear", "DequantizeLinear"
         inputs = [FP("x", "T1", "Quantized input."), FP("x_scale", "T2", "Scale."),
                   FP("x_zero_point", "T1", "Zero point.", param_option=optional)]
         outputs = [FP("y", "T2", "Dequantized tensor.")]
-        constraints = [("T1", [*_MS_QUANTIZED_TYPES, "tensor(int32)"], "x and zero point."),
+        constraints = [("T1", [f"tensor({n})" for n in MS_DEQUANTIZE_NAMES], "x and zero point."),
                        ("T2", _MS_FLOAT_TYPES, "Scale and y.")]
     schema = onnx.defs.OpSchema(
-        name, "com.microsoft", 1, f"onnxruntime contrib {name} (registered by extql).",
+        name, MS_DOMAIN, 1, f"onnxruntime contrib {name} (registered by extql).",
         inputs=inputs, outputs=outputs, type_constraints=constraints,
         attributes=[onnx.defs.OpSchema.Attribute(
             "axis", onnx.helper.make_attribute("axis", 1), "Axis of per-axis quantization.")],
@@ -190,10 +178,10 @@ def register_schemas() -> None:
                     _registered.append((name, 1, domain))
         for name, quantize in (("QuantizeLinear", True), ("DequantizeLinear", False)):
             try:
-                onnx.defs.get_schema(name, 1, "com.microsoft")
+                onnx.defs.get_schema(name, 1, MS_DOMAIN)
             except onnx.defs.SchemaError:
                 onnx.defs.register_schema(_microsoft_schema(quantize))
-                _registered.append((name, 1, "com.microsoft"))
+                _registered.append((name, 1, MS_DOMAIN))
         if _registered:
             atexit.register(_deregister_schemas)
         _done = True

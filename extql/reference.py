@@ -12,8 +12,9 @@ whose messages name the operator.
 DequantizeLinear, which AMD Quark writes for its 8/16-bit nodes and which
 ``onnx.reference`` has no implementation of: int8/uint8/int16/uint16 through
 the same kernels (the operators agree there), int32 dequantize with the
-difference wrapping in 32 bits as onnxruntime computes it, and int4/uint4 in
-NumPy (``x / s`` in float32, round half to even, ``+ zp``, saturate).
+difference wrapping in 32 bits as onnxruntime computes it, and int4/uint4
+through the kernels' int8/uint8 (which hold every value; quantize then
+saturates to the 4-bit range: the same bits, as the kernels have no int4).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from typing import Any
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from .microsoft_ops import MS_DOMAIN, reference_dequantize_int32
 from .numpy_api import dequantize_linear, quantize_linear
-from .types import DOMAIN, LEGACY_DOMAIN
+from .tools.microsoft import reference_dequantize_int32
+from .types import DOMAIN, LEGACY_DOMAIN, MS_DOMAIN, SUBBYTE, SubByteType
 
 __all__ = [
     "OPS",
@@ -82,22 +83,28 @@ class VitisDequantizeLinear(_Dequantize):
     op_domain = LEGACY_DOMAIN
 
 
-def _int4_kind(a: np.ndarray) -> tuple[int, int] | None:
-    """(lo, hi) when ``a`` is int4 / uint4 (ml_dtypes), else None."""
-    name = a.dtype.name
-    if name == "int4":
-        return -8, 7
-    if name == "uint4":
-        return 0, 15
-    return None
+def _subbyte(a: np.ndarray) -> SubByteType | None:
+    """The int4 / uint4 type of ``a`` (ml_dtypes), else None."""
+    return SUBBYTE.get(a.dtype.name)
 
 
-def _param(p: np.ndarray, x_ndim: int, axis: int) -> np.ndarray:
-    """A scale / zero point reshaped to broadcast against x along ``axis``."""
-    p = np.asarray(p)
-    if p.size == 1 or x_ndim == 0:
-        return p.reshape(())
-    return p.reshape([p.size] + [1] * (x_ndim - 1 - axis % x_ndim))
+def quantize_subbyte(x, scale, zero_point: np.ndarray, axis: int, sub: SubByteType):
+    """com.microsoft QuantizeLinear to int4 / uint4: the kernels' quantize to
+    the 8-bit carrier (same rounding, NaN to the low end), saturated to the
+    4-bit range -- a clamp inside a clamp, so the bits of a 4-bit kernel."""
+    q = quantize_linear(np.asarray(x, np.float32), np.asarray(scale, np.float32),
+                        zero_point.astype(sub.carrier.dtype), axis=axis)
+    return np.clip(q, sub.lo, sub.hi).astype(zero_point.dtype)
+
+
+def dequantize_subbyte(x: np.ndarray, scale, zero_point: np.ndarray | None, axis: int):
+    """com.microsoft DequantizeLinear of int4 / uint4: the kernels' dequantize
+    of the same values in the 8-bit carrier (exact widening)."""
+    sub = _subbyte(x)
+    assert sub is not None
+    carrier = sub.carrier.dtype
+    zp = None if zero_point is None else np.asarray(zero_point).astype(carrier)
+    return dequantize_linear(x.astype(carrier), np.asarray(scale, np.float32), zp, axis=axis)
 
 
 class _MicrosoftQuantize(OpRun):
@@ -106,14 +113,10 @@ class _MicrosoftQuantize(OpRun):
     def _run(self, x, y_scale, y_zero_point=None, axis=1, **_):  # type: ignore[override]
         # (onnx.reference adds the ai.onnx schema's other attributes' defaults.)
         zp = y_zero_point if _present(y_zero_point) else None
-        bounds = None if zp is None else _int4_kind(np.asarray(zp))
-        if bounds is None:
+        sub = None if zp is None else _subbyte(np.asarray(zp))
+        if sub is None:
             return (quantize_linear(x, y_scale, zp, axis=int(axis)),)
-        x = np.asarray(x, np.float32)
-        v = x / _param(np.asarray(y_scale, np.float32), x.ndim, int(axis))
-        r = np.rint(v) + _param(np.asarray(zp).astype(np.float32), x.ndim, int(axis))
-        r = np.where(np.isnan(r), bounds[0], np.clip(r, *bounds))
-        return (r.astype(np.asarray(zp).dtype),)
+        return (quantize_subbyte(x, y_scale, np.asarray(zp), int(axis), sub),)
 
 
 class _MicrosoftDequantize(OpRun):
@@ -124,12 +127,8 @@ class _MicrosoftDequantize(OpRun):
         x = np.asarray(x)
         if x.dtype == np.int32:
             return (np.asarray(reference_dequantize_int32(x, x_scale, zp, int(axis))),)
-        if _int4_kind(x) is not None:
-            s = np.asarray(x_scale, np.float32)
-            d = x.astype(np.float32)
-            if zp is not None:
-                d = d - _param(np.asarray(zp).astype(np.float32), x.ndim, int(axis))
-            return ((d * _param(s, x.ndim, int(axis))).astype(np.float32),)
+        if _subbyte(x) is not None:
+            return (np.asarray(dequantize_subbyte(x, x_scale, zp, int(axis))),)
         return (np.asarray(dequantize_linear(x, x_scale, zp, axis=int(axis))),)
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import onnx
 from onnxscript.values import OnnxFunction
 
+from .tools.graph import walk_nodes
 from .types import DOMAIN, LEGACY_DOMAIN
 
 __all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "install", "check_model", "finish_model"]
@@ -55,21 +56,10 @@ _EXTQL_DOMAINS = frozenset((DOMAIN, LEGACY_DOMAIN, FALLBACK_DOMAIN))
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def _subgraph_nodes(nodes) -> Iterator[onnx.NodeProto]:
-    for node in nodes:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _subgraph_nodes(attr.g.node)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _subgraph_nodes(g.node)
-
-
 def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    yield from _subgraph_nodes(model.graph.node)
+    yield from walk_nodes(model.graph.node)
     for fn in model.functions:
-        yield from _subgraph_nodes(fn.node)
+        yield from walk_nodes(fn.node)
 
 
 def _default_opset(model: onnx.ModelProto) -> int | None:
@@ -119,7 +109,8 @@ def check_model(model: onnx.ModelProto) -> None:
     """Raise on the first problem that the static types prove in an Extended
     node: ``TypeError`` for a wrong input type, ``ValueError`` otherwise; the
     message names the operator and the node (``extql check`` finds the same)."""
-    from .passes import check_node, extended_nodes, infer_types
+    from .tools.check import check_node
+    from .tools.graph import extended_nodes, infer_types
 
     nodes = extended_nodes(model)
     if not nodes:

@@ -3,7 +3,9 @@
 The Python view of the type table ``extql/_typetable.py`` (the one place the
 types are written; the C header ``extql/src/extql_types.h`` is generated from
 it), read by the NumPy API, the graph tools and the tests, so that a type is
-named the same way everywhere.
+named the same way everywhere.  With them, the operator names and domains the
+graph tools look for, and the type sets of onnxruntime's ``com.microsoft``
+QuantizeLinear / DequantizeLinear, all derived from the table.
 """
 
 from __future__ import annotations
@@ -13,14 +15,54 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from ._typetable import FLOAT_TYPES, QTYPE_ROWS
+from ._typetable import (
+    DEFAULT_TYPE,
+    FLOAT_TYPES,
+    MICROSOFT_DEQUANTIZE_TYPES,
+    MICROSOFT_TYPES,
+    QTYPE_ROWS,
+    SUBBYTE_ROWS,
+)
 
-__all__ = ["QType", "QTYPES", "BY_ONNX", "qtype_of", "DOMAIN", "LEGACY_DOMAIN"]
+__all__ = [
+    "QType",
+    "QTYPES",
+    "BY_ONNX",
+    "DEFAULT_QTYPE",
+    "qtype_of",
+    "DOMAIN",
+    "LEGACY_DOMAIN",
+    "OP_NAMES",
+    "EXTENDED_OPS",
+    "MS_DOMAIN",
+    "MS_QDQ",
+    "MS_EXACT_TYPES",
+    "MS_QUANTIZE_NAMES",
+    "MS_DEQUANTIZE_NAMES",
+    "MS_QUANTIZE_TYPES",
+    "MS_DEQUANTIZE_TYPES",
+    "SubByteType",
+    "SUBBYTE",
+]
 
 #: The ONNX domain of ExtendedQuantizeLinear / ExtendedDequantizeLinear.
 DOMAIN = "com.amd.quark"
 #: The domain of the legacy names VitisQuantizeLinear / VitisDequantizeLinear.
 LEGACY_DOMAIN = "com.vai.quantize"
+#: (quantize op, dequantize op) of each domain: the current and the legacy names.
+OP_NAMES: dict[str, tuple[str, str]] = {
+    DOMAIN: ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear"),
+    LEGACY_DOMAIN: ("VitisQuantizeLinear", "VitisDequantizeLinear"),
+}
+#: (domain, op_type) -> True for quantize, False for dequantize, for the four
+#: Extended / Vitis operators.
+EXTENDED_OPS: dict[tuple[str, str], bool] = {
+    (domain, name): i == 0 for domain, names in OP_NAMES.items() for i, name in enumerate(names)
+}
+#: onnxruntime's contrib operator domain (its QuantizeLinear / DequantizeLinear).
+MS_DOMAIN = "com.microsoft"
+#: op_type -> True for quantize, False for dequantize, in :data:`MS_DOMAIN`.
+MS_QDQ: dict[str, bool] = {"QuantizeLinear": True, "DequantizeLinear": False}
 
 
 @dataclass(frozen=True)
@@ -54,6 +96,41 @@ QTYPES: dict[str, QType] = {
 
 #: The same types by ONNX ``TensorProto`` data type code.
 BY_ONNX: dict[int, QType] = {t.onnx: t for t in QTYPES.values()}
+#: The output type of a quantize without a zero point.
+DEFAULT_QTYPE: QType = QTYPES[DEFAULT_TYPE]
+
+
+@dataclass(frozen=True)
+class SubByteType:
+    """int4 / uint4: taken by the com.microsoft operators, not by extql's
+    kernels; ``carrier`` is the 8-bit type of the same signedness, which
+    holds every value (and through which the kernels compute these)."""
+
+    name: str
+    onnx: int
+    lo: int
+    hi: int
+
+    @property
+    def carrier(self) -> QType:
+        return min((t for t in QTYPES.values() if not t.is_float and (t.lo < 0) == (self.lo < 0)),
+                   key=lambda t: t.dtype.itemsize)
+
+
+#: int4 and uint4 by name.
+SUBBYTE: dict[str, SubByteType] = {row[0]: SubByteType(*row) for row in SUBBYTE_ROWS}
+_CODE: dict[str, int] = {**{n: t.onnx for n, t in QTYPES.items()},
+                         **{n: t.onnx for n, t in SUBBYTE.items()}}
+#: Names of the zero point / output types of com.microsoft QuantizeLinear
+#: (onnxruntime's CPU kernels), and of the x / zero point types of its
+#: DequantizeLinear.
+MS_QUANTIZE_NAMES: tuple[str, ...] = (*MICROSOFT_TYPES, *SUBBYTE)
+MS_DEQUANTIZE_NAMES: tuple[str, ...] = (*MS_QUANTIZE_NAMES, *MICROSOFT_DEQUANTIZE_TYPES)
+#: ONNX codes of the types whose com.microsoft Q/DQ mean the Extended operators' bits.
+MS_EXACT_TYPES: frozenset[int] = frozenset(QTYPES[n].onnx for n in MICROSOFT_TYPES)
+#: ONNX codes of :data:`MS_QUANTIZE_NAMES` / :data:`MS_DEQUANTIZE_NAMES`.
+MS_QUANTIZE_TYPES: frozenset[int] = frozenset(_CODE[n] for n in MS_QUANTIZE_NAMES)
+MS_DEQUANTIZE_TYPES: frozenset[int] = frozenset(_CODE[n] for n in MS_DEQUANTIZE_NAMES)
 _BY_DTYPE: dict[np.dtype, QType] = {t.dtype: t for t in QTYPES.values()}
 
 

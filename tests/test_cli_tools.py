@@ -12,7 +12,9 @@ from onnx import TensorProto, helper
 from onnx_helpers import DOMAIN, make_model, qdq_model, run_ort, tensor, value_info
 from test_passes import X_KERNEL, assert_outputs, mixed_model
 
-from extql import cli, passes
+import extql
+from extql import cli
+from extql.tools.graph import extended_nodes
 
 
 def extql_cmd(capsys, *argv) -> tuple[int, str, str]:
@@ -172,12 +174,12 @@ def test_transform_commands(command, mixed, tmp_path, capsys):
     result = onnx.load(str(out_path))
     onnx.checker.check_model(result, full_check=True)
     if command == "inline":
-        assert not passes.extended_nodes(result)
+        assert not extended_nodes(result)
     if command == "lower":
         assert "left as is" in out  # the report names the nodes it could not lower
         ops = {n.op_type for n in result.graph.node}
         assert {"QuantizeLinear", "DequantizeLinear", "ExtendedQuantizeLinear"} <= ops
-        result = passes.attach_fallbacks(result)
+        result = extql.attach_fallbacks(result)
     assert_outputs(run_ort(result, {"x": X_KERNEL}), expected(X_KERNEL), command)
 
 
@@ -222,7 +224,7 @@ def test_external_data_round_trip(command, tmp_path, capsys):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32) * 100
     result = onnx.load(str(dst))
     if command == "lower":
-        result = passes.attach_fallbacks(result)
+        result = extql.attach_fallbacks(result)
     assert_outputs(run_ort(result, {"x": x}), expected(x), f"{command} external data")
     # onnxruntime reads the written model by path, external data included.
     if command != "lower":

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_helpers import DOMAIN, LEGACY, NAMES, ONNX_OF, make_model, run_ort, tensor, value_info
 
 import extql
-from extql.fold import tensor_to_array
+from extql.tools.graph import array_to_tensor, tensor_to_array
 
 MS = "com.microsoft"
 LEVELS = [
@@ -338,7 +338,7 @@ def test_com_microsoft_float16_scale_is_left_to_onnxruntime():
 
 def test_bfloat16_folded_tensor_round_trips():
     bf = np.array([1.5, -2.25, 3e38], np.float32).astype(ml_dtypes.bfloat16)
-    t = extql.fold.array_to_tensor("t", bf)
+    t = array_to_tensor("t", bf)
     assert t.data_type == TensorProto.BFLOAT16
     assert_same_bits(tensor_to_array(t), bf)
     assert_same_bits(tensor_to_array(numpy_helper.from_array(np.int8([1, -1]), "u")),

@@ -20,8 +20,9 @@ from onnx_helpers import run_ort
 
 import extql
 import extql.reference
-from extql import microsoft_ops, passes
 from extql.cli.check import check_model
+from extql.tools import microsoft
+from extql.tools.graph import extended_nodes
 
 MS = "com.microsoft"
 TYPES = {
@@ -195,7 +196,7 @@ def test_unknown_custom_ops_are_named(op, domain):
                               [helper.make_tensor_value_info("z", 1, [2])])
     model = helper.make_model(graph, ir_version=8, opset_imports=[
         helper.make_opsetid("", 17), helper.make_opsetid(domain, 1), helper.make_opsetid(MS, 1)])
-    lines = microsoft_ops.unsupported_nodes(model)
+    lines = microsoft.unsupported_nodes(model)
     assert len(lines) == 1 and lines[0].startswith(f"{op} ({domain}): 1 node(s) (first)")
     count, problems = check_model(model)
     assert count == 0 and problems == [f"unsupported operator {lines[0]}"]
@@ -211,7 +212,7 @@ def test_model_functions_and_extended_nodes_are_not_unknown():
     model.functions.append(fn)
     model.graph.node.append(helper.make_node("Twice", ["y"], ["w"], domain="my.domain"))
     model.opset_import.append(helper.make_opsetid("my.domain", 1))
-    assert microsoft_ops.unsupported_nodes(model) == []
+    assert microsoft.unsupported_nodes(model) == []
 
 
 # --------------------------------------------------------------------------
@@ -285,6 +286,6 @@ class _no_warning:
 def test_extended_nodes_lists_microsoft_nodes_on_request():
     model = _model("QuantizeLinear", TensorProto.FLOAT, TensorProto.INT8, np.float32(0.5),
                    np.int8(1), None, (2, 3))
-    assert passes.extended_nodes(model) == []
-    (ext,) = passes.extended_nodes(model, microsoft=True)
+    assert extended_nodes(model) == []
+    (ext,) = extended_nodes(model, microsoft=True)
     assert ext.microsoft and ext.quantize

@@ -16,7 +16,7 @@ from test_fallbacks import FORMS, _scale, quantized_x, special_x, zero_points
 from test_passes import ALL, X_KERNEL, assert_outputs, canonical_nans, mixed_model
 
 import extql
-from extql import passes
+from extql.types import OP_NAMES
 
 
 def _ops_after_optimization(model: onnx.ModelProto, library: bool, tmp_path) -> set:
@@ -35,7 +35,7 @@ def _ops_after_optimization(model: onnx.ModelProto, library: bool, tmp_path) -> 
 def test_native_kernel_wins_over_attached_functions(domain, tmp_path):
     model, expected = mixed_model([*ALL, None], domain=domain)
     attached = extql.attach_fallbacks(model)
-    names = set(passes.OP_NAMES[domain])
+    names = set(OP_NAMES[domain])
     with_library = _ops_after_optimization(attached, True, tmp_path)
     assert {op for d, op in with_library if d == domain} == names
     assert all(d in ("", domain) for d, _ in with_library)

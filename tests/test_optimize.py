@@ -435,7 +435,7 @@ def test_cli_no_fuse(tmp_path):
 
 def test_public_names_stay_functions_after_the_cli_modules_are_imported():
     code = (
-        "import extql.cli.optimize, extql.cli, extql.fold, extql.optimizer, extql; "
+        "import extql.cli.optimize, extql.cli, extql.tools.fold, extql.tools.optimize, extql; "
         "from extql import cli; cli.build_parser(); "
         "assert callable(extql.optimize) and callable(extql.fold_constants), "
         "(extql.optimize, extql.fold_constants)"

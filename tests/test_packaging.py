@@ -132,3 +132,16 @@ def test_oldest_onnxruntime_in_tox_matches_the_declared_minimum():
 def test_sources_are_installed_with_the_package(name):
     """The wheel carries the kernel sources and the C header (for C callers)."""
     assert (Path(extql.__file__).parent / name).is_file()
+
+
+def test_every_subpackage_is_listed_for_the_wheel():
+    """pyproject.toml names the packages explicitly: a subpackage left out of
+    the list would be missing from the wheel."""
+    import ast
+
+    text = (ROOT / "pyproject.toml").read_text()
+    setuptools = text[text.index("[tool.setuptools]"):]
+    listed = ast.literal_eval(re.search(r"^packages = (\[.*\])$", setuptools, re.M).group(1))
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for p in (ROOT / "extql").rglob("__init__.py")}
+    assert set(listed) == found

@@ -28,7 +28,8 @@ from onnx_helpers import (
 from test_fallbacks import FORMS, _scale, quantized_x, special_x, zero_points
 
 import extql
-from extql import fallbacks, passes
+from extql import fallbacks
+from extql.tools import graph, lower
 
 # These run models through the fallback functions with the library not
 # registered: `tox -e fallback` runs them with the library refused.
@@ -187,7 +188,7 @@ def test_attach_keeps_the_model_opset(opset):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         attached = extql.attach_fallbacks(model)
-    assert passes.model_opset(attached) == opset
+    assert graph.model_opset(attached) == opset
     assert all(o.version == opset for f in attached.functions for o in f.opset_import)
     onnx.checker.check_model(attached, full_check=True)
     want = expected(X)
@@ -293,7 +294,7 @@ def test_passes_reach_subgraphs(cond):
     assert_outputs(run_ort(attached, feeds), want, "attach onnxruntime")
     assert_outputs(run_reference(attached, feeds), want, "attach reference")
     inlined = extql.inline_fallbacks(model)
-    assert not [e for e in passes.extended_nodes(inlined)]
+    assert not [e for e in graph.extended_nodes(inlined)]
     assert_outputs(run_ort(inlined, feeds), want, "inline onnxruntime")
 
 
@@ -302,8 +303,8 @@ def test_passes_reach_subgraphs(cond):
 
 
 def _assert_no_custom_domain(model):
-    for graph in passes._graphs(model.graph):
-        for node in graph.node:
+    for g in graph.graphs(model.graph):
+        for node in g.node:
             assert node.domain in ("", "ai.onnx"), node
     assert {o.domain for o in model.opset_import} <= {"", "ai.onnx"}
     assert not model.functions
@@ -454,7 +455,7 @@ def test_lower_respects_the_model_opset():
     report: list[str] = []
     with pytest.warns(UserWarning, match="needs ai.onnx opset >= 21, the model imports 17"):
         lowered = extql.lower_to_standard(model, report=report)
-    assert passes.model_opset(lowered) == 17
+    assert graph.model_opset(lowered) == 17
     kinds = [(n.name, n.op_type) for n in lowered.graph.node]
     assert kinds == [
         ("Q0", "QuantizeLinear"), ("DQ0", "DequantizeLinear"),
@@ -550,7 +551,7 @@ def test_reference_ops_bad_input_names_the_operator():
 
 def test_float_types_lowering_is_not_claimed():
     for t in FLOAT_TYPES:
-        assert t not in passes._OFFICIAL_Q and t not in passes._OFFICIAL_DQ
+        assert t not in lower._OFFICIAL_Q and t not in lower._OFFICIAL_DQ
 
 
 def test_large_initializers_survive_type_inference():
@@ -558,8 +559,8 @@ def test_large_initializers_survive_type_inference():
     and must put their data back."""
     model, expected = mixed_model(["int16", "uint8"], shape=(1, 20000, 2))
     before = [bytes(i.raw_data) for i in model.graph.initializer]
-    assert max(map(len, before)) > passes._INFER_KEEP_BYTES
-    types = passes.infer_types(model)
+    assert max(map(len, before)) > graph.INFER_KEEP_BYTES
+    types = graph.infer_types(model)
     assert [bytes(i.raw_data) for i in model.graph.initializer] == before
     assert types["q0"].elem_type == TensorProto.INT16 and types["q0"].shape == (1, 20000, 2)
     x = np.random.default_rng(0).standard_normal((1, 20000, 2)).astype(np.float32) * 1e3

@@ -47,7 +47,7 @@ def _extql(*args) -> subprocess.CompletedProcess:
     return _python(EXTQL, *map(str, args))
 
 
-@pytest.mark.parametrize("modules", ["extql.opset, extql.passes",
+@pytest.mark.parametrize("modules", ["extql.opset, extql.tools.inline",
                                      "extql.reference, extql.cli.run"])
 def test_import_exits_zero(modules):
     proc = _python(f"import {modules}; print('imported')")

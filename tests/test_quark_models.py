@@ -27,8 +27,9 @@ from onnx_helpers import run_ort
 
 import extql
 import extql.reference
-from extql import node_compare, passes
 from extql.ort_levels import LEVELS, SessionError, open_session
+from extql.tools import compare as node_compare
+from extql.tools import graph
 
 MODELS = qm.all_models()
 NAMES = sorted(MODELS)
@@ -72,7 +73,7 @@ def test_fixture_has_quarks_form(name):
     model = MODELS[name]
     onnx.checker.check_model(model)
     assert model.ir_version == 8
-    assert passes.model_opset(model) == 17
+    assert graph.model_opset(model) == 17
     assert len(model.opset_import) >= 6
     act = _act(name)
     inits = {i.name: i for i in model.graph.initializer}
@@ -139,12 +140,12 @@ def _reference_output(name: str) -> np.ndarray:
 def _isolated(name: str):
     model = MODELS[name]
     nodes = node_compare.quantization_nodes(model)
-    types = passes.infer_types(model)
+    types = graph.infer_types(model)
     iso, feed_of, out_of = node_compare.isolated_nodes(model, nodes, types)
     return iso, feed_of, out_of, extql.inline_fallbacks(iso)
 
 
-def _expected(ext: passes.ExtNode, values: dict, inits: dict) -> np.ndarray:
+def _expected(ext: graph.ExtNode, values: dict, inits: dict) -> np.ndarray:
     node = ext.node
 
     def value(name):
@@ -163,7 +164,7 @@ def _expected(ext: passes.ExtNode, values: dict, inits: dict) -> np.ndarray:
 
 def _native_node_values(model, level):
     nodes = node_compare.quantization_nodes(model)
-    types = passes.infer_types(model)
+    types = graph.infer_types(model)
     exposed, kept = node_compare.expose(model, nodes, types)
     assert len(kept) == len(nodes)
     feeds = qm.sample_input(model)

@@ -18,7 +18,15 @@ from ortutil import node_model, session
 
 import extql
 from extql._typetable import QTYPE_ROWS
-from extql.types import QTYPES
+from extql.types import (
+    MS_DEQUANTIZE_NAMES,
+    MS_DEQUANTIZE_TYPES,
+    MS_EXACT_TYPES,
+    MS_QUANTIZE_NAMES,
+    MS_QUANTIZE_TYPES,
+    QTYPES,
+    SUBBYTE,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The header the library was built with, as installed with the package.
@@ -106,3 +114,44 @@ def test_the_shim_names_the_types_of_the_table():
                              np.float32(1), None, zp_form="absent")
     with pytest.raises(Exception, match=re.escape("x must be one of " + ", ".join(NAMES))):
         session(model, threads=1)
+
+
+def test_the_sub_byte_types_of_the_table():
+    """int4 / uint4 (com.microsoft only): ONNX codes and ml_dtypes' ranges;
+    the 8-bit carrier the kernels compute them in holds every value."""
+    assert list(SUBBYTE) == ["int4", "uint4"]
+    for name, sub in SUBBYTE.items():
+        assert sub.onnx == getattr(TensorProto, name.upper())
+        dtype = getattr(ml_dtypes, name)
+        held = [v for v in range(-20, 21) if int(np.array(v).astype(dtype).astype(int)) == v]
+        assert (sub.lo, sub.hi) == (min(held), max(held)) and len(held) == 16
+        carrier = np.iinfo(sub.carrier.dtype)
+        assert carrier.min <= sub.lo and sub.hi <= carrier.max and sub.carrier.dtype.itemsize == 1
+
+
+def _onnxruntime_microsoft_types(op_name: str, param: str) -> set[str]:
+    from onnxruntime.capi import _pybind_state as state
+
+    return {
+        t[len("tensor("):-1]
+        for d in state.get_all_opkernel_def()
+        if d.domain == "com.microsoft" and d.op_name == op_name
+        and d.provider == "CPUExecutionProvider"
+        for t in d.type_constraints.get(param, [])
+    }
+
+
+@pytest.mark.parametrize(("op_name", "param", "names"), [
+    ("QuantizeLinear", "T2", MS_QUANTIZE_NAMES),
+    ("DequantizeLinear", "T1", MS_DEQUANTIZE_NAMES),
+])
+def test_the_microsoft_type_sets_are_onnxruntimes(op_name, param, names):
+    """The quantized types of com.microsoft Q/DQ derived from the table are the
+    ones onnxruntime's CPU kernels register (int4 / uint4 where this
+    onnxruntime has them); their codes are the names' ONNX codes."""
+    registered = _onnxruntime_microsoft_types(op_name, param)
+    assert registered <= set(names)
+    assert set(names) - registered <= set(SUBBYTE)
+    codes = MS_QUANTIZE_TYPES if op_name == "QuantizeLinear" else MS_DEQUANTIZE_TYPES
+    assert codes == {getattr(TensorProto, n.upper()) for n in names}
+    assert MS_EXACT_TYPES <= codes and not {q.onnx for q in QTYPES.values() if q.is_float} & codes

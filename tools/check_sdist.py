@@ -39,6 +39,8 @@ REQUIRED = [
     # tox's sdist env runs it, so a tox run from the unpacked sdist can too.
     "tools/check_sdist.py",
 ]
+# Every Python module of the package, subpackages included.
+REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql").rglob("*.py"))]
 # Every C source and header under extql/src in the working tree.
 REQUIRED += [
     p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "src").glob("*.[ch]"))

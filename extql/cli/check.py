@@ -1,6 +1,6 @@
 """``extql check MODEL``: validate every quantization node of a model.
 
-The model's graph itself comes first (:mod:`extql.model_lint`); then every
+The model's graph itself comes first (:mod:`extql.tools.lint`); then every
 Extended, legacy Vitis and com.microsoft Q/DQ node is checked against its
 operator's rules, and a model without problems is loaded in onnxruntime with
 the extql library.  One line per problem, naming the node; exit status 1
@@ -30,15 +30,15 @@ def check_model(
     operator of a custom domain that neither extql nor onnxruntime implements
     (Quark's BFPQuantizeDequantize, for example) is a problem too.  What
     cannot be checked (unknown types) goes to ``notes``, not to the problems."""
-    from .. import passes
-    from ..microsoft_ops import unsupported_nodes
+    from ..tools import check, graph
+    from ..tools.microsoft import unsupported_nodes
 
     problems: list[str] = [f"unsupported operator {line}" for line in unsupported_nodes(model)]
     notes = [] if notes is None else notes
-    nodes = passes.extended_nodes(model, microsoft=True)
+    nodes = graph.extended_nodes(model, microsoft=True)
     if not nodes:
         return 0, problems
-    types = passes.infer_types(model)
+    types = graph.infer_types(model)
     imported = {o.domain for o in model.opset_import}
     for domain in sorted({e.node.domain for e in nodes}):
         if domain not in imported:
@@ -49,7 +49,7 @@ def check_model(
     for i, ext in enumerate(nodes, 1):
         if progress is not None:
             progress.update(i)
-        for problem in passes.check_node(ext, types):
+        for problem in check.check_node(ext, types):
             problems.append(f"{ext.label}: {problem}")
         unknown = [n for n in ext.node.input[:2] if n and n not in types]
         if ext.has_zero_point and ext.node.input[2] not in types:
@@ -64,9 +64,9 @@ def check_model(
 
 def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     """Print the model's whole-graph problems (invalid element types, inputs
-    that nothing produces, see :mod:`extql.model_lint`) and return 1 when it
+    that nothing produces, see :mod:`extql.tools.lint`) and return 1 when it
     has any: the node checks assume a well-formed graph."""
-    from ..model_lint import integrity_problems
+    from ..tools.lint import integrity_problems
 
     problems = integrity_problems(model)
     if not problems:
@@ -112,8 +112,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
-    from ..model_lint import onnx_checker_problems
-    from ..passes import extended_nodes
+    from ..tools.lint import onnx_checker_problems
+    from ..tools.graph import extended_nodes
 
     total = len(extended_nodes(model, microsoft=True))
     log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")

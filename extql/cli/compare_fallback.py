@@ -25,10 +25,11 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
     """Run the comparison for a model whose outputs with the library were
     ``native``; print and record it; return the exit status (1: a node differs).
     ``tmp`` is a directory for models too big to hand over as bytes."""
-    from .. import node_compare, passes
+    from ..tools import attach, graph
+    from ..tools import compare as node_compare
 
     nodes = node_compare.quantization_nodes(model)
-    types = passes.infer_types(model)
+    types = graph.infer_types(model)
     exposed, kept = node_compare.expose(model, nodes, types)
     node_lines: list[str] = []
     if kept:
@@ -39,7 +40,7 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
             target, feeds, session.stepped_options(target, session.library_options, args)))
         iso, feed_of, out_of = node_compare.isolated_nodes(model, kept, types)
         log(args, "running the same nodes through the fallback functions (no library) ...")
-        target = serialisable(passes.attach_fallbacks(iso), tmp, "nodes.onnx")
+        target = serialisable(attach.attach_fallbacks(iso), tmp, "nodes.onnx")
         got = session.run_model(target, {alias: values[name] for alias, name in feed_of.items()},
                                 session.stepped_options(target, None, args))
         for q, (alias, name) in zip(kept, out_of.items(), strict=True):
@@ -48,7 +49,7 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
                 node_lines.append(f"{q.ext.label} (output {name!r}): {diff}")
     skipped = len(nodes) - len(kept)
     log(args, "running the whole model with the fallback functions (no library) ...")
-    target = serialisable(passes.attach_fallbacks(model), tmp, "fallback.onnx")
+    target = serialisable(attach.attach_fallbacks(model), tmp, "fallback.onnx")
     fallback = session.run_model(target, feeds, session.stepped_options(target, None, args))
     whole = _differing_outputs(native, fallback)
     if node_lines:
@@ -79,7 +80,7 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
 def _differing_outputs(native: dict, fallback: dict) -> list[str]:
     """One line per output of ``native`` that differs in ``fallback`` (any NaN
     matches any NaN)."""
-    from ..node_compare import compare_arrays
+    from ..tools.compare import compare_arrays
 
     lines = []
     for name, a in native.items():

@@ -3,7 +3,7 @@
 ``attach`` adds a fallback function for every Extended operator, ``inline``
 replaces every quantization node by standard ops, ``lower`` uses the official
 QuantizeLinear / DequantizeLinear where they give the same bits (the passes
-of :mod:`extql.passes`).  Exit status: 0 written, 1 the model has a problem
+of :mod:`extql.tools`).  Exit status: 0 written, 1 the model has a problem
 (its graph is broken; for ``inline``, an operator nothing implements), 2 the
 command could not do its work.
 """
@@ -49,19 +49,19 @@ def _convert(args: argparse.Namespace, name: str, fn: Callable[[Any], Any]) -> i
 
 
 def _cmd_attach(args: argparse.Namespace) -> int:
-    from ..passes import attach_fallbacks
+    from ..tools.attach import attach_fallbacks
 
     return _convert(args, "attach", attach_fallbacks)
 
 
 def _cmd_inline(args: argparse.Namespace) -> int:
-    from ..passes import inline_fallbacks
+    from ..tools.inline import inline_fallbacks
 
     return _convert(args, "inline", inline_fallbacks)
 
 
 def _cmd_lower(args: argparse.Namespace) -> int:
-    from ..passes import lower_to_standard
+    from ..tools.lower import lower_to_standard
 
     report: list[str] = []
 

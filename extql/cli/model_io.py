@@ -66,9 +66,9 @@ def load_model(path: str | os.PathLike, *, with_data: bool = True) -> tuple[Any,
 
 def _all_initializers(model) -> Iterator[Any]:
     """The initializers of the main graph and of every subgraph."""
-    from ..passes import _graphs
+    from ..tools.graph import graphs
 
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         yield from graph.initializer
 
 
@@ -110,8 +110,8 @@ def serialisable(model, tmp: str, name: str) -> Any:
 
 def require_integrity(path, model) -> None:
     """A CliError with exit status 1 when the model has whole-graph problems
-    (:mod:`extql.model_lint`): the passes and onnxruntime cannot work on it."""
-    from ..model_lint import integrity_problems
+    (:mod:`extql.tools.lint`): the passes and onnxruntime cannot work on it."""
+    from ..tools.lint import integrity_problems
 
     problems = integrity_problems(model)
     if problems:
@@ -125,7 +125,7 @@ def name_unsupported(path, model, name: str) -> None:
     (Quark's BFPQuantizeDequantize, ...): a warning for the passes that leave
     such nodes as they are, a problem (exit 1) for ``inline``, whose output
     must run without any custom operator."""
-    from ..microsoft_ops import unsupported_nodes
+    from ..tools.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported and name == "inline":

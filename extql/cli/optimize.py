@@ -1,8 +1,8 @@
 """``extql optimize IN OUT`` and ``extql fold IN OUT``: models for speed.
 
 ``optimize`` writes the fastest bit-identical form of a model for onnxruntime
-(:mod:`extql.optimizer`), ``fold`` computes the quantization nodes with
-constant inputs once, offline (:mod:`extql.fold`).  Exit status: 0 the model
+(:mod:`extql.tools.optimize`), ``fold`` computes the quantization nodes with
+constant inputs once, offline (:mod:`extql.tools.fold`).  Exit status: 0 the model
 was written, 1 the model has a problem (a node that cannot be folded, an
 invalid quantization node), 2 the command could not do its work (the input is
 missing or unreadable, the output cannot be written).
@@ -46,22 +46,21 @@ def _run(args: argparse.Namespace, name: str) -> int:
 
 def _transform(name: str, model, report: list[str], no_fuse: bool = False):
     if name == "optimize":
-        from ..optimizer import optimize
+        from ..tools.optimize import optimize
 
         return optimize(model, fuse=not no_fuse, report=report)
-    from ..fold import fold_constants
+    from ..tools.fold import fold_constants
 
     return fold_constants(model, report=report)
 
 
 def _count(model) -> int:
     """The quantization nodes of a model, the official ONNX ones included."""
-    from ..fold import is_quantization_node
-    from ..passes import _graphs
+    from ..tools.graph import graphs, is_quantization_node
 
     return sum(
         1
-        for g in _graphs(model.graph)
+        for g in graphs(model.graph)
         for n in g.node
         if is_quantization_node(n) is not None
         or (n.domain in ("", "ai.onnx") and n.op_type in ("QuantizeLinear", "DequantizeLinear"))

@@ -30,7 +30,7 @@ __all__ = ["register"]
 
 def _cmd_run(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxruntime", "onnxscript")
-    from ..passes import attach_fallbacks
+    from ..tools.attach import attach_fallbacks
 
     readable_file(args.model, "an .onnx model")
     if args.save_outputs:
@@ -39,7 +39,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     log(args, f"loading {args.model} ...")
     model, _ = load_model(args.model)
     require_integrity(args.model, model)
-    from ..microsoft_ops import unsupported_nodes
+    from ..tools.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported:

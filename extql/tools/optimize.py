@@ -36,20 +36,19 @@ from __future__ import annotations
 import warnings
 
 import onnx
-from onnx import TensorProto
 
-from .fallbacks import OP_NAMES
-from .fold import MS_DOMAIN, fold_constants, is_quantization_node
-from .passes import _graphs, lower_to_standard
-from .types import DOMAIN
+from ..types import DEFAULT_QTYPE, DOMAIN, MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES
+from .fold import fold_constants
+from .graph import graphs, is_quantization_node
+from .lower import lower_to_standard
 
 __all__ = ["optimize"]
 
 # Activation types onnxruntime does not fuse on the CPU, where extql's kernels
 # are faster than its own QuantizeLinear / DequantizeLinear.
-_KERNEL_TYPES = {TensorProto.INT16, TensorProto.UINT16}
+_KERNEL_TYPES = {QTYPES["int16"].onnx, QTYPES["uint16"].onnx}
 # com.microsoft types extql's kernels compute exactly as onnxruntime does.
-_RAISE_TYPES = {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16}
+_RAISE_TYPES = MS_EXACT_TYPES
 # op_type prefix that hides an Extended node from lower_to_standard.
 _HIDDEN = "__extql_not_lowered__"
 
@@ -62,7 +61,7 @@ class _Facts:
         self.elem_of: dict[str, int] = {}
         self.constants: set[str] = set()
         graph_inputs = {i.name for i in model.graph.input}
-        for graph in _graphs(model.graph):
+        for graph in graphs(model.graph):
             for init in graph.initializer:
                 self.elem_of[init.name] = init.data_type
                 if init.name not in graph_inputs:
@@ -80,7 +79,7 @@ class _Facts:
             return self.elem_of.get(node.input[2])
         if is_quantization_node(node) is False:
             return self.elem_of.get(node.input[0])
-        return TensorProto.UINT8
+        return DEFAULT_QTYPE.onnx
 
     def is_activation(self, node: onnx.NodeProto) -> bool:
         return bool(node.input) and node.input[0] not in self.constants
@@ -105,14 +104,14 @@ def _raise_to_extended(model: onnx.ModelProto, facts: _Facts, every: bool) -> No
     run by extql's kernel: the 16-bit activation nodes, or (``every``) all
     8/16-bit nodes."""
     raised = False
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         for node in graph.node:
             quantize = is_quantization_node(node)
             if node.domain != MS_DOMAIN or quantize is None or len(node.input) < 2:
                 continue
             wanted = facts.quantized_type(node) in _RAISE_TYPES if every else _kernel_node(
                 facts, node)
-            if not wanted or facts.elem_of.get(node.input[1]) != TensorProto.FLOAT:
+            if not wanted or facts.elem_of.get(node.input[1]) != onnx.TensorProto.FLOAT:
                 continue
             if any(a.name != "axis" for a in node.attribute):
                 continue
@@ -128,7 +127,7 @@ def _lower_except_kernel_nodes(model: onnx.ModelProto, facts: _Facts,
     """lower_to_standard, with the 16-bit activation nodes kept Extended."""
     work = onnx.ModelProto()
     work.CopyFrom(model)
-    for graph in _graphs(work.graph):
+    for graph in graphs(work.graph):
         for node in graph.node:
             if node.domain in OP_NAMES and _kernel_node(facts, node):
                 node.op_type = _HIDDEN + node.op_type
@@ -136,12 +135,12 @@ def _lower_except_kernel_nodes(model: onnx.ModelProto, facts: _Facts,
         # Nodes the model's opset keeps from lowering are in the report.
         warnings.simplefilter("ignore", UserWarning)
         lowered = lower_to_standard(work, report=messages)
-    for graph in _graphs(lowered.graph):
+    for graph in graphs(lowered.graph):
         for node in graph.node:
             if node.op_type.startswith(_HIDDEN):
                 node.op_type = node.op_type[len(_HIDDEN):]
     # Fallback functions of the operators that are still used.
-    used = {(n.domain, n.op_type) for g in _graphs(lowered.graph) for n in g.node}
+    used = {(n.domain, n.op_type) for g in graphs(lowered.graph) for n in g.node}
     have = {(f.domain, f.name, f.overload) for f in lowered.functions}
     for f in model.functions:
         if (f.domain, f.name) in used and (f.domain, f.name, f.overload) not in have:

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from . import passes
+from .graph import ExtNode, TypeInfo, extended_nodes
 
 __all__ = ["QuantNode", "quantization_nodes", "expose", "isolated_nodes", "compare_arrays"]
 
@@ -37,7 +37,7 @@ __all__ = ["QuantNode", "quantization_nodes", "expose", "isolated_nodes", "compa
 class QuantNode:
     """One quantization node of the main graph and the names of its values."""
 
-    ext: passes.ExtNode
+    ext: ExtNode
     runtime_inputs: list[str]  # inputs that are not initializers (taken from the native run)
     output: str
 
@@ -46,7 +46,7 @@ def quantization_nodes(model: onnx.ModelProto) -> list[QuantNode]:
     """Extended and com.microsoft Q/DQ nodes of the main graph, in order."""
     inits = {i.name for i in model.graph.initializer}
     out = []
-    for ext in passes.extended_nodes(model, microsoft=True):
+    for ext in extended_nodes(model, microsoft=True):
         if ext.graph is not model.graph:
             continue  # nodes in If/Loop bodies are not compared
         ins = [n for n in ext.node.input if n and n not in inits]
@@ -54,7 +54,7 @@ def quantization_nodes(model: onnx.ModelProto) -> list[QuantNode]:
     return out
 
 
-def _value_info(name: str, types: dict[str, passes.TypeInfo]) -> onnx.ValueInfoProto | None:
+def _value_info(name: str, types: dict[str, TypeInfo]) -> onnx.ValueInfoProto | None:
     info = types.get(name)
     if info is None:
         return None
@@ -63,7 +63,7 @@ def _value_info(name: str, types: dict[str, passes.TypeInfo]) -> onnx.ValueInfoP
 
 
 def expose(
-    model: onnx.ModelProto, nodes: list[QuantNode], types: dict[str, passes.TypeInfo]
+    model: onnx.ModelProto, nodes: list[QuantNode], types: dict[str, TypeInfo]
 ) -> tuple[onnx.ModelProto, list[QuantNode]]:
     """A copy of ``model`` whose outputs also include every value the
     comparison needs (each node's runtime inputs and its output); returns it
@@ -87,7 +87,7 @@ def expose(
 
 
 def isolated_nodes(
-    model: onnx.ModelProto, nodes: list[QuantNode], types: dict[str, passes.TypeInfo]
+    model: onnx.ModelProto, nodes: list[QuantNode], types: dict[str, TypeInfo]
 ) -> tuple[onnx.ModelProto, dict[str, str], dict[str, str]]:
     """A model of the given nodes only, each reading its own graph inputs.
 

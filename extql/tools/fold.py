@@ -20,79 +20,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-import ml_dtypes
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from .fallbacks import OP_NAMES
-from .numpy_api import dequantize_linear, quantize_linear
-from .passes import _graphs, _Names
-from .types import BY_ONNX
+from ..numpy_api import dequantize_linear, quantize_linear
+from ..types import MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES, qtype_of
+from .graph import (
+    Names,
+    array_to_tensor,
+    graphs,
+    is_quantization_node,
+    node_axis,
+    node_label,
+    subgraphs,
+    tensor_to_array,
+)
+from .microsoft import int32_wraps
 
-__all__ = ["fold_constants", "MS_DOMAIN", "is_quantization_node"]
-
-#: The domain of onnxruntime's contrib QuantizeLinear / DequantizeLinear.
-MS_DOMAIN = "com.microsoft"
-
-# (domain, op_type) -> True for quantize, False for dequantize.
-_QUANT_OPS: dict[tuple[str, str], bool] = {
-    (domain, name): i == 0 for domain, names in OP_NAMES.items() for i, name in enumerate(names)
-}
-_QUANT_OPS[(MS_DOMAIN, "QuantizeLinear")] = True
-_QUANT_OPS[(MS_DOMAIN, "DequantizeLinear")] = False
+__all__ = ["fold_constants"]
 
 # Element types the com.microsoft operators share with extql's kernels (the
-# kernels then give onnxruntime's bits; see tests/test_fold.py).
-_MS_QUANT_TYPES = {TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16}
-_MS_DEQUANT_TYPES = _MS_QUANT_TYPES | {TensorProto.INT32}
-
-_BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def is_quantization_node(node: onnx.NodeProto) -> bool | None:
-    """True for a quantize, False for a dequantize (Extended, legacy Vitis or
-    com.microsoft), None for any other node."""
-    return _QUANT_OPS.get((node.domain, node.op_type))
-
-
-def _axis(node: onnx.NodeProto) -> int:
-    """The node's ``axis`` (1 when absent: the default of the Extended and the
-    com.microsoft operators alike)."""
-    for attr in node.attribute:
-        if attr.name == "axis":
-            return int(attr.i)
-    return 1
-
-
-def _label(node: onnx.NodeProto) -> str:
-    name = node.name or f"(unnamed, output {node.output[0]!r})"
-    return f"{node.op_type} node {name}"
-
-
-def tensor_to_array(t: onnx.TensorProto) -> np.ndarray | None:
-    """A TensorProto's value as NumPy (bfloat16 as ``ml_dtypes.bfloat16``);
-    None when its data is external and not loaded."""
-    if t.data_location == TensorProto.EXTERNAL and not t.raw_data:
-        return None
-    if t.data_type == TensorProto.BFLOAT16:
-        shape = tuple(t.dims)
-        if t.raw_data:
-            bits = np.frombuffer(t.raw_data, dtype=np.uint16)
-        else:
-            bits = np.asarray(t.int32_data, dtype=np.uint32).astype(np.uint16)
-        return bits.reshape(shape).view(_BF16).copy()
-    return numpy_helper.to_array(t)
-
-
-def array_to_tensor(name: str, value: np.ndarray) -> onnx.TensorProto:
-    """A TensorProto named ``name`` holding ``value`` (raw bytes for bfloat16)."""
-    value = np.asarray(value)
-    if value.dtype == _BF16:
-        return helper.make_tensor(
-            name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
-        )
-    return numpy_helper.from_array(value, name)
+# kernels then give onnxruntime's bits; see tests/test_fold.py): the 8/16-bit
+# types, and int32 for dequantize where its 32-bit difference does not wrap.
+_INT32 = QTYPES["int32"].onnx
+_MS_QUANTIZE = MS_EXACT_TYPES
+_MS_DEQUANTIZE = MS_EXACT_TYPES | {_INT32}
 
 
 def _constant_node_value(node: onnx.NodeProto) -> np.ndarray | None:
@@ -173,54 +126,32 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
             code = onnx.helper.np_dtype_to_tensor_dtype(zp.dtype)
         elif not quantize:
             code = onnx.helper.np_dtype_to_tensor_dtype(x.dtype)
-        allowed = _MS_QUANT_TYPES if quantize else _MS_DEQUANT_TYPES
+        allowed = _MS_QUANTIZE if quantize else _MS_DEQUANTIZE
         if code is not None and code not in allowed:
             return None
         if quantize and x.dtype != np.float32:
             return None
-        if not quantize and code == TensorProto.INT32 and zp is not None:
-            diff = x.astype(np.int64) - _broadcast_zp(zp, x, _axis(node))
-            if diff.size and (diff.min() < -(2**31) or diff.max() > 2**31 - 1):
-                # onnxruntime subtracts in 32 bits: its result would wrap.
-                return None
-    elif not quantize and BY_ONNX.get(_code_of(x)) is None:
-        raise ValueError(f"{_label(node)}: x has type {x.dtype}, not a quantized type")
+        if not quantize and code == _INT32 and zp is not None:
+            if int32_wraps(x, zp, node_axis(node)):
+                return None  # onnxruntime's 32-bit difference wraps, the kernel's does not
+    elif not quantize and qtype_of(x.dtype) is None:
+        raise ValueError(f"{node_label(node)}: x has type {x.dtype}, not a quantized type")
     try:
         if quantize:
-            return quantize_linear(x, scale, zp, axis=_axis(node))
-        return dequantize_linear(x, scale, zp, axis=_axis(node))
+            return quantize_linear(x, scale, zp, axis=node_axis(node))
+        return dequantize_linear(x, scale, zp, axis=node_axis(node))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{_label(node)}: cannot be folded: {exc}") from None
-
-
-def _code_of(arr: np.ndarray) -> int | None:
-    if arr.dtype == _BF16:
-        return TensorProto.BFLOAT16
-    try:
-        return onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _broadcast_zp(zp: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
-    zp64 = zp.astype(np.int64).reshape(-1)
-    if zp64.size <= 1 or x.ndim == 0:
-        return zp64.reshape(()) if zp64.size else np.int64(0)
-    shape = [1] * x.ndim
-    shape[axis % x.ndim] = zp64.size
-    return zp64.reshape(shape)
+        raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
 
 
 def _subgraph_uses(node: onnx.NodeProto) -> set[str]:
     """Every name a node's subgraphs read (their own names included)."""
     used: set[str] = set()
-    for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for g in graphs:
-            for sub in _graphs(g):
-                used.update(o.name for o in sub.output)
-                for n in sub.node:
-                    used.update(n.input)
+    for g in subgraphs(node):
+        for sub in graphs(g):
+            used.update(o.name for o in sub.output)
+            for n in sub.node:
+                used.update(n.input)
     return used
 
 
@@ -252,7 +183,7 @@ def fold_constants(
     """
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    namer = _Names(out)
+    namer = Names(out)
     messages: list[str] = [] if report is None else report
     folded_any = _fold_graph(out.graph, None, True, keep, namer, messages)
     if folded_any:
@@ -266,7 +197,7 @@ def _fold_graph(
     parent: _Scope | None,
     top: bool,
     keep: Callable[[onnx.NodeProto, onnx.GraphProto], bool] | None,
-    namer: _Names,
+    namer: Names,
     messages: list[str],
 ) -> bool:
     scope = _Scope(parent, graph, top)
@@ -282,10 +213,8 @@ def _fold_graph(
                 scope.shadowed.discard(node.output[0])
             new_nodes.append(node)
             continue
-        for attr in node.attribute:
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for sub in subs:
-                folded |= _fold_graph(sub, scope, False, keep, namer, messages)
+        for sub in subgraphs(node):
+            folded |= _fold_graph(sub, scope, False, keep, namer, messages)
         quantize = is_quantization_node(node)
         value = None
         if quantize is not None and 2 <= len(node.input) <= 3 and len(node.output) == 1:
@@ -296,7 +225,7 @@ def _fold_graph(
             if constant and not (keep is not None and keep(node, graph)):
                 value = _evaluate(node, quantize, args)
                 if value is None:
-                    messages.append(f"{_label(node)}: not folded: extql does not implement "
+                    messages.append(f"{node_label(node)}: not folded: extql does not implement "
                                     "its types or attributes exactly as this operator")
         if value is None:
             for name in node.output:
@@ -341,17 +270,15 @@ def _remove_dead(graph: onnx.GraphProto, outer_used: Collection[str]) -> set[str
         del graph.initializer[:]
         graph.initializer.extend(kept_inits)
     for node in graph.node:
-        for attr in node.attribute:
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-            for sub in subs:
-                _remove_dead(sub, set())
+        for sub in subgraphs(node):
+            _remove_dead(sub, set())
     return used
 
 
 def _drop_unused(model: onnx.ModelProto) -> None:
     """Remove the Extended fallback functions and the imports of the
     quantization domains that no node uses any more."""
-    used_ops = {(n.domain, n.op_type) for g in _graphs(model.graph) for n in g.node}
+    used_ops = {(n.domain, n.op_type) for g in graphs(model.graph) for n in g.node}
     functions = [
         f for f in model.functions if f.domain not in OP_NAMES or (f.domain, f.name) in used_ops
     ]

@@ -4,7 +4,7 @@ A model can be readable protobuf and still be no model onnxruntime will load:
 an element type code that no ONNX type has (one flipped bit does it), a node
 input that nothing produces (a zero point whose initializer was dropped), a
 name that is not UTF-8.  (Operators that neither extql nor onnxruntime
-implements are named by :func:`extql.microsoft_ops.unsupported_nodes`.)
+implements are named by :func:`extql.tools.microsoft.unsupported_nodes`.)
 :func:`integrity_problems` finds these, each as one line naming the tensor
 or node, so that ``check`` reports them as the model's problems (exit 1),
 and ``run`` / ``attach`` / ``inline`` / ``lower`` refuse the model with
@@ -19,6 +19,8 @@ from collections.abc import Iterator
 
 import onnx
 from google.protobuf import descriptor
+
+from .graph import node_label
 
 __all__ = [
     "integrity_problems",
@@ -43,16 +45,6 @@ def _type_codes(tp: onnx.TypeProto) -> Iterator[int]:
     elif kind == "map_type":
         yield tp.map_type.key_type
         yield from _type_codes(tp.map_type.value_type)
-
-
-def _node_label(node: onnx.NodeProto) -> str:
-    if node.name:
-        name = node.name
-    elif node.output:
-        name = f"(unnamed, output {node.output[0]!r})"
-    else:
-        name = "(unnamed)"
-    return f"{node.op_type} node {name}"
 
 
 def _attribute_tensors(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.TensorProto]]:
@@ -100,10 +92,10 @@ def invalid_type_problems(model: onnx.ModelProto) -> list[str]:
         for node in graph.node:
             for attr_name, t in _attribute_tensors(node):
                 if bad(t.data_type) or t.data_type == onnx.TensorProto.UNDEFINED:
-                    problems.append(f"{where}{_node_label(node)}: the tensor of attribute "
+                    problems.append(f"{where}{node_label(node)}: the tensor of attribute "
                                     f"{attr_name!r} has an invalid element type {t.data_type}")
             for attr_name, sub in _subgraphs(node):
-                walk(sub, f"{where}subgraph {attr_name!r} of {_node_label(node)}: ")
+                walk(sub, f"{where}subgraph {attr_name!r} of {node_label(node)}: ")
 
     walk(model.graph, "")
     return problems
@@ -128,10 +120,10 @@ def dangling_input_problems(model: onnx.ModelProto) -> list[str]:
             missing = [n for n in node.input if n and n not in scope]
             for name in dict.fromkeys(missing):
                 problems.append(
-                    f"{where}{_node_label(node)}: input {name!r} is produced by nothing (not a "
+                    f"{where}{node_label(node)}: input {name!r} is produced by nothing (not a "
                     "graph input, an initializer or any node's output)")
             for attr_name, sub in _subgraphs(node):
-                walk(sub, scope, f"{where}subgraph {attr_name!r} of {_node_label(node)}: ")
+                walk(sub, scope, f"{where}subgraph {attr_name!r} of {node_label(node)}: ")
         for vi in graph.output:
             if vi.name and vi.name not in scope:
                 problems.append(f"{where}graph output {vi.name!r} is produced by nothing")
@@ -143,7 +135,7 @@ def dangling_input_problems(model: onnx.ModelProto) -> list[str]:
             scope.update(o for o in node.output if o)
         for node in fn.node:
             for name in dict.fromkeys(n for n in node.input if n and n not in scope):
-                problems.append(f"function {fn.domain}.{fn.name}: {_node_label(node)}: input "
+                problems.append(f"function {fn.domain}.{fn.name}: {node_label(node)}: input "
                                 f"{name!r} is produced by nothing (not a function input or any "
                                 "node's output)")
     return problems

@@ -30,7 +30,29 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from .types import DOMAIN
+from ..types import (
+    DEFAULT_QTYPE,
+    DOMAIN,
+    EXTENDED_OPS,
+    MS_DEQUANTIZE_TYPES,
+    MS_DOMAIN,
+    MS_EXACT_TYPES,
+    MS_QDQ,
+    MS_QUANTIZE_TYPES,
+    OP_NAMES,
+    QTYPES,
+)
+from .check import check_node
+from .graph import (
+    constant_value,
+    copy_model,
+    drop_unused_imports,
+    extended_nodes,
+    graphs,
+    infer_types,
+    model_opset,
+    type_name,
+)
 
 __all__ = [
     "MS_DOMAIN",
@@ -40,24 +62,13 @@ __all__ = [
     "is_microsoft_qdq",
     "to_extended",
     "unsupported_nodes",
+    "int32_difference",
+    "int32_wraps",
+    "reference_dequantize_int32",
 ]
 
-#: onnxruntime's contrib operator domain.
-MS_DOMAIN = "com.microsoft"
-#: op_type -> True for quantize, False for dequantize.
-MS_QDQ: dict[str, bool] = {"QuantizeLinear": True, "DequantizeLinear": False}
-#: Zero point / output types of com.microsoft QuantizeLinear (onnxruntime's CPU kernels).
-MS_QUANTIZE_TYPES = frozenset({
-    TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
-    TensorProto.INT4, TensorProto.UINT4,
-})
-#: x / zero point types of com.microsoft DequantizeLinear.
-MS_DEQUANTIZE_TYPES = MS_QUANTIZE_TYPES | {TensorProto.INT32}
-
-# Types whose com.microsoft node means exactly the Extended operator.
-_SAME_AS_EXTENDED = frozenset({
-    TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
-})
+# (MS_DOMAIN, MS_QDQ and the type sets are the type table's, extql.types.)
+_INT32 = QTYPES["int32"]
 
 # Domains whose every operator is known without onnxruntime's help.
 _STANDARD_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml"})
@@ -79,16 +90,13 @@ def to_extended(model: onnx.ModelProto) -> onnx.ModelProto:
     when a node was renamed, the ``com.microsoft`` one dropped when no node
     of that domain is left.
     """
-    from . import passes
-
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    nodes = [e for e in passes.extended_nodes(out, microsoft=True) if e.microsoft]
+    out = copy_model(model)
+    nodes = [e for e in extended_nodes(out, microsoft=True) if e.microsoft]
     if not nodes:
         return out
-    types = passes.infer_types(out)
+    types = infer_types(out)
     for ext in nodes:
-        problems = passes.check_node(ext, types)
+        problems = check_node(ext, types)
         if problems:
             raise ValueError(f"{ext.label}: {problems[0]}")
         node = ext.node
@@ -98,27 +106,27 @@ def to_extended(model: onnx.ModelProto) -> onnx.ModelProto:
             if info is not None and info.elem_type != TensorProto.FLOAT:
                 raise ValueError(
                     f"{ext.label}: only a float32 scale (and x) can be rewritten as standard ops, "
-                    f"{name!r} is {_tname(info.elem_type)}"
+                    f"{name!r} is {type_name(info.elem_type)}"
                 )
-        if code == TensorProto.INT32:
+        if code == _INT32.onnx:
             if ext.has_zero_point:
-                zp = passes._constant_value(node.input[2], [ext.graph, out.graph])
+                zp = constant_value(node.input[2], [ext.graph, out.graph])
                 if zp is None or np.any(zp != 0):
                     raise ValueError(
                         f"{ext.label}: int32 with a zero point that is not a constant zero: "
                         "onnxruntime computes x - zero_point in 32 bits (wrapping), which has "
                         "no exact standard-ops form here"
                     )
-        elif code is not None and code not in _SAME_AS_EXTENDED:
+        elif code is not None and code not in MS_EXACT_TYPES:
             raise ValueError(
-                f"{ext.label}: type {_tname(code)} has no standard-ops fallback in extql "
+                f"{ext.label}: type {type_name(code)} has no standard-ops fallback in extql "
                 "(int8, uint8, int16, uint16, and int32 dequantize are supported)"
             )
         node.domain = DOMAIN
-        node.op_type = "ExtendedQuantizeLinear" if ext.quantize else "ExtendedDequantizeLinear"
-    if passes.model_opset(out, DOMAIN) is None:
+        node.op_type = OP_NAMES[DOMAIN][0 if ext.quantize else 1]
+    if model_opset(out, DOMAIN) is None:
         out.opset_import.append(onnx.helper.make_opsetid(DOMAIN, 1))
-    passes._drop_unused_imports(out, (MS_DOMAIN,))
+    drop_unused_imports(out, (MS_DOMAIN,))
     return out
 
 
@@ -131,11 +139,7 @@ def _quantized_type(ext, types) -> int | None:
     if not ext.quantize:
         info = types.get(node.input[0])
         return None if info is None else info.elem_type
-    return TensorProto.UINT8 if not ext.has_zero_point else None
-
-
-def _tname(code: int) -> str:
-    return onnx.helper.tensor_dtype_to_string(code).replace("TensorProto.", "").lower()
+    return DEFAULT_QTYPE.onnx if not ext.has_zero_point else None
 
 
 @functools.cache
@@ -152,13 +156,11 @@ def _onnxruntime_ops() -> frozenset[tuple[str, str]] | None:
 
 
 def _known(domain: str, op_type: str, functions: set[tuple[str, str]]) -> bool:
-    from .fallbacks import OP_NAMES
-
     if domain in _STANDARD_DOMAINS:
         return True
     if (domain, op_type) in functions:
         return True
-    if domain in OP_NAMES and op_type in OP_NAMES[domain]:
+    if (domain, op_type) in EXTENDED_OPS:
         return True
     if domain == MS_DOMAIN and op_type in MS_QDQ:
         return True
@@ -182,11 +184,9 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     onnxruntime has a kernel for are supported.  Examples of what is named:
     Quark's ``BFPQuantizeDequantize`` and ``MXQuantizeDequantize``.
     """
-    from .passes import _graphs
-
     functions = {(f.domain, f.name) for f in model.functions}
     count: dict[tuple[str, str], list[str]] = {}
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         for node in graph.node:
             key = (node.domain, node.op_type)
             if not _known(node.domain, node.op_type, functions):
@@ -201,23 +201,41 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     return lines
 
 
+def int32_difference(x: np.ndarray, zero_point: np.ndarray, axis: int) -> np.ndarray:
+    """``x - zero_point`` of int32 values, exact (int64), the zero point
+    (flattened) lined up with ``axis``: onnxruntime's com.microsoft
+    DequantizeLinear computes it in 32 bits, which wraps where this leaves
+    int32's range."""
+    x = np.asarray(x)
+    zp = np.asarray(zero_point).astype(np.int64).reshape(-1)
+    if zp.size <= 1 or x.ndim == 0:
+        zp = zp.reshape(()) if zp.size else np.int64(0)
+    else:
+        shape = [1] * x.ndim
+        shape[axis % x.ndim] = zp.size
+        zp = zp.reshape(shape)
+    return x.astype(np.int64) - zp
+
+
+def int32_wraps(x: np.ndarray, zero_point: np.ndarray, axis: int) -> bool:
+    """Whether onnxruntime's 32-bit ``x - zero_point`` wraps for some element
+    (then its com.microsoft int32 dequantize differs from the Extended one)."""
+    diff = int32_difference(x, zero_point, axis)
+    return bool(diff.size) and bool(diff.min() < _INT32.lo or diff.max() > _INT32.hi)
+
+
 def reference_dequantize_int32(
     x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int
 ) -> np.ndarray:
     """com.microsoft DequantizeLinear of int32, as onnxruntime computes it:
     ``float32(int32(x - zero_point)) * scale`` with the difference wrapping in
-    32 bits (the Extended operator computes it exactly instead)."""
-    from .numpy_api import dequantize_linear
+    32 bits (the Extended operator computes it exactly instead); the float
+    part is the kernels' (:func:`extql.dequantize_linear` of the wrapped
+    difference)."""
+    from ..numpy_api import dequantize_linear
 
     x = np.asarray(x, np.int32)
     if zero_point is None:
         return dequantize_linear(x, scale, None, axis=axis)
-    zp = np.asarray(zero_point, np.int32)
-    if zp.ndim == 1 and zp.size > 1 and x.ndim >= 1:
-        a = axis % x.ndim
-        zp = zp.reshape([zp.size] + [1] * (x.ndim - 1 - a))
-    elif zp.size == 1:
-        zp = zp.reshape(())
-    diff = (x.astype(np.int64) - zp.astype(np.int64)).astype(np.int32)  # wraps like int32 math
+    diff = int32_difference(x, zero_point, axis).astype(np.int32)  # wraps like int32 math
     return dequantize_linear(diff, scale, None, axis=axis)
-

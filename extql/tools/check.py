@@ -1,0 +1,129 @@
+"""The static checks of one quantization node: what its types and shapes prove wrong.
+
+:func:`check_node` is shared by ``extql check`` (which reports every
+problem), the graph passes (which refuse a model on the first, see
+:func:`raise_first_problem`) and the onnxscript conversion hook
+(:mod:`extql.script_export`).  Extended / Vitis nodes are held to extql's
+operator documents, com.microsoft QuantizeLinear / DequantizeLinear to
+onnxruntime's types for them.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto
+
+from ..types import BY_ONNX, MS_DEQUANTIZE_TYPES, MS_QUANTIZE_TYPES
+from .graph import ExtNode, TypeInfo, type_name
+
+__all__ = ["check_node", "raise_first_problem"]
+
+
+def raise_first_problem(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
+    """Raise ``ValueError`` naming the node for the first problem that the
+    static types and shapes prove (nothing when all is well or unknown)."""
+    problems = check_node(ext, types)
+    if problems:
+        raise ValueError(f"{ext.label}: {problems[0]}")
+
+
+def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
+    """Every problem of one Extended (or com.microsoft Q/DQ) node that the
+    static types/shapes prove.  com.microsoft nodes are held to onnxruntime's
+    types for them (:mod:`extql.tools.microsoft`), the Extended ones to extql's.
+
+    Checks the input count, the types of x, the scale and the zero point, the
+    scale's rank, the zero point's shape against the scale's, the axis range
+    and the scale length against ``D[axis]`` (where the shapes are known).
+    Unknown types and shapes are not problems (they are checked at run time).
+    """
+    node = ext.node
+    problems: list[str] = []
+    n_in = len(node.input)
+    if not 2 <= n_in <= 3:
+        return [f"has {n_in} inputs, expected 2 or 3 (x, scale[, zero point])"]
+    if len(node.output) != 1:
+        problems.append(f"has {len(node.output)} outputs, expected 1")
+    for attr in node.attribute:
+        if attr.name != "axis":
+            problems.append(f"has an unknown attribute {attr.name!r} (only 'axis' is defined)")
+        elif attr.type != onnx.AttributeProto.INT:
+            problems.append("attribute 'axis' must be an INT")
+    x_name, s_name = node.input[0], node.input[1]
+    z_name = node.input[2] if ext.has_zero_point else None
+    if not x_name or not s_name:
+        problems.append("x and the scale are required inputs and must not be empty")
+        return problems
+    x, s = types.get(x_name), types.get(s_name)
+    z = types.get(z_name) if z_name else None
+
+    tname = type_name
+    if ext.microsoft:
+        allowed = MS_QUANTIZE_TYPES if ext.quantize else MS_DEQUANTIZE_TYPES
+        floats = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16"}
+    else:
+        allowed = set(BY_ONNX)
+        floats = {TensorProto.FLOAT: "float32"}
+    names = ", ".join(sorted(tname(c) for c in allowed))
+    float_names = " or ".join(floats.values())
+    if ext.quantize:
+        if x is not None and x.elem_type not in floats:
+            problems.append(f"x {x_name!r} must be {float_names}, it is {tname(x.elem_type)}")
+        if z is not None and z.elem_type not in allowed:
+            problems.append(
+                f"the zero point {z_name!r} must be one of {names}, it is {tname(z.elem_type)}"
+            )
+    else:
+        if x is not None and x.elem_type not in allowed:
+            problems.append(f"x {x_name!r} must be one of {names}, it is {tname(x.elem_type)}")
+        if x is not None and z is not None and z.elem_type != x.elem_type:
+            problems.append(
+                f"the zero point {z_name!r} must have the type of x ({tname(x.elem_type)}), "
+                f"it is {tname(z.elem_type)}"
+            )
+    if s is not None and s.elem_type not in floats:
+        problems.append(
+            f"the scale {s_name!r} must be {float_names}, it is {tname(s.elem_type)}"
+        )
+    if (ext.microsoft and ext.quantize and x is not None and s is not None
+            and x.elem_type in floats and s.elem_type in floats and x.elem_type != s.elem_type):
+        problems.append(
+            f"the scale {s_name!r} must have the type of x ({tname(x.elem_type)}), "
+            f"it is {tname(s.elem_type)}"
+        )
+    s_shape = s.shape if s is not None else None
+    z_shape = z.shape if z is not None else None
+    x_shape = x.shape if x is not None else None
+    if s_shape is not None and len(s_shape) >= 2:
+        problems.append(f"the scale {s_name!r} must be a scalar or 1-D, it has shape {s_shape}")
+        return problems
+    if s_shape is not None and z_shape is not None:
+        s_one = len(s_shape) == 0 or s_shape[0] == 1
+        z_one = len(z_shape) == 0 or (len(z_shape) == 1 and z_shape[0] == 1)
+        if s_one:
+            if not z_one and all(isinstance(d, int) for d in z_shape):
+                problems.append(
+                    f"the zero point {z_name!r} must have the shape of the scale {s_shape}, "
+                    f"it has {z_shape}"
+                )
+        elif tuple(z_shape) != tuple(s_shape) and all(
+            isinstance(d, int) for d in (*z_shape, *s_shape)
+        ):
+            problems.append(
+                f"the zero point {z_name!r} must have the shape of the scale {s_shape}, "
+                f"it has {z_shape}"
+            )
+    per_axis = s_shape is not None and len(s_shape) == 1 and s_shape[0] != 1
+    if per_axis and x_shape is not None:
+        rank = len(x_shape)
+        axis = ext.axis
+        if not -rank <= axis < rank:
+            problems.append(f"axis {axis} is out of range for x of rank {rank}")
+        else:
+            dim = x_shape[axis % rank]
+            if isinstance(dim, int) and isinstance(s_shape[0], int) and dim != s_shape[0]:
+                problems.append(
+                    f"the scale has {s_shape[0]} elements but x has {dim} along axis "
+                    f"{axis % rank} (shape {x_shape})"
+                )
+    return problems

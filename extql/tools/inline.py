@@ -1,0 +1,168 @@
+"""``extql.inline_fallbacks``: replace every Extended node by standard ONNX ops.
+
+The result needs neither extql's library nor any custom operator: each node
+becomes the body of its fallback function (:mod:`extql.fallbacks`), with
+the granularity fixed from the static shapes where they are known.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.inliner
+from onnx import helper, numpy_helper
+
+from .. import fallbacks
+from ..types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
+from .attach import attach_fallbacks
+from .graph import (
+    INFER_KEEP_BYTES,
+    ExtNode,
+    Names,
+    TypeInfo,
+    drop_unused_imports,
+    extended_nodes,
+    graphs,
+    infer_types,
+    model_opset,
+    replace_node,
+    set_opset,
+    static_shape,
+)
+from .microsoft import to_extended
+
+__all__ = ["inline_fallbacks"]
+
+
+def _static_param_shape(ext: ExtNode, types: dict[str, TypeInfo]) -> list[int] | None:
+    """The shape scale/zero point are reshaped to, when the static shapes fix
+    it: [] per tensor, [D, 1, ...] per axis; None when unknown."""
+    s_shape = static_shape(ext.node.input[1], types)
+    if s_shape is None or len(s_shape) > 1:
+        return None
+    if len(s_shape) == 0 or s_shape[0] == 1:
+        return []
+    x_shape = static_shape(ext.node.input[0], types)
+    if x_shape is None or not isinstance(s_shape[0], int):
+        return None
+    rank = len(x_shape)
+    axis = ext.axis % rank
+    return [s_shape[0]] + [1] * (rank - 1 - axis)
+
+
+def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Replace every Extended (and legacy Vitis) node by standard ONNX ops.
+
+    Where the static shapes fix the granularity (the usual case: the scale is
+    an initializer and x's rank is known) the scale and zero point are
+    reshaped by a constant shape; otherwise the run-time granularity logic of
+    the fallback functions is inlined.  The type and shape of each replaced
+    node's output, where known, are kept as value_info; onnx shape inference
+    with ``data_prop=True`` also finds them from the ops alone.  The result
+    has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
+    import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
+
+    com.microsoft QuantizeLinear / DequantizeLinear nodes (which AMD Quark
+    writes for the 8/16-bit types) are replaced too, so the result needs no
+    contrib operator either: they are first renamed to the Extended operators
+    where both mean the same bits (:func:`extql.tools.microsoft.to_extended`,
+    which raises a ``ValueError`` naming any other).
+    """
+    out = attach_fallbacks(to_extended(model))
+    nodes = extended_nodes(out)
+    if not nodes:
+        return out
+    opset = model_opset(out, "")
+    assert opset is not None
+    types = infer_types(out)
+    names = Names(out)
+    cores: dict[str, onnx.FunctionProto] = {}
+    for ext in nodes:
+        _record_output_type(ext, types)
+        pshape = _static_param_shape(ext, types)
+        if pshape is None:
+            continue  # keep the call: the flat function is inlined below
+        node = ext.node
+        variant = node.overload
+        core = fallbacks.core_proto(ext.quantize, variant, opset=opset)
+        cores[core.name] = core
+        new_nodes = []
+        args = [node.input[0]]
+        params = [node.input[1]] + ([node.input[2]] if variant != "default" else [])
+        shape_name = None
+        for p in params:
+            p_shape = static_shape(p, types)
+            if p_shape is not None and list(p_shape) == pshape:
+                args.append(p)
+                continue
+            if shape_name is None:
+                shape_name = names("param_shape")
+                new_nodes.append(
+                    helper.make_node(
+                        "Constant",
+                        [],
+                        [shape_name],
+                        value=numpy_helper.from_array(np.array(pshape, np.int64)),
+                    )
+                )
+            reshaped = names(p)
+            new_nodes.append(helper.make_node("Reshape", [p, shape_name], [reshaped]))
+            args.append(reshaped)
+        call = helper.make_node(core.name, args, list(node.output), domain=core.domain)
+        new_nodes.append(call)
+        replace_node(ext.graph, node, new_nodes)
+    # Calls left (unknown static shapes) go to the flat per-variant function.
+    # Give every function a unique name instead of relying on ``overload``
+    # (not every inliner honours it) and drop the dispatchers.
+    for ext in nodes:
+        node = ext.node
+        if (node.domain, node.op_type) in EXTENDED_OPS:
+            node.op_type = f"{node.op_type}__{node.overload}"
+            node.overload = ""
+    functions = []
+    for f in out.functions:
+        if f.domain in OP_NAMES:
+            if not f.overload:
+                continue  # a dispatcher
+            f.name = f"{f.name}__{f.overload}"
+            f.overload = ""
+        functions.append(f)
+    functions.extend(cores.values())
+    del out.functions[:]
+    out.functions.extend(functions)
+    if cores:
+        set_opset(out, fallbacks.CORE_DOMAIN, 1)
+    ours = (*OP_NAMES, fallbacks.CORE_DOMAIN)
+    ids = sorted({(f.domain, f.name) for f in out.functions if f.domain in ours})
+    # The inliner serialises the model: leave large tensor contents out of it
+    # (2 GiB limit) and put them back by name afterwards.
+    stashed: dict[str, bytes] = {}
+    for graph in graphs(out.graph):
+        for init in graph.initializer:
+            if len(init.raw_data) > INFER_KEEP_BYTES and init.name not in stashed:
+                stashed[init.name] = init.raw_data
+                init.ClearField("raw_data")
+    out = onnx.inliner.inline_selected_functions(out, ids, exclude=False)
+    for graph in graphs(out.graph):
+        for init in graph.initializer:
+            if init.name in stashed and not init.raw_data:
+                init.raw_data = stashed[init.name]
+    kept = [f for f in out.functions if f.domain not in ours]
+    del out.functions[:]
+    out.functions.extend(kept)
+    drop_unused_imports(out, (*ours, MS_DOMAIN))
+    return out
+
+
+def _record_output_type(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
+    """Keep what is known of an Extended node's output as value_info, since
+    parts of the inlined bodies (the float16 cast, run-time granularity) have
+    shapes that onnx inference finds only with data propagation."""
+    name = ext.node.output[0]
+    info = types.get(name)
+    graph = ext.graph
+    if info is None or info.shape is None:
+        return
+    if any(v.name == name for v in (*graph.value_info, *graph.output, *graph.input)):
+        return
+    graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))

@@ -1,0 +1,162 @@
+"""``extql.lower_to_standard``: Extended nodes as official QuantizeLinear /
+DequantizeLinear where that operator gives the same bits, so that
+onnxruntime fuses them as in an official Q/DQ model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from .. import fallbacks
+from ..types import MS_DOMAIN, OP_NAMES
+from .check import check_node
+from .graph import (
+    ExtNode,
+    TypeInfo,
+    constant_value,
+    copy_model,
+    drop_unused_imports,
+    extended_nodes,
+    infer_types,
+    model_opset,
+    static_shape,
+    zero_point_type,
+)
+
+__all__ = ["lower_to_standard"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Official:
+    """When the official operator is bit-identical, and from which opset."""
+
+    per_tensor: int  # minimum ai.onnx opset, per-tensor
+    per_axis: int  # minimum ai.onnx opset, per-axis
+
+
+# Verified against the contract in tests/test_passes.py (onnxruntime).
+_OFFICIAL_Q = {
+    "int8": _Official(10, 13),
+    "uint8": _Official(10, 13),
+    "default": _Official(10, 13),
+    "int16": _Official(21, 21),
+    "uint16": _Official(21, 21),
+}
+_OFFICIAL_DQ = {
+    "int8": _Official(10, 13),
+    "uint8": _Official(10, 13),
+    "default": _Official(10, 13),
+    "int16": _Official(21, 21),
+    "uint16": _Official(21, 21),
+    "int32": _Official(10, 13),  # only without a zero point or with an all-zero one
+}
+
+
+def lower_to_standard(
+    model: onnx.ModelProto, *, report: list[str] | None = None
+) -> onnx.ModelProto:
+    """Rewrite Extended nodes as official QuantizeLinear/DequantizeLinear where
+    that operator gives the same bits, so onnxruntime can fuse them again.
+
+    com.microsoft QuantizeLinear / DequantizeLinear nodes (float32 x and
+    scale) are lowered by the same rules; a com.microsoft node that the
+    model's opset cannot express (16-bit below opset 21) stays as it is.
+
+    Lowered: quantize to int8/uint8 (and without a zero point) and int16/uint16;
+    dequantize of int8/uint8/int16/uint16, and of int32 without a zero point or
+    with a constant all-zero one (the official int32 dequantize computes the
+    difference in 32 bits).  Per-tensor needs ai.onnx opset >= 10 (21 for the
+    16-bit types), per-axis >= 13 (21).  Everything else is left as it is; the
+    reason for each node left is appended to ``report`` (when given) and
+    issued as a warning when the model's opset is too old.  The model's
+    opset is never changed (raising it could change the meaning of other
+    nodes); a model without any ai.onnx import gets opset 21.  Fallback
+    functions of operators with no node left are removed, with their domain's
+    opset import.
+    """
+    out = copy_model(model)
+    nodes = extended_nodes(out, microsoft=True)
+    if not nodes:
+        return out
+    if model_opset(out, "") is None:
+        out.opset_import.append(helper.make_opsetid("", 21))
+    opset = model_opset(out, "")
+    assert opset is not None
+    types = infer_types(out)
+    messages: list[str] = [] if report is None else report
+    for ext in nodes:
+        node = ext.node
+        problems = check_node(ext, types)
+        if problems:
+            messages.append(f"{ext.label}: left as is: {problems[0]}")
+            continue
+        if ext.microsoft and not _float32_inputs(ext, types):
+            messages.append(f"{ext.label}: left as is: x and the scale are not both float32")
+            continue
+        try:
+            variant = fallbacks.variant(zero_point_type(ext, types))
+        except ValueError as exc:
+            messages.append(f"{exc}; left as is")
+            continue
+        table = _OFFICIAL_Q if ext.quantize else _OFFICIAL_DQ
+        official = table.get(variant)
+        if official is None:
+            what = "quantize to" if ext.quantize else "dequantize of"
+            messages.append(
+                f"{ext.label}: left as is: the official operator has no bit-identical "
+                f"{what} {variant}"
+            )
+            continue
+        if not ext.quantize and variant == "int32":
+            zp = constant_value(node.input[2], [ext.graph, out.graph])
+            if zp is None or np.any(zp != 0):
+                messages.append(
+                    f"{ext.label}: left as is: the official int32 DequantizeLinear computes "
+                    "x - zero_point in 32 bits; only a constant all-zero zero point is exact"
+                )
+                continue
+        s_shape = static_shape(node.input[1], types)
+        per_tensor = s_shape is not None and (len(s_shape) == 0 or s_shape[0] == 1)
+        needed = official.per_tensor if per_tensor else official.per_axis
+        if opset < needed:
+            msg = (
+                f"{ext.label}: left as is: the official "
+                f"{'QuantizeLinear' if ext.quantize else 'DequantizeLinear'} for {variant} "
+                f"{'per tensor' if per_tensor else 'per axis (or of unknown granularity)'} "
+                f"needs ai.onnx opset >= {needed}, the model imports {opset}"
+            )
+            messages.append(msg)
+            warnings.warn(msg, stacklevel=2)
+            continue
+        node.domain = ""
+        node.op_type = "QuantizeLinear" if ext.quantize else "DequantizeLinear"
+        node.overload = ""
+        while node.input and node.input[-1] == "":
+            node.input.pop()
+        if opset < 13:
+            # axis exists from opset 13; per-tensor only below.
+            kept = [a for a in node.attribute if a.name != "axis"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+    # Remove fallback functions and imports no node needs any more.
+    remaining = {(e.node.domain, e.node.op_type) for e in extended_nodes(out)}
+    kept_f = [
+        f
+        for f in out.functions
+        if f.domain not in OP_NAMES or (f.domain, f.name) in remaining
+    ]
+    del out.functions[:]
+    out.functions.extend(kept_f)
+    drop_unused_imports(out, (*OP_NAMES, MS_DOMAIN))
+    return out
+
+
+def _float32_inputs(ext: ExtNode, types: dict[str, TypeInfo]) -> bool:
+    """x (for quantize) and the scale are known to be float32."""
+    names = [ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else [])
+    return all(n in types and types[n].elem_type == TensorProto.FLOAT for n in names)
