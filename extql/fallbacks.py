@@ -53,8 +53,9 @@ Public objects:
 * :func:`variant` -- the variant of a node from its zero point's type.
 
 The onnxscript source of the decompositions is :mod:`extql.fallback_bodies`;
-this module builds, flattens and names their FunctionProtos.  The operator opset for *authoring* graphs that call the Extended ops is
-:mod:`extql.opset` (``extql.quark``).
+this module builds, flattens and names their FunctionProtos.  The operator
+opset for *authoring* graphs that call the Extended ops is :mod:`extql.opset`
+(``extql.quark``).
 """
 
 from __future__ import annotations

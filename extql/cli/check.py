@@ -112,8 +112,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
-    from ..tools.lint import onnx_checker_problems
     from ..tools.graph import extended_nodes
+    from ..tools.lint import onnx_checker_problems
 
     total = len(extended_nodes(model, microsoft=True))
     log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
