@@ -135,12 +135,12 @@ def test_info_works_without_the_onnx_extra(models):
 
 
 def test_an_unexpected_exception_is_one_line_and_status_2(models, capsys, monkeypatch):
-    from extql import tools
+    from extql.tools import check
 
     def broken(*args, **kwargs):
         raise RuntimeError("something inside broke\nwith a second line")
 
-    monkeypatch.setattr(tools, "check_node", broken)
+    monkeypatch.setattr(check, "check_node", broken)
     code = cli.main(["check", str(models / "good.onnx"), "-q"])
     out, err = capsys.readouterr()
     assert code == 2
