@@ -2,11 +2,11 @@
  * ort_compute.c - one run of a node: read and check the inputs, stage
  * misaligned buffers, split the work and call the library's range function.
  *
- * Threads.  The work is split (extql_split.h) into ranges of the flat tensor run by
- * KernelContext_ParallelFor on the session's own intra-op thread pool, so it
- * honours the session's intra_op_num_threads, never adds threads of its own
- * (no oversubscription, no OpenMP team shared between sessions) and runs
- * inline when the session has one thread.  extql's own thread setting
+ * Threads.  The work is split into ranges of the flat tensor (extql_split.h)
+ * run by KernelContext_ParallelFor on the session's own intra-op thread
+ * pool, so it honours the session's intra_op_num_threads, never adds threads
+ * of its own (no oversubscription, no OpenMP team shared between sessions)
+ * and runs inline when the session has one thread.  extql's own thread setting
  * (EXTQL_NUM_THREADS) is for the NumPy API only.
  */
 #include <stdlib.h>
