@@ -11,7 +11,9 @@
  * Rows: "plain" writes the output directly (what the kernels do for outputs
  * that stay in the caches); "tile" computes TILE elements into an aligned
  * buffer and copies it out with non-temporal stores (what a Cython loop
- * needs for outputs larger than the caches: GCC never emits those stores).
+ * needs for outputs larger than the caches: GCC never emits those stores);
+ * "narrow" (quantize, in cache) computes the int32 results in a same-width
+ * loop into a tile and narrows them with a packing primitive.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -74,6 +76,32 @@ static void q_plain(const float *restrict x, int8_t *restrict y, long n, float s
   const float zf = zp, flo = -128.f - zf, fhi = 127.f - zf;
   for (long i = 0; i < n; i++) y[i] = q_one(x[i], s, zf, flo, fhi);
 }
+static inline int32_t q_one32(float x, float s, float zf, float flo, float fhi) {
+  float v = x / s;
+  v = v > flo ? v : flo;
+  v = v < fhi ? v : fhi;
+  return (int32_t)(rintf(v) + zf);
+}
+/* TILE int32 values already in [-128, 127] to bytes: the packing primitive. */
+static void narrow_i32_i8(int8_t *dst, const int32_t *src) {
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (long i = 0; i < TILE; i += 32) {
+    __m256i a = _mm256_packs_epi32(_mm256_load_si256((const __m256i *)(src + i)),
+                                   _mm256_load_si256((const __m256i *)(src + i + 8)));
+    __m256i b = _mm256_packs_epi32(_mm256_load_si256((const __m256i *)(src + i + 16)),
+                                   _mm256_load_si256((const __m256i *)(src + i + 24)));
+    _mm256_storeu_si256((__m256i *)(dst + i),
+                        _mm256_permutevar8x32_epi32(_mm256_packs_epi16(a, b), perm));
+  }
+}
+static void q_narrow(const float *restrict x, int8_t *restrict y, long n, float s, int8_t zp) {
+  const float zf = zp, flo = -128.f - zf, fhi = 127.f - zf;
+  _Alignas(64) int32_t buf[TILE];
+  for (long i = 0; i < n; i += TILE) {
+    for (long j = 0; j < TILE; j++) buf[j] = q_one32(x[i + j], s, zf, flo, fhi);
+    narrow_i32_i8(y + i, buf);
+  }
+}
 static void dq_plain(const int8_t *restrict x, float *restrict y, long n, float s, int8_t zp) {
   for (long i = 0; i < n; i++) y[i] = (float)((int32_t)x[i] - zp) * s;
 }
@@ -129,20 +157,21 @@ int main(int argc, char **argv) {
     int stream = n * 4 >= (16L << 20); /* as EXTQL_STREAM_MIN_BYTES (the float32 side) */
     float *x = aligned_alloc(64, n * 4), *yd = aligned_alloc(64, n * 4);
     int8_t *yq = aligned_alloc(64, n), *yq2 = aligned_alloc(64, n);
-    double t[4][ROUNDS];
+    double t[5][ROUNDS];
     for (long i = 0; i < n; i++) x[i] = (float)((i * 7919) % 2001 - 1000) * 0.37f;
     memset(yd, 0, n * 4);
     memset(yq2, 0, n);
     q_intrinsics(x, yq, n, 0.05f, 3, 0);
     for (int r = 0; r < ROUNDS; r++) {
-      for (int k = 0; k < 4; k++) {
-        int which = (k + r) % 4; /* a different first contender every round */
+      for (int k = 0; k < 5; k++) {
+        int which = (k + r) % 5; /* a different first contender every round */
         double t0 = now();
         for (long j = 0; j < reps; j++) {
           if (which == 0) q_intrinsics(x, yq, n, 0.05f, 3, stream);
           if (which == 1) (stream ? q_tile(x, yq2, n, 0.05f, 3) : q_plain(x, yq2, n, 0.05f, 3));
           if (which == 2) dq_intrinsics(yq, yd, n, 0.05f, 3, stream);
           if (which == 3) (stream ? dq_tile(yq, yd, n, 0.05f, 3) : dq_plain(yq, yd, n, 0.05f, 3));
+          if (which == 4 && !stream) q_narrow(x, yq2, n, 0.05f, 3);
         }
         t[which][r] = (now() - t0) / reps;
       }
@@ -155,6 +184,11 @@ int main(int argc, char **argv) {
     const char *how = stream ? "tile" : "plain";
     printf("%-9ld %-8s %-5s %9.1f us %9.1f us %7.2f\n", n, "Q int8", how, q0 * 1e6, q1 * 1e6,
            q1 / q0);
+    if (!stream) {
+      double q2 = median(t[4]);
+      printf("%-9ld %-8s %-5s %9.1f us %9.1f us %7.2f\n", n, "Q int8", "narrow", q0 * 1e6,
+             q2 * 1e6, q2 / q0);
+    }
     printf("%-9ld %-8s %-5s %9.1f us %9.1f us %7.2f\n", n, "DQ int8", how, d0 * 1e6, d1 * 1e6,
            d1 / d0);
     free(x), free(yd), free(yq), free(yq2);
