@@ -41,6 +41,8 @@ REQUIRED = [
 ]
 # Every Python module of the package, subpackages included.
 REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql").rglob("*.py"))]
+# Every test module and helper, in whichever area folder of tests/ it sits.
+REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "tests").rglob("*.py"))]
 # Every C source and header under extql/src in the working tree.
 REQUIRED += [
     p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "src").glob("*.[ch]"))

@@ -34,5 +34,5 @@ The modules, by concern:
 ==================  ==========================================================
 
 Nothing here is asserted: the tables are for people (and ``--json`` for
-scripts); ``tests/test_bench.py`` checks that the harness runs and reports.
+scripts); ``tests/packaging/test_bench.py`` checks that the harness runs and reports.
 """

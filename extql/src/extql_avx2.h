@@ -10,7 +10,7 @@
  *
  * Every function here computes exactly what the scalar code in _kernels.pyx
  * computes, operation for operation (the tests run both copies against the
- * contract, tests/test_vector_paths.py at every lane position):
+ * contract, tests/kernels/test_vector_paths.py at every lane position):
  *
  *   quantize, 8/16-bit:  v = x / s (one IEEE division; a multiply by 1 / s
  *       only where that is the same number: s a power of two, extql_div_by);

@@ -41,7 +41,7 @@ from .microsoft import int32_wraps
 __all__ = ["fold_constants"]
 
 # Element types the com.microsoft operators share with extql's kernels (the
-# kernels then give onnxruntime's bits; see tests/test_fold.py): the 8/16-bit
+# kernels then give onnxruntime's bits; see tests/tools/test_fold.py): the 8/16-bit
 # types, and int32 for dequantize where its 32-bit difference does not wrap.
 _INT32 = QTYPES["int32"].onnx
 _MS_QUANTIZE = MS_EXACT_TYPES

@@ -39,7 +39,7 @@ class _Official:
     per_axis: int  # minimum ai.onnx opset, per-axis
 
 
-# Verified against the contract in tests/test_passes.py (onnxruntime).
+# Verified against the contract in tests/tools/test_passes.py (onnxruntime).
 _OFFICIAL_Q = {
     "int8": _Official(10, 13),
     "uint8": _Official(10, 13),

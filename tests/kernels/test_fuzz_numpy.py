@@ -1,4 +1,4 @@
-"""Fuzzing the NumPy API: what tests/test_properties.py does not cover.
+"""Fuzzing the NumPy API: what tests/kernels/test_properties.py does not cover.
 
 test_properties.py draws shapes up to rank 4 and float32 values from
 hypothesis's float strategy.  Here the values are built to hit the rules

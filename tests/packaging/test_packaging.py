@@ -17,7 +17,7 @@ from packaging.version import Version
 
 import extql
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 META = md.metadata("extql")
 
 

@@ -28,7 +28,7 @@ from extql.types import (
     SUBBYTE,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: The header the library was built with, as installed with the package.
 HEADER = Path(extql.__file__).parent / "src" / "extql_types.h"
 

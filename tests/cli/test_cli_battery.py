@@ -25,7 +25,8 @@ import onnx
 import pytest
 from cli_battery import quark_model
 
-HERE = Path(__file__).resolve().parent
+# tests/: the child process's driver script and the helpers it imports.
+TESTS = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
 MAX_LINES = 8  # a failure's stdout + stderr: a few lines at most
 
@@ -306,7 +307,7 @@ def _run_driver(cases: list[list[str]], cwd: Path, results: Path) -> list[dict]:
     """Run the command lines in one driver process; one result per case.  A
     crash or a hang fails the test naming the command line that was running."""
     lines = "".join(json.dumps(c) + "\n" for c in cases)
-    proc = subprocess.run([sys.executable, str(HERE / "cli_battery.py"), str(results)],
+    proc = subprocess.run([sys.executable, str(TESTS / "cli_battery.py"), str(results)],
                           input=lines, capture_output=True, text=True, cwd=cwd,
                           timeout=TIMEOUT * 3)
     rows = [json.loads(r) for r in results.read_text().splitlines()]

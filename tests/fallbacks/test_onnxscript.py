@@ -47,7 +47,7 @@ import extql.fallbacks
 from extql import quark
 from extql.opset import vai
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide" / "onnxscript.rst"
 
 LEVELS = [

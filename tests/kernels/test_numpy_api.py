@@ -323,7 +323,7 @@ def test_nan_payloads_survive_when_only_x_is_nan():
 
 
 def test_python_zero_point_is_checked_exactly():
-    """Regression (found by tests/test_fuzz_numpy.py): a Python int zero point
+    """Regression (found by tests/kernels/test_fuzz_numpy.py): a Python int zero point
     was compared with its conversion in float64, so 2**62 + 1 passed as the
     bfloat16 2**62; ints beyond int64 failed with NumPy's "Python int too
     large" TypeError.  Every element is now compared in exact arithmetic."""
@@ -356,7 +356,7 @@ def _unaligned(a: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("name", ALL_TYPES)
 def test_kernels_get_aligned_buffers(name, monkeypatch):
-    """Regression (found by the ASan/UBSan run of tests/test_fuzz_numpy.py):
+    """Regression (found by the ASan/UBSan run of tests/kernels/test_fuzz_numpy.py):
     an unaligned contiguous array (np.frombuffer at an odd offset) went to
     the kernels as it was, a misaligned float/int pointer -- undefined
     behaviour that the compiler may turn into faulting aligned loads.  The

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+# tests/: the child process's driver script and the helpers it imports.
+TESTS = Path(__file__).resolve().parents[1]
 ROUNDS = int(os.environ.get("EXTQL_MEMORY_ROUNDS", "600"))
 MB = 1.0
 
@@ -31,9 +32,9 @@ def measure(kernel_isa: str, scenario: str, count: int, warmup: int) -> dict:
     if kernel_isa == "baseline":
         env["EXTQL_ISA"] = "baseline"
     proc = subprocess.run(
-        [sys.executable, str(HERE / "memory_driver.py"), scenario, "--count", str(count),
+        [sys.executable, str(TESTS / "memory_driver.py"), scenario, "--count", str(count),
          "--warmup", str(warmup)],
-        capture_output=True, text=True, timeout=900, cwd=str(HERE), env=env,
+        capture_output=True, text=True, timeout=900, cwd=str(TESTS), env=env,
     )
     assert proc.returncode == 0, f"exit code {proc.returncode}\n{proc.stderr[-3000:]}"
     report = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from contract import assert_same_bits, dequantize, quantize
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _python_blocks() -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 import extql
 import extql.cli
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "extql"
 CLI = PACKAGE / "cli"
 

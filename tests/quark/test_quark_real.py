@@ -28,7 +28,7 @@ import extql
 import extql.reference
 from extql.cli.check import check_model
 
-DATA = Path(__file__).parent / "data" / "quark"
+DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))
 RUNNABLE = [m for m in MODELS if "bfp" not in m]
 CUSTOM = {"com.microsoft", extql.DOMAIN, "com.vai.quantize"}

@@ -327,7 +327,7 @@ def test_onnxscript_functions_are_exposed():
     assert set(fallbacks.QUANTIZE) == set(fallbacks.VARIANTS)
     fn = fallbacks.QUANTIZE["int16"]
     proto = fn.to_function_proto()
-    # One name per variant (tests/test_onnxscript.py calls them from scripts).
+    # One name per variant (tests/fallbacks/test_onnxscript.py calls them from scripts).
     assert (proto.domain, proto.name) == ("ai.extql.fallbacks", "ExtendedQuantizeLinear_int16")
     assert {n.domain for n in proto.node} == {""}
     assert fallbacks.DEQUANTIZE["bfloat16"].to_function_proto().name == (
@@ -366,7 +366,7 @@ def test_quark_opset_checks_types():
     def bad(x: FLOAT[4], s: FLOAT, zp: FLOAT) -> FLOAT[4]:
         return quark.ExtendedQuantizeLinear(x, s, zp)
 
-    # extql checks the types when onnxscript converts (tests/test_onnxscript.py).
+    # extql checks the types when onnxscript converts (tests/fallbacks/test_onnxscript.py).
     with pytest.raises(TypeError, match="ExtendedQuantizeLinear .*zero point 'zp'.* float"):
         bad.to_model_proto()
     with pytest.raises(Exception, match="attribute"):

@@ -49,7 +49,7 @@ EXPECT: dict[str, tuple[str, str]] = {
     "vitis_q_axis_out_of_range": ("VitisQuantizeLinear", "axis 2 is out of range"),
     "vitis_dq_zp_type_differs": ("VitisDequantizeLinear", "x_zero_point must have the dtype of x"),
     "q_empty_x_bad_scale": (Q, "the scale has 2 elements but x has 3 along axis 1"),
-    # Regressions found by the structure fuzzer (tests/test_fuzz_structure.py):
+    # Regressions found by the structure fuzzer (tests/ort/test_fuzz_structure.py):
     # an axis of another attribute type was silently read as the default 1 ...
     "q_axis_string_attribute": (Q, "the attribute axis must be an integer, got the string '0'"),
     "q_axis_ints_attribute": (Q, "the attribute axis must be an integer, got an attribute of"),
@@ -171,7 +171,7 @@ def child_results() -> dict[str, dict]:
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=str(Path(__file__).resolve().parent),
+        cwd=str(Path(__file__).resolve().parents[1]),
     )
     results: dict[str, dict] = {}
     running = None
@@ -205,9 +205,11 @@ def test_bad_model_rejected(case, child_results):
 
 def test_every_case_is_built():
     """The child builds exactly the cases the expectations list."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     assert set(_cases()) == set(EXPECT)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--child"]:
+    # tests/, where the helper modules (ortutil) live.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     _child()

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+# tests/: the child process's driver script and the helpers it imports.
+TESTS = Path(__file__).resolve().parents[1]
 SECONDS = float(os.environ.get("EXTQL_STRESS_SECONDS", "1.5"))
 
 
@@ -29,9 +30,9 @@ def drive(kernel_isa: str, scenario: str, *args: str, env: dict | None = None,
     if kernel_isa == "baseline":
         child_env["EXTQL_ISA"] = "baseline"
     proc = subprocess.run(
-        [sys.executable, str(HERE / "stress_driver.py"), scenario, "--seconds", str(SECONDS),
+        [sys.executable, str(TESTS / "stress_driver.py"), scenario, "--seconds", str(SECONDS),
          "--grace", str(grace), *args],
-        capture_output=True, text=True, timeout=timeout, cwd=str(HERE), env=child_env,
+        capture_output=True, text=True, timeout=timeout, cwd=str(TESTS), env=child_env,
     )
     report = {}
     for line in reversed(proc.stdout.splitlines()):
