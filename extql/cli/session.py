@@ -4,7 +4,8 @@ A model runs on the CPU provider, with or without the extql library, at the
 highest optimisation level onnxruntime loads it at (:func:`stepped_options`).
 Inputs and outputs go through an I/O binding (:mod:`extql.ort_io`) so that
 bfloat16 travels as ``ml_dtypes.bfloat16``, which onnxruntime's Python API
-cannot hand over itself.  onnxruntime's errors become one-line :class:`CliError` messages.
+cannot hand over itself.  onnxruntime's errors become one-line
+:class:`CliError` messages.
 """
 
 from __future__ import annotations
