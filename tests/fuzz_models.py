@@ -310,9 +310,9 @@ def _type_name(arr: np.ndarray) -> str:
 
 def widened_output(spec: dict) -> bool:
     """A bfloat16 output on an onnxruntime whose Python API cannot bind it."""
-    from ortutil import HAVE_TYPED_ORTVALUE
+    from extql.ort_io import has_typed_ortvalues
 
-    return (not HAVE_TYPED_ORTVALUE and spec["out_type"] != "wrong"
+    return (not has_typed_ortvalues() and spec["out_type"] != "wrong"
             and expectation(spec)[0] != "error" and _out_type(spec) == "bfloat16")
 
 
@@ -320,7 +320,9 @@ def build(spec: dict):
     """(model, feeds, values) for a spec."""
     import onnx
     from onnx import TensorProto, helper
-    from ortutil import HAVE_TYPED_ORTVALUE, OPSET, tensor
+    from ortutil import OPSET, tensor
+
+    from extql.ort_io import has_typed_ortvalues
 
     values = _values(spec)
     op_name, domain = NAMES[(spec["op"], spec["form"])]
@@ -366,7 +368,7 @@ def build(spec: dict):
         # Without typed OrtValues (onnxruntime < 1.19's Python API) a
         # bfloat16 array cannot be fed: it becomes an initializer.
         if spec["sources"][key] == "init" or (
-                _type_name(arr) == "bfloat16" and not HAVE_TYPED_ORTVALUE):
+                _type_name(arr) == "bfloat16" and not has_typed_ortvalues()):
             inits.append(tensor(key, arr))
         else:
             graph_inputs.append(declare(key, _type_name(arr), arr.shape, spec["in_shapes"]))
@@ -412,9 +414,10 @@ def run_case(spec: dict) -> dict[str, Any]:
     """Build and run one case; the outcome as a dict (in the worker)."""
     import onnxruntime as ort
     from contract import assert_same_bits, dequantize, quantize
-    from ortutil import NO_ARENA, _ortvalue, narrow_bf16
+    from ortutil import NO_ARENA
 
     import extql
+    from extql.ort_io import narrow_bfloat16, ortvalue
 
     stage = "build"
     try:
@@ -432,18 +435,18 @@ def run_case(spec: dict) -> dict[str, Any]:
         binding = sess.io_binding()
         alive = []  # the bound OrtValues do not own their memory
         for name, arr in feeds.items():
-            alive.append(_ortvalue(arr))
+            alive.append(ortvalue(arr))
             binding.bind_ortvalue_input(name, alive[-1])
         verdict, _ = expectation(spec)
         out = None
         widened = widened_output(spec)
         if verdict != "error" and widened:
             out32 = np.empty(tuple(spec["shape"]), dtype=np.float32)
-            alive.append(_ortvalue(out32))
+            alive.append(ortvalue(out32))
             binding.bind_ortvalue_output("y32", alive[-1])
         elif verdict != "error":
             out = np.empty(tuple(spec["shape"]), dtype=_dtype(_out_type(spec)))
-            alive.append(_ortvalue(out))
+            alive.append(ortvalue(out))
             binding.bind_ortvalue_output("y", alive[-1])
         else:
             binding.bind_output("y")
@@ -451,7 +454,7 @@ def run_case(spec: dict) -> dict[str, Any]:
             binding.bind_output("y2")
         sess.run_with_iobinding(binding)
         if verdict != "error" and widened:  # back to bfloat16, bit for bit
-            out = narrow_bf16(out32)
+            out = narrow_bfloat16(out32)
     except Exception as exc:  # the error is the result
         return {"stage": stage, "error": type(exc).__name__, "message": str(exc)[:600]}
     result: dict[str, Any] = {"stage": "ok"}

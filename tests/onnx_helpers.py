@@ -1,7 +1,8 @@
 """Model builders and runners shared by the ONNX tests.
 
-Kept free of extql imports beyond the type table so that the expectation
-(tests/contract.py) stays independent of what is tested.
+Kept free of extql imports beyond extql.ort_io (arrays in and out of
+onnxruntime) so that the expectation (tests/contract.py) stays independent of
+what is tested.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+
+from extql import ort_io
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
@@ -131,92 +134,40 @@ def _np_of(elem: int) -> np.dtype:
     return np.dtype(helper.tensor_dtype_to_np_dtype(elem))
 
 
-HAVE_TYPED_ORTVALUE = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
-
-
-def narrow_bf16(y32: np.ndarray) -> np.ndarray:
-    """The bfloat16 values that an exact bfloat16 -> float32 Cast widened."""
-    return (y32.view(np.uint32) >> 16).astype(np.uint16).view(BF16)
-
-
-def without_bfloat16_io(model: onnx.ModelProto, feeds: dict[str, np.ndarray]):
-    """For onnxruntime releases without typed OrtValues (1.18 has none):
-    bfloat16 inputs become initializers holding their feeds, bfloat16 outputs
-    are widened to float32 by an exact Cast in the graph (narrow_bf16 takes
-    them back).  Returns the new model, the remaining feeds and the names of
-    the widened outputs."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    feeds = dict(feeds)
-    for inp in list(m.graph.input):
-        if inp.type.tensor_type.elem_type == TensorProto.BFLOAT16:
-            m.graph.input.remove(inp)
-            m.graph.initializer.append(tensor(inp.name, feeds.pop(inp.name)))
-    widened = []
-    for out in m.graph.output:
-        if out.type.tensor_type.elem_type == TensorProto.BFLOAT16:
-            wide = out.name + "__as_float"
-            m.graph.node.append(helper.make_node("Cast", [out.name], [wide], to=TensorProto.FLOAT))
-            out.name = wide
-            out.type.tensor_type.elem_type = TensorProto.FLOAT
-            widened.append(out.name)
-    return m, feeds, widened
-
-
 def run_ort(
     model: onnx.ModelProto | str,
     feeds: dict[str, np.ndarray],
     *,
     options: ort.SessionOptions | None = None,
     output_shapes: dict[str, tuple] | None = None,
-    _widened: bool = False,
 ) -> dict[str, np.ndarray]:
-    """Run on the CPU provider; bfloat16 inputs/outputs go through IOBinding.
+    """Run on the CPU provider; inputs and outputs go through IOBinding
+    (extql.ort_io), bfloat16 included (where this onnxruntime cannot bind
+    it, through the model rewritten by ort_io.without_bfloat16_io).
 
     Output shapes must be given for outputs whose declared shape is not static
     (they are preallocated)."""
-    if not HAVE_TYPED_ORTVALUE and not _widened:
-        proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
-        proto, feeds, widened = without_bfloat16_io(proto, feeds)
-        shapes = {k + "__as_float": v for k, v in (output_shapes or {}).items()}
-        out = run_ort(proto, feeds, options=options, _widened=True,
-                      output_shapes={**(output_shapes or {}), **shapes})
-        for wide in widened:
-            out[wide[: -len("__as_float")]] = narrow_bf16(out.pop(wide))
-        return out
+    widened: dict[str, str] = {}
+    if not ort_io.has_typed_ortvalues():
+        model, feeds, widened = ort_io.without_bfloat16_io(model, feeds)
     data = model if isinstance(model, str) else model.SerializeToString()
     sess = ort.InferenceSession(data, sess_options=options, providers=["CPUExecutionProvider"])
     proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
     binding = sess.io_binding()
-    keep = []
-    for name, value in feeds.items():
-        value = np.asarray(value, order="C")  # (ascontiguousarray makes 0-d 1-d)
-        if value.dtype == BF16:
-            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                value.view(np.uint16), TensorProto.BFLOAT16
-            )
-        else:
-            ov = ort.OrtValue.ortvalue_from_numpy(value)
-        keep.append(ov)
-        binding.bind_ortvalue_input(name, ov)
+    alive = ort_io.bind_inputs(binding, feeds)
     results = {}
     for out in proto.graph.output:
-        elem = _elem_of_type(out.type)
-        if output_shapes and out.name in output_shapes:
-            shape = output_shapes[out.name]
+        name = widened.get(out.name, out.name)
+        if output_shapes and name in output_shapes:
+            shape = output_shapes[name]
         else:
             shape = tuple(d.dim_value for d in out.type.tensor_type.shape.dim)
-        dtype = _np_of(elem)
-        buf = np.zeros(shape, np.uint16 if dtype == BF16 else dtype)
-        if HAVE_TYPED_ORTVALUE:
-            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(buf, elem)
-        else:
-            ov = ort.OrtValue.ortvalue_from_numpy(buf)
-        binding.bind_ortvalue_output(out.name, ov)
-        results[out.name] = (buf, dtype)
-        keep.append(ov)
+        results[out.name] = np.zeros(shape, _np_of(_elem_of_type(out.type)))
+    alive += ort_io.bind_outputs(binding, results)
     sess.run_with_iobinding(binding)
-    return {k: (b.view(BF16) if dt == BF16 else b) for k, (b, dt) in results.items()}
+    # The bound buffers were written in place; widened ones narrow back bit for bit.
+    return {widened.get(k, k): (ort_io.narrow_bfloat16(v) if k in widened else v)
+            for k, v in results.items()}
 
 
 def run_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], new_ops=None):

@@ -1,28 +1,26 @@
 """Helpers for the onnxruntime tests: build one-node (or small) models with
 onnx.helper and run them in onnxruntime with extql's custom-op library.
 
-bfloat16 cannot cross onnxruntime's Python API as a NumPy array, so bfloat16
-inputs and outputs go through IOBinding with uint16 buffers typed BFLOAT16
-(``OrtValue.ortvalue_from_numpy_with_onnx_type``).  Older onnxruntime
-releases lack that function; there a bfloat16 graph input becomes a constant
-initializer and a bfloat16 output is widened in the graph by an exact Cast to
-float32 and narrowed back here bit for bit.
+Inputs and outputs go through IOBinding with extql.ort_io, bfloat16
+included.  Where onnxruntime cannot bind bfloat16 (no typed OrtValues before
+1.20), a bfloat16 graph input becomes a constant initializer and a bfloat16
+output is widened in the graph by an exact Cast to float32 and narrowed back
+bit for bit (ort_io.without_bfloat16_io / ort_io.narrow_bfloat16).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
 import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
-from onnx_helpers import HAVE_TYPED_ORTVALUE, narrow_bf16, without_bfloat16_io
 
 import extql
+from extql import ort_io
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DOMAIN = "com.amd.quark"
@@ -109,17 +107,6 @@ def session(
     return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
-def _ortvalue(arr: np.ndarray) -> Any:
-    arr = np.asarray(arr)
-    if not arr.flags.c_contiguous:
-        arr = arr.copy()  # (np.ascontiguousarray would turn 0-d into 1-d)
-    if arr.dtype == BF16:
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-            arr.view(np.uint16), TensorProto.BFLOAT16
-        )
-    return ort.OrtValue.ortvalue_from_numpy(arr)
-
-
 def run(
     sess: ort.InferenceSession,
     feeds: dict[str, np.ndarray],
@@ -132,37 +119,30 @@ def run(
     bfloat16_io_fallback) is fetched as float32 and narrowed back bit for bit.
     """
     binding = sess.io_binding()
-    # OrtValues made from NumPy do not own their memory (before onnxruntime
-    # 1.20 they keep no reference either): keep each one and its array alive
-    # until the run is over.
-    alive = []
-    for name, value in feeds.items():
-        alive.append(_ortvalue(value))
-        binding.bind_ortvalue_input(name, alive[-1])
-    bufs, narrow = [], []
+    alive = ort_io.bind_inputs(binding, feeds)  # kept until the run is over
+    bufs, narrow = {}, []
     for out, dtype, shape in zip(sess.get_outputs(), out_dtypes, out_shapes, strict=True):
         dtype = np.dtype(dtype)
         widened = dtype == BF16 and out.type == "tensor(float)"
-        buf = np.empty(shape, dtype=np.float32 if widened else dtype)
-        alive.append(_ortvalue(buf))
-        binding.bind_ortvalue_output(out.name, alive[-1])
-        bufs.append(buf)
+        bufs[out.name] = np.empty(shape, dtype=np.float32 if widened else dtype)
         narrow.append(widened)
+    alive += ort_io.bind_outputs(binding, bufs)
     sess.run_with_iobinding(binding)
     # The bound buffers were written in place.
-    return [narrow_bf16(b) if w else b for b, w in zip(bufs, narrow, strict=True)]
+    return [ort_io.narrow_bfloat16(b) if w else b
+            for b, w in zip(bufs.values(), narrow, strict=True)]
 
 
 def bfloat16_io_fallback(
     model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = None
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """Where bfloat16 cannot be bound (no typed OrtValues): the model and
-    feeds of onnx_helpers.without_bfloat16_io, whose widened outputs run()
-    narrows back.  Elsewhere both are returned unchanged."""
+    feeds of ort_io.without_bfloat16_io, whose widened outputs run() narrows
+    back.  Elsewhere both are returned unchanged."""
     feeds = dict(feeds or {})
-    if HAVE_TYPED_ORTVALUE:
+    if ort_io.has_typed_ortvalues():
         return model, feeds
-    model, feeds, _ = without_bfloat16_io(model, feeds)
+    model, feeds, _ = ort_io.without_bfloat16_io(model, feeds)
     return model, feeds
 
 
@@ -205,12 +185,8 @@ def node_model(
     elif zp_form == "empty":
         names.append("")
     inputs, inits, feeds = [], [], {}
-    bf16_out = np.dtype(out_dtype) == BF16 and not HAVE_TYPED_ORTVALUE and widen_bf16
     for n, v in values.items():
-        const = n != "x" and params == "const"
-        if v.dtype == BF16 and not HAVE_TYPED_ORTVALUE:
-            const = True
-        if const:
+        if n != "x" and params == "const":
             inits.append(tensor(n, v))
         else:
             inputs.append(value_info(n, ONNX_OF[v.dtype], v.shape))
@@ -218,12 +194,17 @@ def node_model(
     kw = {} if axis is None else {"axis": axis}
     nodes = [helper.make_node(name, names, ["y"], domain=domain, name="node0", **kw)]
     out_type = ONNX_OF[np.dtype(out_dtype)] if declare_output else None
-    if bf16_out:
-        nodes.append(helper.make_node("Cast", ["y"], ["y32"], to=TensorProto.FLOAT))
-        outputs = [value_info("y32", TensorProto.FLOAT, x.shape)]
+    typed = ort_io.has_typed_ortvalues()
+    bf16_out = np.dtype(out_dtype) == BF16 and not typed and widen_bf16
+    if bf16_out:  # declared, so that it is widened
+        outputs = [value_info("y", TensorProto.BFLOAT16, x.shape)]
     else:
         outputs = [value_info("y", out_type, x.shape if declare_output else None)]
     model = make_model(nodes, inputs, outputs, inits, domains=(domain,))
+    if not typed:
+        model, feeds = ort_io.bfloat16_inputs_as_initializers(model, feeds)
+        if bf16_out:
+            model, _ = ort_io.widen_bfloat16_outputs(model)
     return model, feeds, np.dtype(out_dtype)
 
 
@@ -231,9 +212,5 @@ def run_node(op: str, x, scale, zp=None, *, threads: int = 0, **kw) -> np.ndarra
     """Build, run and return the output of one node (see node_model)."""
     model, feeds, dtype = node_model(op, x, scale, zp, **kw)
     sess = session(model, threads=threads)
-    shape = np.asarray(x).shape
-    if dtype == BF16 and not HAVE_TYPED_ORTVALUE:
-        (y32,) = run(sess, feeds, [np.float32], [shape])
-        return narrow_bf16(y32)
-    (y,) = run(sess, feeds, [dtype], [shape])
+    (y,) = run(sess, feeds, [dtype], [np.asarray(x).shape])  # (run narrows a widened output)
     return y

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from extql import ort_io
 from extql.types import DOMAIN, QTYPES, QType
 
 from .config import Q
@@ -36,9 +37,8 @@ class Ort:
 
         self.onnx, self.ort, self.TensorProto, self.helper = onnx, ort, TensorProto, helper
         self.bf16 = QTYPES["bfloat16"].dtype
-        # onnxruntime's Python API binds a bfloat16 buffer only through this
-        # (absent from older releases, 1.18 for one).
-        self.can_bind_bf16 = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
+        # Older onnxruntime releases (1.18 for one) cannot bind a bfloat16 buffer.
+        self.can_bind_bf16 = ort_io.has_typed_ortvalues()
 
     def unmeasurable(self, qt: QType) -> str | None:
         """Why a type cannot be measured with this onnxruntime, or None."""
@@ -122,25 +122,16 @@ class Ort:
         data = model if isinstance(model, bytes) else model.SerializeToString()
         return self.ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
-    def ortvalue(self, arr: np.ndarray) -> Any:
-        if arr.dtype == self.bf16:
-            return self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                arr.view(np.uint16), self.TensorProto.BFLOAT16
-            )
-        return self.ort.OrtValue.ortvalue_from_numpy(arr)
-
     def runner(self, sess: Any, x: np.ndarray, y: np.ndarray) -> Callable[[], None]:
         """A no-argument function that runs the session from x into y (both
         bound once, so a call is the session's work and nothing else)."""
         binding = sess.io_binding()
         # The OrtValues wrap the arrays' memory; keep them alive with the closure.
-        vx, vy = self.ortvalue(x), self.ortvalue(y)
-        binding.bind_ortvalue_input("x", vx)
-        binding.bind_ortvalue_output("y", vy)
+        alive = ort_io.bind_inputs(binding, {"x": x}) + ort_io.bind_outputs(binding, {"y": y})
         run = sess.run_with_iobinding
 
         def call() -> None:
             run(binding)
 
-        call.keep = (vx, vy, binding)  # type: ignore[attr-defined]
+        call.keep = (alive, binding)  # type: ignore[attr-defined]
         return call

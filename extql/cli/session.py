@@ -2,16 +2,16 @@
 
 A model runs on the CPU provider, with or without the extql library, at the
 highest optimisation level onnxruntime loads it at (:func:`stepped_options`).
-Inputs and outputs go through an I/O binding so that bfloat16 travels as
-``ml_dtypes.bfloat16``, which onnxruntime's Python API cannot hand over
-itself.  onnxruntime's errors become one-line :class:`CliError` messages.
+Inputs and outputs go through an I/O binding (:mod:`extql.ort_io`) so that
+bfloat16 travels as ``ml_dtypes.bfloat16``, which onnxruntime's Python API
+cannot hand over itself.  onnxruntime's errors become one-line
+:class:`CliError` messages.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import io
 import sys
 from collections.abc import Callable
@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import ort_io
 from .errors import CliError
 from .progress import log
 
@@ -50,24 +51,11 @@ def _session(model_or_path, options):
 def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict[str, np.ndarray]:
     """Run on the CPU provider and return every output as NumPy (bfloat16 as
     ml_dtypes.bfloat16, which onnxruntime's Python API cannot hand over itself)."""
-    import onnxruntime as ort
-    from onnx import TensorProto
-
-    typed = hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type")
-    if not typed and any(np.asarray(v).dtype.name == "bfloat16" for v in feeds.values()):
-        model_or_path, feeds = _bfloat16_inputs_as_initializers(model_or_path, feeds)
+    if not ort_io.has_typed_ortvalues():
+        model_or_path, feeds = ort_io.bfloat16_inputs_as_initializers(model_or_path, feeds)
     sess = _session(model_or_path, options)
     binding = sess.io_binding()
-    keep = []
-    for name, value in feeds.items():
-        value = np.asarray(value, order="C")
-        if value.dtype.name == "bfloat16":
-            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                value.view(np.uint16), TensorProto.BFLOAT16)
-        else:
-            ov = ort.OrtValue.ortvalue_from_numpy(value)
-        keep.append(ov)
-        binding.bind_ortvalue_input(name, ov)
+    alive = ort_io.bind_inputs(binding, feeds)  # kept until the run is over
     names = [o.name for o in sess.get_outputs()]
     for name in names:
         binding.bind_output(name, "cpu")
@@ -76,49 +64,9 @@ def run_model(model_or_path, feeds: dict[str, np.ndarray], options=None) -> dict
     except Exception as exc:  # noqa: BLE001
         message = " ".join(str(exc).split())
         raise CliError(f"onnxruntime failed to run the model: {message}") from None
-    results = {}
-    for name, ov in zip(names, binding.get_outputs(), strict=True):
-        results[name] = _ortvalue_to_numpy(ov)
-    return results
-
-
-def _bfloat16_inputs_as_initializers(model_or_path, feeds):
-    """onnxruntime < 1.19 cannot take a bfloat16 input from Python: make such
-    inputs initializers holding the given values (same result)."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    if isinstance(model_or_path, str):
-        model = onnx.load(model_or_path)
-    else:
-        model = onnx.ModelProto()
-        model.CopyFrom(model_or_path)
-    feeds = dict(feeds)
-    for vi in list(model.graph.input):
-        value = feeds.get(vi.name)
-        if value is not None and np.asarray(value).dtype.name == "bfloat16":
-            value = np.asarray(value)
-            model.graph.input.remove(vi)
-            model.graph.initializer.append(helper.make_tensor(
-                vi.name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(),
-                raw=True))
-            del feeds[vi.name]
-    return model, feeds
-
-
-def _ortvalue_to_numpy(ov) -> np.ndarray:
-    """An output as NumPy; bfloat16 copied out of onnxruntime's buffer, which
-    ``OrtValue.numpy()`` cannot convert."""
-    if ov.data_type() != "tensor(bfloat16)":
-        return ov.numpy()
-    from ..types import QTYPES
-
-    shape = tuple(ov.shape())
-    n = int(np.prod(shape, dtype=np.int64))
-    buf = np.empty(n, np.uint16)
-    if n:
-        ctypes.memmove(buf.ctypes.data, ov.data_ptr(), n * 2)
-    return buf.view(QTYPES["bfloat16"].dtype).reshape(shape)
+    del alive
+    return {name: ort_io.to_numpy(ov)
+            for name, ov in zip(names, binding.get_outputs(), strict=True)}
 
 
 def library_options() -> Any:

@@ -26,6 +26,7 @@ from ortutil import (
 )
 
 import extql
+from extql import ort_io
 
 TYPE_NAMES = list(TYPES)
 RNG = np.random.default_rng(1234)
@@ -353,9 +354,7 @@ def test_unaligned_buffers(name):
     (inputs and a bound output) through aligned copies; the bits are the
     same as from aligned ones.  (Under tox -e asan, UBSan checks there is no
     misaligned access left.)"""
-    import onnxruntime as ort
-
-    if name == "bfloat16" and not hasattr(ort.OrtValue, "ortvalue_from_numpy_with_onnx_type"):
+    if name == "bfloat16" and not ort_io.has_typed_ortvalues():
         pytest.skip("this onnxruntime's Python API cannot bind a bfloat16 buffer")
     dt = TYPES[name][0]
     rng = np.random.default_rng(11)
@@ -376,19 +375,11 @@ def test_unaligned_buffers(name):
         for key, value in zip(("x", "s", "z"), inputs, strict=True):
             u = _unaligned(value)
             assert value.itemsize == 1 or not u.flags.aligned
-            if u.dtype == BF16:
-                ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-                    u.view(np.uint16), TensorProto.BFLOAT16)
-            else:
-                ov = ort.OrtValue.ortvalue_from_numpy(u)
+            ov = ort_io.ortvalue(u)
             alive.append((u, ov))
             binding.bind_ortvalue_input(key, ov)
         out = _unaligned(np.zeros(x.shape, out_dtype))
-        if out.dtype == BF16:
-            ov = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(out.view(np.uint16),
-                                                                 TensorProto.BFLOAT16)
-        else:
-            ov = ort.OrtValue.ortvalue_from_numpy(out)
+        ov = ort_io.ortvalue(out)
         binding.bind_ortvalue_output("y", ov)
         sess.run_with_iobinding(binding)
         assert_same_bits(out, want, f"{op} {name} unaligned")

@@ -17,14 +17,8 @@ from extql_bench import anchors, config, copy_library, data, runner
 from extql_bench.models import Ort
 from ortutil import bfloat16_io_fallback, run
 
-from extql import cli
+from extql import cli, ort_io
 from extql.types import QTYPES
-
-
-def _can_bind_bfloat16() -> bool:
-    import onnxruntime
-
-    return hasattr(onnxruntime.OrtValue, "ortvalue_from_numpy_with_onnx_type")
 
 
 def test_quick_run_prints_every_table(capsys, tmp_path):
@@ -41,7 +35,7 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     rows = doc["results"]
     ort_rows = [r for r in rows if r["table"] == "ort"]
     assert len(ort_rows) == 2 * len(QTYPES)
-    if not _can_bind_bfloat16():  # older onnxruntime: those rows say why they are empty
+    if not ort_io.has_typed_ortvalues():  # older onnxruntime: those rows say why they are empty
         for r in ort_rows + [r for r in rows if r["table"] == "fallback"]:
             if r["type"] == "bfloat16":
                 assert "cannot bind bfloat16" in r["note"]
@@ -65,7 +59,7 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     numpy_rows = [r for r in rows if r["table"] == "numpy"]
     assert len(numpy_rows) == 2 * len(QTYPES) and all(r["anchor"] > 0 for r in numpy_rows)
     fallback_rows = [r for r in rows if r["table"] == "fallback"]
-    assert len(fallback_rows) == 2 * len(QTYPES) - (0 if _can_bind_bfloat16() else 2)
+    assert len(fallback_rows) == 2 * len(QTYPES) - (0 if ort_io.has_typed_ortvalues() else 2)
     if anchors.attach_fallbacks() is not None:
         assert all(r["exact"] == "=fallback" for r in fallback_rows)
     else:
@@ -95,7 +89,7 @@ def test_nchw_rows_are_exact(tmp_path, gran):
                    "--threads", "1", "--repeat", "1", "--json", str(out)])
     assert rc == 0
     rows = [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
-    assert len(rows) == 2 * len(QTYPES) - (0 if _can_bind_bfloat16() else 2)
+    assert len(rows) == 2 * len(QTYPES) - (0 if ort_io.has_typed_ortvalues() else 2)
     assert all(r["granularity"] == gran and r["exact"] in ("=ort", "=api") for r in rows)
 
 
