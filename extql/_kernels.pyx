@@ -263,16 +263,6 @@ cdef extern from "extql_avx2.h":
                                       int64_t n) noexcept nogil
     void fill_32 "extql_avx2_fill_32"(void *p, uint32_t v,
                                       int64_t n) noexcept nogil
-    int64_t copy_41 "extql_avx2_copy_41"(
-        const uint32_t *x, uint8_t *y, int64_t n, int stream) noexcept nogil
-    int64_t copy_42 "extql_avx2_copy_42"(
-        const uint32_t *x, uint16_t *y, int64_t n, int stream) noexcept nogil
-    int64_t copy_44 "extql_avx2_copy_44"(
-        const uint32_t *x, uint32_t *y, int64_t n, int stream) noexcept nogil
-    int64_t copy_14 "extql_avx2_copy_14"(
-        const uint8_t *x, uint32_t *y, int64_t n, int stream) noexcept nogil
-    int64_t copy_24 "extql_avx2_copy_24"(
-        const uint16_t *x, uint32_t *y, int64_t n, int stream) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     char *getenv(const char *name)

@@ -787,65 +787,6 @@ static inline void extql_avx2_stream32(void *dst, const void *src) {
   _mm256_stream_si256((__m256i *)dst, _mm256_loadu_si256((const __m256i *)src));
 }
 
-/* ------------------------------------------------------------------------ */
-/* The copy kernel of `extql bench` (same stores as the kernels)             */
-/* ------------------------------------------------------------------------ */
-
-/* Width-changing copy of n elements: low bytes (4 -> 1, 2) or zero
-   extension (1, 2 -> 4), or a plain copy (4 -> 4).  The same stores as the
-   kernels; software prefetch only where it makes the copy faster (4 -> 4,
-   and harmless for 1, 2 -> 4): narrowing copies are slower with it here
-   (16M elements 4 -> 1: 3.4 -> 3.8 ms), and the yardstick must be the
-   fastest copy. */
-#define EXTQL_CP41(I, ST)                                                                    \
-  do {                                                                                       \
-    int64_t i_ = (I);                                                                        \
-    const __m256i m_ = _mm256_set1_epi32(0xFF);                                              \
-    __m256i a_ = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i_)), m_);        \
-    __m256i b_ = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i_ + 8)), m_);    \
-    __m256i c_ = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i_ + 16)), m_);   \
-    __m256i d_ = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i_ + 24)), m_);   \
-    extql_st32_uint8(y + i_, a_, b_, c_, d_, ST);                                            \
-  } while (0)
-#define EXTQL_CP42(I, ST)                                                                    \
-  do {                                                                                       \
-    int64_t i_ = (I);                                                                        \
-    const __m256i m_ = _mm256_set1_epi32(0xFFFF);                                            \
-    __m256i a_ = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i_)), m_);        \
-    __m256i b_ = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i_ + 8)), m_);    \
-    extql_st16_uint16(y + i_, a_, b_, ST);                                                   \
-  } while (0)
-#define EXTQL_CP44(I, ST) \
-  extql_st256(y + (I), _mm256_loadu_si256((const __m256i *)(x + (I))), ST)
-#define EXTQL_CP14(I, ST) extql_st256(y + (I), extql_ld8_u8(x + (I)), ST)
-#define EXTQL_CP24(I, ST) extql_st256(y + (I), extql_ld8_u16(x + (I)), ST)
-
-static inline int64_t extql_avx2_copy_41(const uint32_t *x, uint8_t *y, int64_t n, int stream) {
-  int64_t i = 0;
-  EXTQL_RUN_PF(32, EXTQL_CP41, 0);
-  return i;
-}
-static inline int64_t extql_avx2_copy_42(const uint32_t *x, uint16_t *y, int64_t n, int stream) {
-  int64_t i = 0;
-  EXTQL_RUN_PF(16, EXTQL_CP42, 0);
-  return i;
-}
-static inline int64_t extql_avx2_copy_44(const uint32_t *x, uint32_t *y, int64_t n, int stream) {
-  int64_t i = 0;
-  EXTQL_RUN_PF(8, EXTQL_CP44, 1);
-  return i;
-}
-static inline int64_t extql_avx2_copy_14(const uint8_t *x, uint32_t *y, int64_t n, int stream) {
-  int64_t i = 0;
-  EXTQL_RUN_PF(8, EXTQL_CP14, 1);
-  return i;
-}
-static inline int64_t extql_avx2_copy_24(const uint16_t *x, uint32_t *y, int64_t n, int stream) {
-  int64_t i = 0;
-  EXTQL_RUN_PF(8, EXTQL_CP24, 1);
-  return i;
-}
-
 #else /* not the AVX2 copy: nothing is done here */
 
 #define EXTQL_AVX2_LOOPS 0
@@ -894,11 +835,6 @@ static inline void extql_avx2_fill_16(void *p, uint16_t v, int64_t n) {
 static inline void extql_avx2_fill_8(void *p, uint8_t v, int64_t n) {
   for (int64_t k = 0; k < n; k++) ((uint8_t *)p)[k] = v;
 }
-#define extql_avx2_copy_41 EXTQL_AVX2_NOTHING
-#define extql_avx2_copy_42 EXTQL_AVX2_NOTHING
-#define extql_avx2_copy_44 EXTQL_AVX2_NOTHING
-#define extql_avx2_copy_14 EXTQL_AVX2_NOTHING
-#define extql_avx2_copy_24 EXTQL_AVX2_NOTHING
 
 #endif
 

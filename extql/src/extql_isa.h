@@ -30,8 +30,6 @@ int extql_quantize_range_ex_avx2(int qtype, const float *x, const float *scale,
 int extql_dequantize_range_ex_avx2(int qtype, const void *x, const float *scale,
                                    const void *zero_point, float *y, int64_t D, int64_t inner,
                                    int64_t start, int64_t stop, int flags);
-int extql_bench_copy_range_avx2(int in_size, int out_size, const void *src, void *dst,
-                                int64_t start, int64_t stop, int flags);
 
 /* -1: not decided yet; else an EXTQL_ISA_* code.  Racing first calls all
    store the same value. */
@@ -80,7 +78,6 @@ static int extql_isa_force(int isa) {
 #if !defined(EXTQL_VARIANT_AVX2)
 #define extql_quantize_range_ex_avx2(...) (-1)
 #define extql_dequantize_range_ex_avx2(...) (-1)
-#define extql_bench_copy_range_avx2(...) (-1)
 #endif
 #define EXTQL_USE_AVX2() 0
 static inline int extql_isa_supported(int isa) { return isa == EXTQL_ISA_BASELINE; }
