@@ -271,8 +271,7 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
     if ((step_bytes) > 192) _mm_prefetch(pf_ + 192, _MM_HINT_T0);                       \
   } while (0)
 
-#define EXTQL_RUN(STEP, STEP_AT) EXTQL_RUN_PF(STEP, STEP_AT, 1)
-#define EXTQL_RUN_PF(STEP, STEP_AT, PF)                                           \
+#define EXTQL_RUN(STEP, STEP_AT)                                                  \
   do {                                                                            \
     if (stream) {                                                                 \
       int64_t head_ = (int64_t)(((32u - ((uintptr_t)y & 31u)) & 31u) / sizeof *y); \
@@ -285,12 +284,12 @@ static inline void extql_st128(void *p, __m128i v, int stream) {
     }                                                                             \
     if (stream) {                                                                 \
       for (; i + (STEP) <= n; i += (STEP)) {                                      \
-        if (PF) EXTQL_PREFETCH(x + i, (STEP) * sizeof *x);                        \
+        EXTQL_PREFETCH(x + i, (STEP) * sizeof *x);                                \
         STEP_AT(i, 1);                                                            \
       }                                                                           \
     } else {                                                                      \
       for (; i + (STEP) <= n; i += (STEP)) {                                      \
-        if (PF) EXTQL_PREFETCH(x + i, (STEP) * sizeof *x);                        \
+        EXTQL_PREFETCH(x + i, (STEP) * sizeof *x);                                \
         STEP_AT(i, 0);                                                            \
       }                                                                           \
     }                                                                             \
