@@ -153,7 +153,7 @@ SHIM_SOURCES = [
 ]
 SHIM_HEADERS = ["ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h"]
 KERNEL_HEADERS = [
-    "extql_kernels.h", "extql_types.h", "extql_split.h", "extql_isa.h", "extql_avx2.h",
+    "extql_kernels.h", "extql_types.h", "extql_split.h", "extql_isa.h", "extql_primitives.h",
 ]
 
 
@@ -170,6 +170,11 @@ def _generate_types_header() -> None:
 def _extensions() -> list[Extension]:
     _generate_types_header()
     macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    if os.name != "nt":
+        # The kernels' tile loops are inline functions called with constant
+        # arguments (the tile length, the output mode); inlined, each is
+        # compiled for its constants.  GCC otherwise leaves some out of line.
+        macros.append(("CYTHON_INLINE", "__inline__ __attribute__((always_inline, unused))"))
     directives = {"language_level": "3"}
     if _flag("EXTQL_COVERAGE"):
         macros += [("CYTHON_TRACE_NOGIL", "1"), ("CYTHON_TRACE", "1")]

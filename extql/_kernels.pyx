@@ -5,21 +5,38 @@
 Every path of extql (the NumPy API, the onnxruntime custom op) ends here.
 Inputs are validated by the caller; the kernels take dense buffers, a type
 code (ONNX's TensorProto numbering) and the [outer, D, inner] view of the
-tensor.  The element loops are written over one fused type so that each of
-the eight quantized types gets its own specialised, vectorisable loop.
+tensor.
+
+How the file is laid out:
+
+* The formula, once per element and direction ("One element"): plain
+  branch-free C that the compiler vectorises.  The functions are written
+  over one fused type, so each of the eight quantized types gets its own
+  specialised loops.
+* Tiles: up to TILE elements computed by a loop of the formula into 32-bit
+  lanes, then moved to or from memory by the primitives of
+  ``src/extql_primitives.h`` (packing stores, widening loads, streaming
+  stores, the float16 conversion) -- the only code here the compiler is not
+  trusted to produce.
+* Drivers that walk a range of the flat tensor in tiles: one scale for a
+  run of elements, or a scale (and zero point) per element for per-axis
+  quantization whose channel changes faster than a tile.
+
+The build compiles this one source per instruction set (setup.py,
+src/extql_isa.h); the variants give the same bits.
 
 The C entry points (``extql_*``, declared in ``src/extql_kernels.h``) use no
 Python object and no module state, so the onnxruntime shim can call them
 from its own threads without the module ever having been imported.  For
-that reason every constant below is a C macro, not a Cython global (Cython
-globals are only set when the module is imported).
+that reason every constant below is a C constant, not a Cython global
+(Cython globals are only set when the module is imported).
 """
 
 from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 )
 from cython.parallel cimport prange
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memcmp
 from libc.stdlib cimport free, malloc
 
 cdef extern from "extql_kernels.h":
@@ -43,7 +60,7 @@ cdef extern from "extql_split.h":
 
 cdef extern from "extql_types.h":
     # The type table (extql/_typetable.py, generated into C): element sizes
-    # and the integer types' saturation bounds, as doubles.
+    # and the saturation bounds, as doubles.
     int qtype_size "extql_qtype_size"(int code) noexcept nogil
     const double INT8_LO "EXTQL_INT8_LO"
     const double INT8_HI "EXTQL_INT8_HI"
@@ -57,10 +74,50 @@ cdef extern from "extql_types.h":
     const double INT32_HI "EXTQL_INT32_HI"
     const double UINT32_LO "EXTQL_UINT32_LO"
     const double UINT32_HI "EXTQL_UINT32_HI"
+    const double FLOAT16_HI "EXTQL_FLOAT16_HI"
+    const double BFLOAT16_HI "EXTQL_BFLOAT16_HI"
+
+cdef extern from "extql_primitives.h":
+    enum:
+        TILE "EXTQL_TILE"
+        HAVE_STREAM "EXTQL_HAVE_STREAM"
+    uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
+    float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
+    float f16_to_f32 "extql_f16_to_f32"(uint16_t h) noexcept nogil
+    float rint "extql_rint"(float v) noexcept nogil
+    float rint_small "extql_rint_small"(float v) noexcept nogil
+    float opaque "extql_opaque"(float v) noexcept nogil
+    void prefetch "extql_prefetch"(const void *p, int64_t nbytes) noexcept nogil
+    void store_i8 "extql_store_i8"(int8_t *dst, const int32_t *t, int64_t n,
+                                   int stream) noexcept nogil
+    void store_u8 "extql_store_u8"(uint8_t *dst, const int32_t *t, int64_t n,
+                                   int stream) noexcept nogil
+    void store_i16 "extql_store_i16"(int16_t *dst, const int32_t *t,
+                                     int64_t n, int stream) noexcept nogil
+    void store_u16 "extql_store_u16"(uint16_t *dst, const int32_t *t,
+                                     int64_t n, int stream) noexcept nogil
+    void store_32 "extql_store_32"(void *dst, const void *t, int64_t n,
+                                   int stream) noexcept nogil
+    void store_f16 "extql_store_f16"(uint16_t *dst, const float *t, int64_t n,
+                                     int stream) noexcept nogil
+    void store_bf16 "extql_store_bf16"(uint16_t *dst, const float *t,
+                                       int64_t n, int stream) noexcept nogil
+    void load_i8 "extql_load_i8"(int32_t *t, const int8_t *src,
+                                 int64_t n) noexcept nogil
+    void load_u8 "extql_load_u8"(int32_t *t, const uint8_t *src,
+                                 int64_t n) noexcept nogil
+    void load_i16 "extql_load_i16"(int32_t *t, const int16_t *src,
+                                   int64_t n) noexcept nogil
+    void load_u16 "extql_load_u16"(int32_t *t, const uint16_t *src,
+                                   int64_t n) noexcept nogil
+    void load_f16 "extql_load_f16"(float *t, const uint16_t *src,
+                                   int64_t n) noexcept nogil
+    void fill_32 "extql_fill_32"(void *p, uint32_t v, int64_t n) noexcept nogil
+    void stream32 "extql_stream32"(void *dst, const void *src) noexcept nogil
+    void store_fence "extql_store_fence"() noexcept nogil
 
 cdef extern from *:
     """
-    #include <string.h>
     #include <stdlib.h>
     #ifdef _OPENMP
     #include <omp.h>
@@ -75,23 +132,10 @@ cdef extern from *:
     typedef struct { uint16_t bits; } extql_float16_t;
     typedef struct { uint16_t bits; } extql_bfloat16_t;
 
-    static inline uint32_t extql_f32_bits(float f) {
-        uint32_t u; memcpy(&u, &f, sizeof u); return u;
-    }
-    static inline float extql_bits_f32(uint32_t u) {
-        float f; memcpy(&f, &u, sizeof f); return f;
-    }
-
     /* Float constants must be float literals: a double literal would turn
        the float arithmetic around it into double arithmetic. */
-    /* x + 1.5*2^k - 1.5*2^k rounds |x| <= 2^(k-1) to an integer, ties to
-       even, in the default rounding mode (the sum's ulp is 1). */
-    #define EXTQL_MAGIC23 12582912.0f
-    #define EXTQL_MAGIC52 6755399441055744.0
-    #define EXTQL_HALF 0.5f                  /* ulp 2^-24: float16 subnormals */
-    /* The largest finite float16 / bfloat16 values (the type table). */
-    #define EXTQL_F16_MAX ((float)EXTQL_FLOAT16_HI)
-    #define EXTQL_BF16_MAX ((float)EXTQL_BFLOAT16_HI)
+    #define EXTQL_TWO31 2147483648.0f
+    #define EXTQL_TWO32 4294967296.0f
 
     /* Thread count: 0 means not chosen yet (see extql_get_num_threads). */
     static int extql_threads_setting = 0;
@@ -100,13 +144,8 @@ cdef extern from *:
         uint16_t bits
     ctypedef struct bfloat16_t "extql_bfloat16_t":
         uint16_t bits
-    uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
-    float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
-    const float MAGIC23 "EXTQL_MAGIC23"
-    const double MAGIC52 "EXTQL_MAGIC52"
-    const float HALF "EXTQL_HALF"
-    const float F16_MAX "EXTQL_F16_MAX"
-    const float BF16_MAX "EXTQL_BF16_MAX"
+    const float TWO31 "EXTQL_TWO31"
+    const float TWO32 "EXTQL_TWO32"
     const int HAVE_OPENMP "EXTQL_HAVE_OPENMP"
     int extql_cores() noexcept nogil
     int threads_setting "extql_threads_setting"
@@ -127,146 +166,27 @@ cdef extern from "extql_isa.h":
         float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
         int flags) noexcept nogil
 
-cdef extern from "extql_avx2.h":
-    # The longest step of the "cols" loops, the longest axis whose scale
-    # and zero point are extended periodically (on the stack), and the
-    # runs short enough to be walked with per-element scales.
-    enum:
-        COLS_STEP "EXTQL_COLS_STEP"
-        COLS_EXT_MAX "EXTQL_COLS_EXT_MAX"
-        SHORT_RUN "EXTQL_SHORT_RUN"
-        PERIOD_MAX "EXTQL_PERIOD_MAX"
-    # The AVX2 copy's element loops (0 and no-ops in the baseline copy);
-    # each returns how many leading elements it wrote.  stream: write with
-    # non-temporal stores (outputs larger than the caches).
-    const bint AVX2_LOOPS "EXTQL_AVX2_LOOPS"
-    void store_fence "EXTQL_STORE_FENCE"() noexcept nogil
-    int64_t q_block_int8 "extql_avx2_q_block_int8"(
-        const float *x, int8_t *y, int64_t n, float s, int8_t zp,
-        int stream) noexcept nogil
-    int64_t q_cols_int8 "extql_avx2_q_cols_int8"(
-        const float *x, int8_t *y, int64_t n, const float *s,
-        const int8_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t dq_block_int8 "extql_avx2_dq_block_int8"(
-        const int8_t *x, float *y, int64_t n, float s, int8_t zp,
-        int stream) noexcept nogil
-    int64_t dq_cols_int8 "extql_avx2_dq_cols_int8"(
-        const int8_t *x, float *y, int64_t n, const float *s,
-        const int8_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_uint8 "extql_avx2_q_block_uint8"(
-        const float *x, uint8_t *y, int64_t n, float s, uint8_t zp,
-        int stream) noexcept nogil
-    int64_t q_cols_uint8 "extql_avx2_q_cols_uint8"(
-        const float *x, uint8_t *y, int64_t n, const float *s,
-        const uint8_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t dq_block_uint8 "extql_avx2_dq_block_uint8"(
-        const uint8_t *x, float *y, int64_t n, float s, uint8_t zp,
-        int stream) noexcept nogil
-    int64_t dq_cols_uint8 "extql_avx2_dq_cols_uint8"(
-        const uint8_t *x, float *y, int64_t n, const float *s,
-        const uint8_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_int16 "extql_avx2_q_block_int16"(
-        const float *x, int16_t *y, int64_t n, float s, int16_t zp,
-        int stream) noexcept nogil
-    int64_t q_cols_int16 "extql_avx2_q_cols_int16"(
-        const float *x, int16_t *y, int64_t n, const float *s,
-        const int16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t dq_block_int16 "extql_avx2_dq_block_int16"(
-        const int16_t *x, float *y, int64_t n, float s, int16_t zp,
-        int stream) noexcept nogil
-    int64_t dq_cols_int16 "extql_avx2_dq_cols_int16"(
-        const int16_t *x, float *y, int64_t n, const float *s,
-        const int16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_uint16 "extql_avx2_q_block_uint16"(
-        const float *x, uint16_t *y, int64_t n, float s, uint16_t zp,
-        int stream) noexcept nogil
-    int64_t q_cols_uint16 "extql_avx2_q_cols_uint16"(
-        const float *x, uint16_t *y, int64_t n, const float *s,
-        const uint16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t dq_block_uint16 "extql_avx2_dq_block_uint16"(
-        const uint16_t *x, float *y, int64_t n, float s, uint16_t zp,
-        int stream) noexcept nogil
-    int64_t dq_cols_uint16 "extql_avx2_dq_cols_uint16"(
-        const uint16_t *x, float *y, int64_t n, const float *s,
-        const uint16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_int32 "extql_avx2_q_block_int32"(
-        const float *x, int32_t *y, int64_t n, float s, int32_t zp,
-        int stream) noexcept nogil
-    int64_t q_cols_int32 "extql_avx2_q_cols_int32"(
-        const float *x, int32_t *y, int64_t n, const float *s,
-        const int32_t *zp, int64_t D, int64_t c0, const float *fl,
-        const float *fh, int stream) noexcept nogil
-    int64_t dq_block_int32 "extql_avx2_dq_block_int32"(
-        const int32_t *x, float *y, int64_t n, float s, int32_t zp,
-        int stream) noexcept nogil
-    int64_t dq_cols_int32 "extql_avx2_dq_cols_int32"(
-        const int32_t *x, float *y, int64_t n, const float *s,
-        const int32_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_uint32 "extql_avx2_q_block_uint32"(
-        const float *x, uint32_t *y, int64_t n, float s, uint32_t zp,
-        int stream) noexcept nogil
-    int64_t q_cols_uint32 "extql_avx2_q_cols_uint32"(
-        const float *x, uint32_t *y, int64_t n, const float *s,
-        const uint32_t *zp, int64_t D, int64_t c0, const float *fl,
-        const float *fh, int stream) noexcept nogil
-    int64_t dq_block_uint32 "extql_avx2_dq_block_uint32"(
-        const uint32_t *x, float *y, int64_t n, float s, uint32_t zp,
-        int stream) noexcept nogil
-    int64_t dq_cols_uint32 "extql_avx2_dq_cols_uint32"(
-        const uint32_t *x, float *y, int64_t n, const float *s,
-        const uint32_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_f16 "extql_avx2_q_block_f16"(
-        const float *x, uint16_t *y, int64_t n, float s, float zf,
-        int stream) noexcept nogil
-    int64_t q_cols_f16 "extql_avx2_q_cols_f16"(
-        const float *x, uint16_t *y, int64_t n, const float *s,
-        const uint16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t dq_block_f16 "extql_avx2_dq_block_f16"(
-        const uint16_t *x, float *y, int64_t n, float s, float zf,
-        int stream) noexcept nogil
-    int64_t dq_cols_f16 "extql_avx2_dq_cols_f16"(
-        const uint16_t *x, float *y, int64_t n, const float *s,
-        const uint16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t q_block_bf16 "extql_avx2_q_block_bf16"(
-        const float *x, uint16_t *y, int64_t n, float s, float zf,
-        int stream) noexcept nogil
-    int64_t q_cols_bf16 "extql_avx2_q_cols_bf16"(
-        const float *x, uint16_t *y, int64_t n, const float *s,
-        const uint16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    int64_t dq_block_bf16 "extql_avx2_dq_block_bf16"(
-        const uint16_t *x, float *y, int64_t n, float s, float zf,
-        int stream) noexcept nogil
-    int64_t dq_cols_bf16 "extql_avx2_dq_cols_bf16"(
-        const uint16_t *x, float *y, int64_t n, const float *s,
-        const uint16_t *zp, int64_t D, int64_t c0,
-        int stream) noexcept nogil
-    float f32_toward "extql_f32_toward"(double d, int up) noexcept nogil
-    void stream32 "extql_avx2_stream32"(void *dst,
-                                        const void *src) noexcept nogil
-    # p[0, n) = v for 1-, 2- and 4-byte elements; the AVX2 copy may write up
-    # to 31 bytes past n (the windows have COLS_STEP elements of slack).
-    void fill_8 "extql_avx2_fill_8"(void *p, uint8_t v, int64_t n) noexcept nogil
-    void fill_16 "extql_avx2_fill_16"(void *p, uint16_t v,
-                                      int64_t n) noexcept nogil
-    void fill_32 "extql_avx2_fill_32"(void *p, uint32_t v,
-                                      int64_t n) noexcept nogil
-
 cdef extern from "<stdlib.h>" nogil:
     char *getenv(const char *name)
     long strtol(const char *s, char **end, int base)
+
+
+cdef enum:
+    # Per-axis quantization whose runs (the elements sharing a channel:
+    # the product of the dimensions after the axis) are shorter than
+    # SHORT_RUN is walked with a scale per element, in windows of up to
+    # WINDOW elements or, when the range holds a whole period of D * inner
+    # <= PERIOD_MAX elements, over that period expanded once.
+    WINDOW = 1024
+    SHORT_RUN = 64
+    PERIOD_MAX = 1 << 17
+    # Where a tile's results go: straight into the output, through the
+    # tile (the input and output overlap, as an in-place 32-bit call), or
+    # through the tile with streaming stores (an output larger than the
+    # caches).
+    OUT_DIRECT = 0
+    OUT_TILE = 1
+    OUT_STREAM = 2
 
 
 ctypedef fused qtype_t:
@@ -281,62 +201,145 @@ ctypedef fused qtype_t:
 
 
 # ---------------------------------------------------------------------------
-# Scalar conversions (inlined into the loops; branch-free selects only)
+# One element: the formula (per the contract in docs/numerics.rst)
 # ---------------------------------------------------------------------------
 
-cdef inline uint16_t float_to_half_bits(float v) noexcept nogil:
-    """float32 -> float16 bits, round to nearest even; |v| <= 65504 or NaN."""
-    cdef uint32_t u = f32_bits(v)
-    cdef uint32_t sign = (u >> 16) & 0x8000u
-    cdef uint32_t a = u & 0x7FFFFFFFu
-    # Normal: re-bias the exponent (127 -> 15), round at bit 13 to even.
-    cdef uint32_t normal = (a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13
-    # Subnormal (|v| < 2^-14): adding 0.5 (ulp 2^-24) rounds the mantissa.
-    cdef uint32_t sub = f32_bits(bits_f32(a) + HALF) - 0x3F000000u
-    # NaN stays NaN: quiet bit set, top payload bits kept (as NumPy does).
-    cdef uint32_t nan = 0x7E00u | ((a >> 13) & 0x3FFu)
-    cdef uint32_t h = sub if a < 0x38800000u else normal
-    h = nan if a > 0x7F800000u else h
-    return <uint16_t>(h | sign)
+cdef inline int32_t quantize_int(float v, float flo, float fhi,
+                                 float zf) noexcept nogil:
+    """8/16-bit: v = x / s clamped to [lo - zp, hi - zp] (NaN fails the first
+    test and becomes lo - zp), rounded to nearest even, + zp.  Every step is
+    exact in float32 for these ranges."""
+    v = v if v > flo else flo
+    v = v if v < fhi else fhi
+    return <int32_t>(rint_small(v) + zf)
 
 
-cdef inline float half_bits_to_float(uint16_t h) noexcept nogil:
-    """float16 bits -> float32, exact (subnormals, inf and NaN included)."""
-    cdef uint32_t sign = (<uint32_t>h & 0x8000u) << 16
-    cdef uint32_t em = (<uint32_t>h & 0x7FFFu) << 13
-    cdef uint32_t exp = em & 0x0F800000u
-    # Normal: re-bias the exponent (15 -> 127); inf/NaN: to 255.
-    cdef uint32_t normal = em + 0x38000000u
-    normal = normal + 0x38000000u if exp == 0x0F800000u else normal
-    # Subnormal or zero: let the FPU normalise m * 2^-24.
-    cdef uint32_t sub = f32_bits(
-        bits_f32(em + 0x38800000u) - bits_f32(0x38800000u))
-    cdef uint32_t a = sub if exp == 0 else normal
-    return bits_f32(a | sign)
+cdef inline uint32_t quantize_wide(float v, float fl, float fh, uint32_t zi,
+                                   uint32_t lo, uint32_t hi) noexcept nogil:
+    """32-bit: r = round_half_even(v); lo when r < lo - zp (or NaN), hi when
+    r > hi - zp, else r + zp -- exactly, in float32.
+
+    fl and fh are lo - zp rounded up and hi - zp rounded down to floats, so
+    r >= fl exactly when r >= lo - zp.  In range r + zp is a 32-bit value,
+    computed modulo 2^32: r is brought into [-2^31, 2^31) by adding or
+    subtracting 2^32 (exact), converted, and zp added with wraparound."""
+    cdef float r = rint(v)
+    cdef bint below = not (r >= fl)
+    cdef bint above = r > fh
+    cdef uint32_t y
+    r = r if r > fl else fl          # keeps the conversion below defined
+    r = r if r < fh else fh
+    r = r - (TWO32 if r >= TWO31 else 0)
+    r = r + (TWO32 if r < -TWO31 else 0)
+    y = <uint32_t><int32_t>r + zi
+    y = lo if below else y
+    return hi if above else y
 
 
-cdef inline uint16_t float_to_bfloat16_bits(float v) noexcept nogil:
-    """float32 -> bfloat16 bits, round to nearest even; NaN -> sign | 0x7FC0
-    (the canonical quiet NaN, as ml_dtypes gives)."""
-    cdef uint32_t u = f32_bits(v)
-    # Arithmetic shifts keep the result in int16's range, which SSE2 can
-    # pack; the low 16 bits are the same as with logical shifts.
-    cdef int32_t r = <int32_t>(u + 0x7FFFu + ((u >> 16) & 1u)) >> 16
-    cdef int32_t nan = ((<int32_t>u >> 16) & ~0x7FFF) | 0x7FC0  # sign | 0x7FC0
-    return <uint16_t><int16_t>(nan if (u & 0x7FFFFFFFu) > 0x7F800000u else r)
+cdef inline float saturate_float(float v, float mx) noexcept nogil:
+    """float16 / bfloat16: v = x / s + zp saturated to [-mx, mx]; NaN stays
+    (it fails both tests)."""
+    v = mx if mx < v else v
+    return -mx if -mx > v else v
 
 
-cdef inline float bfloat16_bits_to_float(uint16_t b) noexcept nogil:
-    return bits_f32(<uint32_t>b << 16)
+cdef inline float dequantize_narrow(int32_t x, int32_t z, float s) noexcept nogil:
+    """8/16-bit: (x - zp) is exact in int32 and as a float; one rounding."""
+    return <float>(x - z) * s
 
 
-cdef inline float zero_point_as_float(qtype_t zp) noexcept nogil:
-    if qtype_t is float16_t:
-        return half_bits_to_float(zp.bits)
-    elif qtype_t is bfloat16_t:
-        return bfloat16_bits_to_float(zp.bits)
+cdef inline float dequantize_float(float x, float z, float s) noexcept nogil:
+    """float16 / bfloat16: x and zp widened exactly; (x - zp) * s."""
+    return (x - z) * s
+
+
+cdef inline float dequantize_wide(double x, double z, float s) noexcept nogil:
+    """32-bit: x - zp is exact in double (|x - zp| < 2^33), rounded once to
+    float32, times s."""
+    return <float>(x - z) * s
+
+
+cdef inline float dequantize_wide_int(uint32_t x, uint32_t z,
+                                      float s) noexcept nogil:
+    """dequantize_wide when x - zp fits int32 (difference_overflows is
+    false): the wrapped difference is then the exact one."""
+    return <float><int32_t>(x - z) * s
+
+
+cdef inline int difference_overflows(qtype_t x, uint32_t z) noexcept nogil:
+    """1 when the 32-bit x - zp leaves int32's range.  int32: x and zp differ
+    in sign and the wrapped difference's sign is not x's; uint32: the
+    difference's int32 sign is not the borrow (x < zp)."""
+    cdef uint32_t d
+    if qtype_t is int32_t:
+        d = <uint32_t>x - z
+        return <int>((((<uint32_t>x) ^ z) & ((<uint32_t>x) ^ d)) >> 31)
+    elif qtype_t is uint32_t:
+        d = x - z
+        return <int>(x < z) ^ <int>(d >> 31)
     else:
-        return <float>zp
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# A channel's constants
+# ---------------------------------------------------------------------------
+
+cdef struct Chan:
+    float s          # the scale
+    float r          # 1 / s where that is exact (s a power of two), else 0
+    float zf         # the zero point as a float (exact for every type)
+    int32_t zi       # as int32: the value (8/16-bit) or the bits (32-bit)
+    double zd        # as a double (32-bit dequantize's exact path)
+    float flo, fhi   # 8/16-bit quantize: lo - zp, hi - zp
+    float fl, fh     # 32-bit quantize: lo - zp up, hi - zp down, to floats
+
+
+cdef inline float lower_bound(qtype_t *like) noexcept nogil:
+    if qtype_t is int8_t:
+        return <float>INT8_LO
+    elif qtype_t is uint8_t:
+        return <float>UINT8_LO
+    elif qtype_t is int16_t:
+        return <float>INT16_LO
+    elif qtype_t is uint16_t:
+        return <float>UINT16_LO
+    else:
+        return 0
+
+
+cdef inline float upper_bound(qtype_t *like) noexcept nogil:
+    if qtype_t is int8_t:
+        return <float>INT8_HI
+    elif qtype_t is uint8_t:
+        return <float>UINT8_HI
+    elif qtype_t is int16_t:
+        return <float>INT16_HI
+    elif qtype_t is uint16_t:
+        return <float>UINT16_HI
+    elif qtype_t is float16_t:
+        return <float>FLOAT16_HI
+    elif qtype_t is bfloat16_t:
+        return <float>BFLOAT16_HI
+    else:
+        return 0
+
+
+cdef inline uint32_t wide_lo(qtype_t *like) noexcept nogil:
+    """The 32-bit types' lower bound, as bits."""
+    return 0x80000000u if qtype_t is int32_t else 0u
+
+
+cdef inline uint32_t wide_hi(qtype_t *like) noexcept nogil:
+    return 0x7FFFFFFFu if qtype_t is int32_t else 0xFFFFFFFFu
+
+
+cdef inline bint is_wide(qtype_t *like) noexcept nogil:
+    return qtype_t is int32_t or qtype_t is uint32_t
+
+
+cdef inline bint is_float(qtype_t *like) noexcept nogil:
+    return qtype_t is float16_t or qtype_t is bfloat16_t
 
 
 cdef inline qtype_t zero_of(qtype_t *like) noexcept nogil:
@@ -349,365 +352,627 @@ cdef inline qtype_t zero_of(qtype_t *like) noexcept nogil:
     return z
 
 
-# ---------------------------------------------------------------------------
-# One element
-# ---------------------------------------------------------------------------
+cdef inline float zero_float(qtype_t z) noexcept nogil:
+    if qtype_t is float16_t:
+        return f16_to_f32(z.bits)
+    elif qtype_t is bfloat16_t:
+        return bits_f32(<uint32_t>z.bits << 16)
+    else:
+        return <float>z
 
-cdef inline qtype_t quantize_one(float x, float s, qtype_t zp) noexcept nogil:
-    """y = saturate(round_half_even(x / s) + zp), per the contract."""
-    cdef float v = x / s
-    cdef float zf, flo, fhi
-    cdef double zd, d, lo, hi
-    cdef qtype_t y
+
+cdef inline int32_t zero_bits(qtype_t z) noexcept nogil:
     if qtype_t is float16_t or qtype_t is bfloat16_t:
-        v = v + zero_point_as_float(zp)
-        if qtype_t is float16_t:
-            v = F16_MAX if v > F16_MAX else v       # NaN compares false: stays
-            v = -F16_MAX if v < -F16_MAX else v
-            y.bits = float_to_half_bits(v)
-        else:
-            v = BF16_MAX if v > BF16_MAX else v
-            v = -BF16_MAX if v < -BF16_MAX else v
-            y.bits = float_to_bfloat16_bits(v)
-        return y
-    elif qtype_t is int32_t or qtype_t is uint32_t:
-        # In double: clamp x / s to [lo - zp, hi - zp] (NaN fails the first
-        # comparison and becomes the lower bound), round to even, add zp.
-        # The bounds are integers, so the rounded value stays inside them,
-        # and every step is exact in double.
-        zd = <double>zp
-        if qtype_t is int32_t:
-            lo = INT32_LO - zd
-            hi = INT32_HI - zd
-        else:
-            lo = UINT32_LO - zd
-            hi = UINT32_HI - zd
-        d = <double>v
-        d = d if d > lo else lo
-        d = d if d < hi else hi
-        d = ((d + MAGIC52) - MAGIC52) + zd
-        if qtype_t is int32_t:
-            return <int32_t>d
-        else:
-            # Convert through int32 (vectorisable) by shifting the range.
-            return <uint32_t>(<int32_t>(d - 2147483648.0)) ^ 0x80000000u
+        return 0
     else:
-        # The same in float32, exact for the 8- and 16-bit ranges.
-        zf = <float>zp
-        if qtype_t is int8_t:
-            flo = <float>INT8_LO - zf
-            fhi = <float>INT8_HI - zf
-        elif qtype_t is uint8_t:
-            flo = <float>UINT8_LO - zf
-            fhi = <float>UINT8_HI - zf
-        elif qtype_t is int16_t:
-            flo = <float>INT16_LO - zf
-            fhi = <float>INT16_HI - zf
-        else:
-            flo = <float>UINT16_LO - zf
-            fhi = <float>UINT16_HI - zf
-        v = v if v > flo else flo
-        v = v if v < fhi else fhi
-        v = ((v + MAGIC23) - MAGIC23) + zf
-        if qtype_t is uint16_t:
-            # Through int16 (SSE2 packs signed words) by shifting the range.
-            return <uint16_t>(<int16_t><int32_t>(v - <float>32768)) ^ 0x8000u
-        else:
-            return <qtype_t><int32_t>v
+        return <int32_t>z
 
 
-cdef inline float dequantize_one(qtype_t x, float s, qtype_t zp) noexcept nogil:
-    """y = float32(x - zp) * s: the difference exact, then one rounding."""
+cdef inline double zero_double(qtype_t z) noexcept nogil:
     if qtype_t is float16_t or qtype_t is bfloat16_t:
-        return (zero_point_as_float(x) - zero_point_as_float(zp)) * s
-    elif qtype_t is int32_t or qtype_t is uint32_t:
-        # |x - zp| < 2^33 is exact in double; the cast rounds once to float.
-        return <float>(<double>x - <double>zp) * s
+        return 0
     else:
-        return <float>(<int32_t>x - <int32_t>zp) * s
+        return <double>z
 
 
-# ---------------------------------------------------------------------------
-# Runs of elements: one scale (a block) or one scale per element (columns)
-# ---------------------------------------------------------------------------
-
-cdef void quantize_block(const float *x, qtype_t *y, Py_ssize_t n, float s,
-                         qtype_t zp, int stream) noexcept nogil:
-    cdef Py_ssize_t i, i0 = 0
-    if AVX2_LOOPS:
-        if qtype_t is int8_t:
-            i0 = q_block_int8(x, y, n, s, zp, stream)
-        elif qtype_t is uint8_t:
-            i0 = q_block_uint8(x, y, n, s, zp, stream)
-        elif qtype_t is int16_t:
-            i0 = q_block_int16(x, y, n, s, zp, stream)
-        elif qtype_t is uint16_t:
-            i0 = q_block_uint16(x, y, n, s, zp, stream)
-        elif qtype_t is int32_t:
-            i0 = q_block_int32(x, y, n, s, zp, stream)
-        elif qtype_t is uint32_t:
-            i0 = q_block_uint32(x, y, n, s, zp, stream)
-        elif qtype_t is float16_t:
-            i0 = q_block_f16(x, <uint16_t *>y, n, s, zero_point_as_float(zp), stream)
-        else:
-            i0 = q_block_bf16(x, <uint16_t *>y, n, s, zero_point_as_float(zp), stream)
-    for i in range(i0, n):
-        y[i] = quantize_one(x[i], s, zp)
+cdef inline float f32_toward(double d, bint up) noexcept nogil:
+    """d (an integer of magnitude below 2^33) rounded to a float up (toward
+    +inf) or down."""
+    cdef float f = <float>d
+    cdef uint32_t u
+    if ((<double>f >= d) if up else (<double>f <= d)):
+        return f
+    u = f32_bits(f)          # one ulp toward +inf (up) or -inf; f != 0 here
+    u = u + 1 if (f > 0) == up else u - 1
+    return bits_f32(u)
 
 
-cdef void quantize_columns(const float *x, qtype_t *y, Py_ssize_t n,
-                           const float *s, const qtype_t *zp, int64_t D,
-                           int64_t c0, const float *fl, const float *fh,
-                           int stream) noexcept nogil:
-    """Element i uses channel (c0 + i) % D: s[c], zp[c] (zp NULL: zero).
-    When the run wraps around D, s and zp hold D + COLS_STEP entries,
-    extended periodically (the vector loops read a whole step from c).
-    32-bit types: fl, fh (or NULL) are the channels' float bounds."""
-    cdef Py_ssize_t i, i0 = 0
-    cdef int64_t c
-    cdef qtype_t zero = zero_of(y)
-    if AVX2_LOOPS:
-        if qtype_t is int8_t:
-            i0 = q_cols_int8(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is uint8_t:
-            i0 = q_cols_uint8(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is int16_t:
-            i0 = q_cols_int16(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is uint16_t:
-            i0 = q_cols_uint16(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is int32_t:
-            i0 = q_cols_int32(x, y, n, s, zp, D, c0, fl, fh, stream)
-        elif qtype_t is uint32_t:
-            i0 = q_cols_uint32(x, y, n, s, zp, D, c0, fl, fh, stream)
-        elif qtype_t is float16_t:
-            i0 = q_cols_f16(x, <uint16_t *>y, n, s, <const uint16_t *>zp, D,
-                            c0, stream)
-        else:
-            i0 = q_cols_bf16(x, <uint16_t *>y, n, s, <const uint16_t *>zp, D,
-                             c0, stream)
-    if c0 + n <= D:
-        # No wrap (a run within one row): plain indexing, which the compiler
-        # vectorises (the baseline variant's whole loop).
-        if zp == NULL:
-            for i in range(i0, n):
-                y[i] = quantize_one(x[i], s[c0 + i], zero)
-        else:
-            for i in range(i0, n):
-                y[i] = quantize_one(x[i], s[c0 + i], zp[c0 + i])
-        return
-    c = (c0 + i0) % D
-    for i in range(i0, n):
-        y[i] = quantize_one(x[i], s[c], zero if zp == NULL else zp[c])
-        c += 1
-        if c == D:
-            c = 0
+cdef inline float exact_reciprocal(float s) noexcept nogil:
+    """1 / s when s is a power of two (normal or subnormal, either sign) whose
+    reciprocal is finite -- then x * (1 / s) is the same correctly rounded
+    number as x / s for every x --, else 0."""
+    cdef uint32_t u = f32_bits(s) & 0x7FFFFFFFu
+    cdef float r
+    if u == 0 or u >= 0x7F800000u:
+        return 0
+    if ((u & 0x7FFFFFu) != 0) if (u >> 23) != 0 else ((u & (u - 1)) != 0):
+        return 0
+    r = 1.0 / s
+    return 0 if (f32_bits(r) & 0x7FFFFFFFu) >= 0x7F800000u else r
 
 
-cdef void dequantize_block(const qtype_t *x, float *y, Py_ssize_t n, float s,
-                           qtype_t zp, int stream) noexcept nogil:
-    cdef Py_ssize_t i, i0 = 0
-    if AVX2_LOOPS:
-        if qtype_t is int8_t:
-            i0 = dq_block_int8(x, y, n, s, zp, stream)
-        elif qtype_t is uint8_t:
-            i0 = dq_block_uint8(x, y, n, s, zp, stream)
-        elif qtype_t is int16_t:
-            i0 = dq_block_int16(x, y, n, s, zp, stream)
-        elif qtype_t is uint16_t:
-            i0 = dq_block_uint16(x, y, n, s, zp, stream)
-        elif qtype_t is int32_t:
-            i0 = dq_block_int32(x, y, n, s, zp, stream)
-        elif qtype_t is uint32_t:
-            i0 = dq_block_uint32(x, y, n, s, zp, stream)
-        elif qtype_t is float16_t:
-            i0 = dq_block_f16(<const uint16_t *>x, y, n, s,
-                              zero_point_as_float(zp), stream)
-        else:
-            i0 = dq_block_bf16(<const uint16_t *>x, y, n, s,
-                               zero_point_as_float(zp), stream)
-    for i in range(i0, n):
-        y[i] = dequantize_one(x[i], s, zp)
-
-
-cdef void dequantize_columns(const qtype_t *x, float *y, Py_ssize_t n,
-                             const float *s, const qtype_t *zp, int64_t D,
-                             int64_t c0, int stream) noexcept nogil:
-    """As quantize_columns."""
-    cdef Py_ssize_t i, i0 = 0
-    cdef int64_t c
-    cdef qtype_t zero = zero_of(<qtype_t *>x)
-    if AVX2_LOOPS:
-        if qtype_t is int8_t:
-            i0 = dq_cols_int8(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is uint8_t:
-            i0 = dq_cols_uint8(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is int16_t:
-            i0 = dq_cols_int16(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is uint16_t:
-            i0 = dq_cols_uint16(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is int32_t:
-            i0 = dq_cols_int32(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is uint32_t:
-            i0 = dq_cols_uint32(x, y, n, s, zp, D, c0, stream)
-        elif qtype_t is float16_t:
-            i0 = dq_cols_f16(<const uint16_t *>x, y, n, s,
-                             <const uint16_t *>zp, D, c0, stream)
-        else:
-            i0 = dq_cols_bf16(<const uint16_t *>x, y, n, s,
-                              <const uint16_t *>zp, D, c0, stream)
-    if c0 + n <= D:
-        if zp == NULL:
-            for i in range(i0, n):
-                y[i] = dequantize_one(x[i], s[c0 + i], zero)
-        else:
-            for i in range(i0, n):
-                y[i] = dequantize_one(x[i], s[c0 + i], zp[c0 + i])
-        return
-    c = (c0 + i0) % D
-    for i in range(i0, n):
-        y[i] = dequantize_one(x[i], s[c], zero if zp == NULL else zp[c])
-        c += 1
-        if c == D:
-            c = 0
-
-
-cdef inline void wide_bounds(const qtype_t *z_ext, bint have_zp, float *fl,
-                             float *fh, int64_t D) noexcept nogil:
-    """The float bounds of round(x / s) for each channel of a 32-bit
-    quantize (see extql_w32_bounds): lo - zp rounded up, hi - zp down."""
-    cdef int64_t k
-    cdef double zd, lo, hi
+cdef inline void zero_into(Chan *c, qtype_t z) noexcept nogil:
+    """The zero point's fields of c."""
+    cdef double zd = zero_double(z)
+    c.zf = zero_float(z)
+    c.zi = zero_bits(z)
+    c.zd = zd
+    c.flo = lower_bound(&z) - c.zf
+    c.fhi = upper_bound(&z) - c.zf
     if qtype_t is int32_t:
-        lo, hi = INT32_LO, INT32_HI
-    else:
-        lo, hi = UINT32_LO, UINT32_HI
-    for k in range(D):
-        if qtype_t is int32_t or qtype_t is uint32_t:
-            zd = <double>z_ext[k] if have_zp else 0.0
-        else:
-            zd = 0.0
-        fl[k] = f32_toward(lo - zd, 1)
-        fh[k] = f32_toward(hi - zd, 0)
-    for k in range(D, D + COLS_STEP):
-        fl[k] = fl[k - D]
-        fh[k] = fh[k - D]
-
-
-cdef inline void extend(const float *scale, const qtype_t *zp, float *s_ext,
-                        qtype_t *z_ext, int64_t D) noexcept nogil:
-    """s_ext[k] = scale[k % D], z_ext[k] = zp[k % D] for k < D + COLS_STEP."""
-    cdef int64_t k
-    memcpy(s_ext, scale, D * sizeof(float))
-    for k in range(D, D + COLS_STEP):
-        s_ext[k] = s_ext[k - D]
-    if zp != NULL:
-        memcpy(z_ext, zp, D * sizeof(qtype_t))
-        for k in range(D, D + COLS_STEP):
-            z_ext[k] = z_ext[k - D]
-
-
-cdef inline void expand_runs(const float *scale, const qtype_t *zp,
-                             float *s_ext, qtype_t *z_ext, float *fl,
-                             float *fh, int64_t D, int64_t inner, int64_t d,
-                             int64_t off, int64_t w) noexcept nogil:
-    """The scale and zero point of each of w elements, element j at s_ext[j]
-    and z_ext[j] (zp NULL: z_ext untouched), starting at channel d, offset
-    off in its run of inner elements.  The arrays need COLS_STEP elements of
-    slack past w (the fills may write that far).  fl, fh (32-bit quantize, else NULL):
-    each element's float bounds, as wide_bounds gives them per channel."""
-    cdef int64_t j = 0, run
-    cdef float sv, lv = 0, hv = 0
-    cdef qtype_t zv
-    cdef double zd, lo = 0, hi = 0
-    if qtype_t is int32_t:
-        lo, hi = INT32_LO, INT32_HI
+        c.fl = f32_toward(INT32_LO - zd, 1)
+        c.fh = f32_toward(INT32_HI - zd, 0)
     elif qtype_t is uint32_t:
-        lo, hi = UINT32_LO, UINT32_HI
-    while j < w:
-        run = inner - off if inner - off < w - j else w - j
-        sv = scale[d]
-        fill_32(s_ext + j, f32_bits(sv), run)
-        if zp != NULL:
-            zv = zp[d]
-            if sizeof(qtype_t) == 1:
-                fill_8(z_ext + j, (<uint8_t *>&zv)[0], run)
-            elif sizeof(qtype_t) == 2:
-                fill_16(z_ext + j, (<uint16_t *>&zv)[0], run)
-            else:
-                fill_32(z_ext + j, (<uint32_t *>&zv)[0], run)
-        if qtype_t is int32_t or qtype_t is uint32_t:
-            if fl != NULL:
-                zd = <double>zp[d] if zp != NULL else 0.0
-                lv = f32_toward(lo - zd, 1)
-                hv = f32_toward(hi - zd, 0)
-                fill_32(fl + j, f32_bits(lv), run)
-                fill_32(fh + j, f32_bits(hv), run)
-        j += run
-        off = 0
-        d += 1
-        if d == D:
-            d = 0
-
-
-cdef bint quantize_period(const float *x, const float *scale,
-                          const qtype_t *zp, qtype_t *y, int64_t D,
-                          int64_t inner, int64_t start, int64_t stop,
-                          int stream) noexcept nogil:
-    """Short runs along a middle axis, when the range holds at least one
-    period of P = D * inner elements and P <= PERIOD_MAX: the scale and zero
-    point expanded per element over one period (on the heap, extended by
-    COLS_STEP), then the whole range in one "cols" pass.  False (nothing
-    done) when that does not apply or the allocation fails."""
-    cdef int64_t P = D * inner, m
-    cdef char *buf
-    cdef float *ps
-    cdef qtype_t *pz
-    cdef float *pfl = NULL
-    cdef float *pfh = NULL
-    if P > PERIOD_MAX or P > stop - start:
-        return False
-    m = P + 2 * COLS_STEP
-    if qtype_t is int32_t or qtype_t is uint32_t:
-        buf = <char *>malloc(m * (3 * sizeof(float) + sizeof(qtype_t)))
+        c.fl = f32_toward(UINT32_LO - zd, 1)
+        c.fh = f32_toward(UINT32_HI - zd, 0)
     else:
-        buf = <char *>malloc(m * (sizeof(float) + sizeof(qtype_t)))
-    if buf == NULL:
-        return False
-    ps = <float *>buf
-    pz = <qtype_t *>(ps + m)
-    if qtype_t is int32_t or qtype_t is uint32_t:
-        pfl = <float *>(pz + m)
-        pfh = pfl + m
-    expand_runs(scale, zp, ps, pz, pfl, pfh, D, inner, 0, 0, P + COLS_STEP)
-    quantize_columns(x + start, y + start, stop - start, ps,
-                     pz if zp != NULL else NULL, P, start % P, pfl, pfh,
-                     stream)
-    free(buf)
+        c.fl = 0
+        c.fh = 0
+
+
+cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
+                         int64_t d) noexcept nogil:
+    """Channel d's constants (zp NULL: zero point 0)."""
+    c.s = scale[d]
+    c.r = exact_reciprocal(c.s)
+    zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
+
+
+# ---------------------------------------------------------------------------
+# Per-element constants: a scale (and zero point) per element of a window
+# ---------------------------------------------------------------------------
+
+cdef struct Cols:
+    # Entry k holds the constants of one element; arrays of the entries a
+    # window or period needs.  perz: zero points per entry, in the forms
+    # the formula of the type and direction uses (zf: float; zi: int32;
+    # fl, fh: 32-bit quantize's bounds); else every entry's zero point is
+    # z0's.
+    float *s
+    float *zf
+    int32_t *zi
+    float *fl
+    float *fh
+    bint perz
+    Chan z0
+
+
+cdef inline void cols_layout(Cols *cl, float *buf, int64_t m, bint perz,
+                             qtype_t *like, bint quantize) noexcept nogil:
+    """Point cl's arrays at buf (room for 5 * m floats): s always, and when
+    perz the zero point arrays the formula reads."""
+    cl.s = buf
+    cl.perz = perz
+    cl.zf = cl.fl = cl.fh = NULL
+    cl.zi = NULL
+    if not perz:
+        return
+    if qtype_t is float16_t or qtype_t is bfloat16_t:
+        cl.zf = buf + m
+    elif qtype_t is int32_t or qtype_t is uint32_t:
+        cl.zi = <int32_t *>(buf + m)
+        if quantize:
+            cl.fl = buf + 2 * m
+            cl.fh = buf + 3 * m
+    elif quantize:
+        cl.zf = buf + m
+    else:
+        cl.zi = <int32_t *>(buf + m)
+
+
+cdef inline void cols_fill(Cols *cl, int64_t j, const Chan *c,
+                           int64_t n) noexcept nogil:
+    """Entries [j, j + n) get channel c's constants."""
+    fill_32(cl.s + j, f32_bits(c.s), n)
+    if cl.zf != NULL:
+        fill_32(cl.zf + j, f32_bits(c.zf), n)
+    if cl.zi != NULL:
+        fill_32(cl.zi + j, <uint32_t>c.zi, n)
+    if cl.fl != NULL:
+        fill_32(cl.fl + j, f32_bits(c.fl), n)
+        fill_32(cl.fh + j, f32_bits(c.fh), n)
+
+
+cdef inline void cols_extend(Cols *cl, int64_t P, int64_t n) noexcept nogil:
+    """Entries [P, P + n) repeat [0, n) periodically (entry k = entry k - P),
+    so that a tile starting at any entry below P reads TILE valid ones."""
+    cdef int64_t k
+    for k in range(P, P + n):
+        cl.s[k] = cl.s[k - P]
+    if cl.zf != NULL:
+        for k in range(P, P + n):
+            cl.zf[k] = cl.zf[k - P]
+    if cl.zi != NULL:
+        for k in range(P, P + n):
+            cl.zi[k] = cl.zi[k - P]
+    if cl.fl != NULL:
+        for k in range(P, P + n):
+            cl.fl[k] = cl.fl[k - P]
+            cl.fh[k] = cl.fh[k - P]
+
+
+cdef inline bint uniform_zero(const qtype_t *zp, int64_t d, int64_t count,
+                              int64_t D) noexcept nogil:
+    """True when channels d, d + 1, ... (count of them, modulo D) have one
+    zero point (or zp is NULL), so per-element zero points are not needed."""
+    cdef int64_t _, c
+    if zp == NULL:
+        return True
+    if count >= D:
+        d, count = 0, D
+    c = d
+    for _ in range(count):
+        if memcmp(&zp[c], &zp[d], sizeof(qtype_t)) != 0:
+            return False
+        c += 1
+        if c == D:
+            c = 0
     return True
 
 
-cdef bint dequantize_period(const qtype_t *x, const float *scale,
-                            const qtype_t *zp, float *y, int64_t D,
-                            int64_t inner, int64_t start, int64_t stop,
+cdef inline void cols_init(Cols *cl, float *buf, int64_t m,
+                           const qtype_t *zp, int64_t d, int64_t count,
+                           int64_t D, bint quantize) noexcept nogil:
+    """Lay out cl over buf (m entries) for channels d... (count of them)."""
+    cdef bint perz = not uniform_zero(zp, d, count, D)
+    cols_layout(cl, buf, m, perz, <qtype_t *>zp, quantize)
+    zero_into(&cl.z0, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
+
+
+cdef inline void convert_channels(Cols *cl, int64_t j, const float *scale,
+                                  const qtype_t *zp, int64_t d,
+                                  int64_t n) noexcept nogil:
+    """Entries [j, j + n) get channels d .. d + n - 1 (one element each:
+    per-axis along the last axis)."""
+    cdef int64_t k
+    cdef Chan c
+    memcpy(cl.s + j, scale + d, n * sizeof(float))
+    if cl.perz:
+        for k in range(n):
+            zero_into(&c, zp[d + k])
+            if cl.zf != NULL:
+                cl.zf[j + k] = c.zf
+            if cl.zi != NULL:
+                cl.zi[j + k] = c.zi
+            if cl.fl != NULL:
+                cl.fl[j + k] = c.fl
+                cl.fh[j + k] = c.fh
+
+
+cdef inline void expand_runs(Cols *cl, int64_t j, const float *scale,
+                             const qtype_t *zp, int64_t D, int64_t inner,
+                             int64_t d, int64_t off, int64_t w) noexcept nogil:
+    """Entries [j, j + w) get the constants of w consecutive elements that
+    start at channel d, offset off in its run of inner elements."""
+    cdef int64_t run
+    cdef Chan c
+    while w > 0:
+        run = inner - off if inner - off < w else w
+        chan_of(&c, scale, zp, d)
+        cols_fill(cl, j, &c, run)
+        j += run
+        w -= run
+        off = 0
+        d = d + 1 if d + 1 < D else 0
+
+
+cdef inline int64_t next_entry(int64_t k, int64_t m, int64_t P) noexcept nogil:
+    """Entry k + m of a period of P entries."""
+    k += m
+    if k >= P:
+        k -= P
+        if k >= P:
+            k = k % P
+    return k
+
+
+# ---------------------------------------------------------------------------
+# Tiles: up to TILE elements, the formula's loop, then a primitive's store
+# ---------------------------------------------------------------------------
+
+cdef inline void store_tile(qtype_t *y, int32_t *ti, float *tf, int64_t n,
                             int stream) noexcept nogil:
-    """As quantize_period."""
-    cdef int64_t P = D * inner, m
-    cdef char *buf
-    cdef float *ps
-    cdef qtype_t *pz
-    if P > PERIOD_MAX or P > stop - start:
-        return False
-    m = P + 2 * COLS_STEP
-    buf = <char *>malloc(m * (sizeof(float) + sizeof(qtype_t)))
-    if buf == NULL:
-        return False
-    ps = <float *>buf
-    pz = <qtype_t *>(ps + m)
-    expand_runs(scale, zp, ps, pz, NULL, NULL, D, inner, 0, 0, P + COLS_STEP)
-    dequantize_columns(x + start, y + start, stop - start, ps,
-                       pz if zp != NULL else NULL, P, start % P, stream)
-    free(buf)
-    return True
+    """The quantized tile into y: ti holds the integer types' values, tf the
+    float16 / bfloat16 ones (saturated, not yet rounded)."""
+    if qtype_t is int8_t:
+        store_i8(y, ti, n, stream)
+    elif qtype_t is uint8_t:
+        store_u8(y, ti, n, stream)
+    elif qtype_t is int16_t:
+        store_i16(y, ti, n, stream)
+    elif qtype_t is uint16_t:
+        store_u16(y, ti, n, stream)
+    elif qtype_t is float16_t:
+        store_f16(<uint16_t *>y, tf, n, stream)
+    elif qtype_t is bfloat16_t:
+        store_bf16(<uint16_t *>y, tf, n, stream)
+    else:
+        store_32(y, ti, n, stream)
+
+
+cdef inline void load_tile(const qtype_t *x, int32_t *ti, float *tf,
+                           int64_t n) noexcept nogil:
+    """The 8/16-bit or float16 elements of x widened into ti or tf."""
+    if qtype_t is int8_t:
+        load_i8(ti, x, n)
+    elif qtype_t is uint8_t:
+        load_u8(ti, x, n)
+    elif qtype_t is int16_t:
+        load_i16(ti, x, n)
+    elif qtype_t is uint16_t or qtype_t is bfloat16_t:
+        load_u16(ti, <const uint16_t *>x, n)
+    elif qtype_t is float16_t:
+        load_f16(tf, <const uint16_t *>x, n)
+
+
+cdef inline void quantize_tile(const float *x, qtype_t *y, int64_t n,
+                               const Chan *c, bint mul, int out) noexcept nogil:
+    """Quantize n <= TILE elements with one channel's constants; mul: divide
+    by multiplying with the exact reciprocal."""
+    cdef int32_t ti[TILE]
+    cdef float tf[TILE]
+    cdef int64_t j
+    cdef float s = c.s, r = c.r, zf = c.zf, flo = c.flo, fhi = c.fhi
+    cdef float fl = c.fl, fh = c.fh, mx = opaque(upper_bound(y))
+    cdef uint32_t zi = <uint32_t>c.zi, lo = wide_lo(y), hi = wide_hi(y)
+    if qtype_t is int32_t or qtype_t is uint32_t:
+        if out == OUT_DIRECT:
+            for j in range(n):
+                y[j] = <qtype_t>quantize_wide(x[j] * r if mul else x[j] / s,
+                                              fl, fh, zi, lo, hi)
+            return
+        for j in range(n):
+            ti[j] = <int32_t>quantize_wide(x[j] * r if mul else x[j] / s,
+                                           fl, fh, zi, lo, hi)
+    elif qtype_t is float16_t or qtype_t is bfloat16_t:
+        for j in range(n):
+            tf[j] = saturate_float((x[j] * r if mul else x[j] / s) + zf, mx)
+    else:
+        for j in range(n):
+            ti[j] = quantize_int(x[j] * r if mul else x[j] / s, flo, fhi, zf)
+    store_tile(y, ti, tf, n, out == OUT_STREAM)
+
+
+cdef inline void quantize_tile_cols(const float *x, qtype_t *y, int64_t n,
+                                    const Cols *cl, int64_t k, bint perz,
+                                    int out) noexcept nogil:
+    """Quantize n <= TILE elements, element j with entry k + j of cl."""
+    cdef int32_t ti[TILE]
+    cdef float tf[TILE]
+    cdef int64_t j
+    cdef const float *s = cl.s + k
+    cdef const float *zfs = cl.zf + k if perz else NULL
+    cdef const int32_t *zis = cl.zi + k if perz else NULL
+    cdef const float *fls = cl.fl + k if perz else NULL
+    cdef const float *fhs = cl.fh + k if perz else NULL
+    cdef float zf = cl.z0.zf, fl = cl.z0.fl, fh = cl.z0.fh
+    cdef float mx = opaque(upper_bound(y)), lof = lower_bound(y)
+    cdef uint32_t zi = <uint32_t>cl.z0.zi, lo = wide_lo(y), hi = wide_hi(y)
+    if qtype_t is int32_t or qtype_t is uint32_t:
+        if out == OUT_DIRECT:
+            if perz:
+                for j in range(n):
+                    y[j] = <qtype_t>quantize_wide(x[j] / s[j], fls[j], fhs[j],
+                                                  <uint32_t>zis[j], lo, hi)
+            else:
+                for j in range(n):
+                    y[j] = <qtype_t>quantize_wide(x[j] / s[j], fl, fh, zi,
+                                                  lo, hi)
+            return
+        if perz:
+            for j in range(n):
+                ti[j] = <int32_t>quantize_wide(x[j] / s[j], fls[j], fhs[j],
+                                               <uint32_t>zis[j], lo, hi)
+        else:
+            for j in range(n):
+                ti[j] = <int32_t>quantize_wide(x[j] / s[j], fl, fh, zi, lo, hi)
+    elif qtype_t is float16_t or qtype_t is bfloat16_t:
+        if perz:
+            for j in range(n):
+                tf[j] = saturate_float(x[j] / s[j] + zfs[j], mx)
+        else:
+            for j in range(n):
+                tf[j] = saturate_float(x[j] / s[j] + zf, mx)
+    else:
+        if perz:
+            for j in range(n):
+                ti[j] = quantize_int(x[j] / s[j], lof - zfs[j], mx - zfs[j],
+                                     zfs[j])
+        else:
+            for j in range(n):
+                ti[j] = quantize_int(x[j] / s[j], lof - zf, mx - zf, zf)
+    store_tile(y, ti, tf, n, out == OUT_STREAM)
+
+
+cdef inline void dequantize_tile(const qtype_t *x, float *y, int64_t n,
+                                 const Chan *c, int out) noexcept nogil:
+    """Dequantize n <= TILE elements with one channel's constants."""
+    cdef int32_t ti[TILE]
+    cdef float tf[TILE]
+    cdef float *dst = y if out == OUT_DIRECT else tf
+    cdef int64_t j
+    cdef int ovf = 0
+    cdef float s = c.s, zf = c.zf
+    cdef int32_t zi = c.zi
+    cdef double zd = c.zd
+    if qtype_t is int32_t or qtype_t is uint32_t:
+        # In int32, then again in double if some difference overflowed
+        # (x and y do not overlap here: out_mode).
+        for j in range(n):
+            ovf |= difference_overflows(x[j], <uint32_t>zi)
+            dst[j] = dequantize_wide_int(<uint32_t>x[j], <uint32_t>zi, s)
+        if ovf:
+            for j in range(n):
+                dst[j] = dequantize_wide(<double>x[j], zd, s)
+    else:
+        load_tile(x, ti, tf, n)
+        if qtype_t is float16_t:
+            for j in range(n):
+                dst[j] = dequantize_float(tf[j], zf, s)
+        elif qtype_t is bfloat16_t:
+            for j in range(n):
+                dst[j] = dequantize_float(bits_f32(<uint32_t>ti[j] << 16), zf, s)
+        else:
+            for j in range(n):
+                dst[j] = dequantize_narrow(ti[j], zi, s)
+    if out != OUT_DIRECT:
+        store_32(y, tf, n, out == OUT_STREAM)
+
+
+cdef inline void dequantize_tile_cols(const qtype_t *x, float *y, int64_t n,
+                                      const Cols *cl, int64_t k, bint perz,
+                                      int out) noexcept nogil:
+    """Dequantize n <= TILE elements, element j with entry k + j of cl."""
+    cdef int32_t ti[TILE]
+    cdef float tf[TILE]
+    cdef float *dst = y if out == OUT_DIRECT else tf
+    cdef int64_t j
+    cdef int ovf = 0
+    cdef const float *s = cl.s + k
+    cdef const float *zfs = cl.zf + k if perz else NULL
+    cdef const int32_t *zis = cl.zi + k if perz else NULL
+    cdef float zf = cl.z0.zf
+    cdef int32_t zi = cl.z0.zi
+    cdef double zd = cl.z0.zd
+    if qtype_t is int32_t or qtype_t is uint32_t:
+        if perz:
+            for j in range(n):
+                ovf |= difference_overflows(x[j], <uint32_t>zis[j])
+                dst[j] = dequantize_wide_int(<uint32_t>x[j], <uint32_t>zis[j],
+                                             s[j])
+        else:
+            for j in range(n):
+                ovf |= difference_overflows(x[j], <uint32_t>zi)
+                dst[j] = dequantize_wide_int(<uint32_t>x[j], <uint32_t>zi,
+                                             s[j])
+        if ovf:
+            for j in range(n):
+                if perz:
+                    zd = (<double><int32_t>zis[j] if qtype_t is int32_t
+                          else <double><uint32_t>zis[j])
+                dst[j] = dequantize_wide(<double>x[j], zd, s[j])
+    else:
+        load_tile(x, ti, tf, n)
+        if qtype_t is float16_t:
+            if perz:
+                for j in range(n):
+                    dst[j] = dequantize_float(tf[j], zfs[j], s[j])
+            else:
+                for j in range(n):
+                    dst[j] = dequantize_float(tf[j], zf, s[j])
+        elif qtype_t is bfloat16_t:
+            if perz:
+                for j in range(n):
+                    dst[j] = dequantize_float(bits_f32(<uint32_t>ti[j] << 16),
+                                              zfs[j], s[j])
+            else:
+                for j in range(n):
+                    dst[j] = dequantize_float(bits_f32(<uint32_t>ti[j] << 16),
+                                              zf, s[j])
+        else:
+            if perz:
+                for j in range(n):
+                    dst[j] = dequantize_narrow(ti[j], zis[j], s[j])
+            else:
+                for j in range(n):
+                    dst[j] = dequantize_narrow(ti[j], zi, s[j])
+    if out != OUT_DIRECT:
+        store_32(y, tf, n, out == OUT_STREAM)
+
+
+# ---------------------------------------------------------------------------
+# Runs of elements: one channel (a block) or constants per element (columns)
+# ---------------------------------------------------------------------------
+
+cdef inline int64_t stream_head(const void *y, int64_t size,
+                                int64_t n) noexcept nogil:
+    """How many leading elements to write with plain stores before the
+    output is 32-byte aligned for streaming (at most n)."""
+    cdef int64_t h = <int64_t>(((32 - ((<size_t>y) & 31)) & 31) // size)
+    return h if h < n else n
+
+
+cdef inline int64_t quantize_tiles(const float *x, qtype_t *y, int64_t i,
+                                   int64_t n, const Chan *c, bint mul,
+                                   int out) noexcept nogil:
+    """Whole tiles from element i; returns where they end."""
+    while i + TILE <= n:
+        prefetch(x + i, TILE * sizeof(float))
+        quantize_tile(x + i, y + i, TILE, c, mul, out)
+        i += TILE
+    return i
+
+
+cdef void quantize_block(const float *x, qtype_t *y, int64_t n,
+                         const Chan *c, int out) noexcept nogil:
+    """n elements with one channel's constants."""
+    cdef int64_t i = 0
+    if out == OUT_STREAM:
+        i = stream_head(y, sizeof(qtype_t), n)
+        if i > 0:
+            quantize_tile(x, y, i, c, 0, OUT_TILE)
+    # One loop per constant, so that each tile loop is compiled for it.
+    if c.r != 0:
+        if out == OUT_STREAM:
+            i = quantize_tiles(x, y, i, n, c, 1, OUT_STREAM)
+        elif out == OUT_TILE:
+            i = quantize_tiles(x, y, i, n, c, 1, OUT_TILE)
+        else:
+            i = quantize_tiles(x, y, i, n, c, 1, OUT_DIRECT)
+    else:
+        if out == OUT_STREAM:
+            i = quantize_tiles(x, y, i, n, c, 0, OUT_STREAM)
+        elif out == OUT_TILE:
+            i = quantize_tiles(x, y, i, n, c, 0, OUT_TILE)
+        else:
+            i = quantize_tiles(x, y, i, n, c, 0, OUT_DIRECT)
+    if i < n:
+        quantize_tile(x + i, y + i, n - i, c, c.r != 0, out)
+
+
+cdef inline int64_t quantize_tiles_cols(const float *x, qtype_t *y, int64_t i,
+                                        int64_t n, const Cols *cl, int64_t *k,
+                                        int64_t P, bint perz,
+                                        int out) noexcept nogil:
+    while i + TILE <= n:
+        prefetch(x + i, TILE * sizeof(float))
+        quantize_tile_cols(x + i, y + i, TILE, cl, k[0], perz, out)
+        k[0] = next_entry(k[0], TILE, P)
+        i += TILE
+    return i
+
+
+cdef void quantize_columns(const float *x, qtype_t *y, int64_t n,
+                           const Cols *cl, int64_t P, int64_t k0,
+                           int out) noexcept nogil:
+    """n elements, element i with entry (k0 + i) % P of cl; when the
+    elements wrap around P, cl holds P + TILE entries (cols_extend)."""
+    cdef int64_t i = 0, k = k0
+    if out == OUT_STREAM:
+        i = stream_head(y, sizeof(qtype_t), n)
+        if i > 0:
+            quantize_tile_cols(x, y, i, cl, k, cl.perz, OUT_TILE)
+            k = next_entry(k, i, P)
+    if cl.perz:
+        if out == OUT_STREAM:
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_STREAM)
+        elif out == OUT_TILE:
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_TILE)
+        else:
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_DIRECT)
+    else:
+        if out == OUT_STREAM:
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_STREAM)
+        elif out == OUT_TILE:
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_TILE)
+        else:
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_DIRECT)
+    if i < n:
+        quantize_tile_cols(x + i, y + i, n - i, cl, k, cl.perz, out)
+
+
+cdef inline int64_t dequantize_tiles(const qtype_t *x, float *y, int64_t i,
+                                     int64_t n, const Chan *c,
+                                     int out) noexcept nogil:
+    while i + TILE <= n:
+        prefetch(x + i, TILE * sizeof(qtype_t))
+        dequantize_tile(x + i, y + i, TILE, c, out)
+        i += TILE
+    return i
+
+
+cdef void dequantize_block(const qtype_t *x, float *y, int64_t n,
+                           const Chan *c, int out) noexcept nogil:
+    """n elements with one channel's constants."""
+    cdef int64_t i = 0
+    if out == OUT_STREAM:
+        i = stream_head(y, sizeof(float), n)
+        if i > 0:
+            dequantize_tile(x, y, i, c, OUT_TILE)
+        i = dequantize_tiles(x, y, i, n, c, OUT_STREAM)
+    elif out == OUT_TILE:
+        i = dequantize_tiles(x, y, i, n, c, OUT_TILE)
+    else:
+        i = dequantize_tiles(x, y, i, n, c, OUT_DIRECT)
+    if i < n:
+        dequantize_tile(x + i, y + i, n - i, c, out)
+
+
+cdef inline int64_t dequantize_tiles_cols(const qtype_t *x, float *y,
+                                          int64_t i, int64_t n,
+                                          const Cols *cl, int64_t *k,
+                                          int64_t P, bint perz,
+                                          int out) noexcept nogil:
+    while i + TILE <= n:
+        prefetch(x + i, TILE * sizeof(qtype_t))
+        dequantize_tile_cols(x + i, y + i, TILE, cl, k[0], perz, out)
+        k[0] = next_entry(k[0], TILE, P)
+        i += TILE
+    return i
+
+
+cdef void dequantize_columns(const qtype_t *x, float *y, int64_t n,
+                             const Cols *cl, int64_t P, int64_t k0,
+                             int out) noexcept nogil:
+    """As quantize_columns."""
+    cdef int64_t i = 0, k = k0
+    if out == OUT_STREAM:
+        i = stream_head(y, sizeof(float), n)
+        if i > 0:
+            dequantize_tile_cols(x, y, i, cl, k, cl.perz, OUT_TILE)
+            k = next_entry(k, i, P)
+    if cl.perz:
+        if out == OUT_STREAM:
+            i = dequantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_STREAM)
+        elif out == OUT_TILE:
+            i = dequantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_TILE)
+        else:
+            i = dequantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_DIRECT)
+    else:
+        if out == OUT_STREAM:
+            i = dequantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_STREAM)
+        elif out == OUT_TILE:
+            i = dequantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_TILE)
+        else:
+            i = dequantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_DIRECT)
+    if i < n:
+        dequantize_tile_cols(x + i, y + i, n - i, cl, k, cl.perz, out)
+
+
+# ---------------------------------------------------------------------------
+# Ranges of the flat tensor
+# ---------------------------------------------------------------------------
+
+cdef inline int out_mode(const void *x, int64_t xsize, void *y, int64_t ysize,
+                         int64_t start, int64_t stop,
+                         int stream) noexcept nogil:
+    """Where the tiles' results go: streamed (asked for, supported, and y
+    aligned to its element size), through the tile when the input and
+    output overlap (in place), else straight into the output."""
+    cdef size_t x0 = <size_t>x + start * xsize, x1 = <size_t>x + stop * xsize
+    cdef size_t y0 = <size_t>y + start * ysize, y1 = <size_t>y + stop * ysize
+    if stream and HAVE_STREAM and (<size_t>y) % ysize == 0:
+        return OUT_STREAM
+    if x0 < y1 and y0 < x1:
+        return OUT_TILE
+    return OUT_DIRECT
+
+
+cdef inline int64_t channels_touched(int64_t D, int64_t inner, int64_t start,
+                                     int64_t stop) noexcept nogil:
+    """How many channels elements [start, stop) use (at most D)."""
+    cdef int64_t rows = (stop - 1) // inner - start // inner + 1
+    return rows if rows < D else D
 
 
 cdef void quantize_runs_stream(const float *x, const float *scale,
@@ -715,56 +980,46 @@ cdef void quantize_runs_stream(const float *x, const float *scale,
                                int64_t inner, int64_t start,
                                int64_t stop) noexcept nogil:
     """Runs of inner elements sharing a channel, written with streaming
-    stores only (y aligned to its element size): the vector loop on each
-    run's part that starts and ends on a 32-byte boundary of the output, and
-    the 32-byte groups that straddle two runs element by element into a
-    buffer, then streamed.  Only the range's first and last partial groups
-    get plain stores.  (Run by run, every run boundary would leave a cache
-    line written partly with plain and partly with streaming stores, which
-    costs the line a read and a flush.)"""
+    stores only: each run's part that starts and ends on a 32-byte boundary
+    of the output as a block, and the 32-byte groups that straddle two runs
+    through per-element constants into a buffer, then streamed.  Only the
+    range's first and last partial groups get plain stores.  (Run by run,
+    every run boundary would leave a cache line written partly with plain
+    and partly with streaming stores, which costs the line a read and a
+    flush.)"""
     cdef int64_t G = 32 // sizeof(qtype_t)
-    cdef int64_t i = start, row, d, off, nvec, lim
-    cdef qtype_t zero = zero_of(y)
-    cdef qtype_t tmp[32]
-    cdef float s_g[32 + COLS_STEP]
-    cdef qtype_t z_g[32 + COLS_STEP]
-    row = i // inner
-    d = row % D
-    off = i - row * inner
-    lim = ((32 - ((<size_t>(y + i)) & 31)) & 31) // sizeof(qtype_t)
+    cdef int64_t i = start, d, off, m, nvec
+    cdef qtype_t tmp[TILE]
+    cdef float buf[5 * TILE]
+    cdef Cols cl
+    cdef Chan c
+    d = (i // inner) % D
+    off = i % inner
+    m = stream_head(y + i, sizeof(qtype_t), stop - i)
     while i < stop:
-        if lim > 0 or i + G > stop:
-            # The range's unaligned first and last elements: plain stores.
-            if lim == 0:
-                lim = stop - i
-            y[i] = quantize_one(x[i], scale[d], zero if zp == NULL else zp[d])
-            i += 1
-            lim -= 1
-            off += 1
+        nvec = inner - off if inner - off < stop - i else stop - i
+        nvec = nvec - nvec % G
+        if m == 0 and nvec > 0:
+            chan_of(&c, scale, zp, d)
+            quantize_block(x + i, y + i, nvec, &c, OUT_STREAM)
         else:
-            nvec = inner - off if inner - off < stop - i else stop - i
-            nvec = nvec & ~(<int64_t>(COLS_STEP - 1))
-            if nvec > 0:
-                quantize_block(x + i, y + i, nvec, scale[d],
-                               zero if zp == NULL else zp[d], 1)
-                i += nvec
-                off += nvec
-            else:
-                # The group's scales per element, so the vector loop does it.
-                expand_runs(scale, zp, s_g, z_g, NULL, NULL, D, inner, d, off,
-                            G)
-                quantize_columns(x + i, tmp, G, s_g,
-                                 z_g if zp != NULL else NULL, G, 0, NULL,
-                                 NULL, 0)
+            # A group that straddles runs, or the range's ragged ends.
+            if m == 0:
+                m = G if G < stop - i else stop - i
+            cols_init(&cl, buf, TILE, zp, d, 2, D, 1)
+            expand_runs(&cl, 0, scale, zp, D, inner, d, off, m)
+            quantize_columns(x + i, tmp, m, &cl, m, 0, OUT_TILE)
+            if m == G:
                 stream32(y + i, tmp)
-                i += G
-                off += G
-                while off >= inner:
-                    off -= inner
-                    d = d + 1 if d + 1 < D else 0
-        if off == inner:
-            off = 0
-            d = d + 1 if d + 1 < D else 0
+            else:
+                memcpy(y + i, tmp, m * sizeof(qtype_t))
+            nvec = m
+            m = 0
+        i += nvec
+        off += nvec
+        if off >= inner:
+            d = (d + off // inner) % D
+            off = off % inner
 
 
 cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
@@ -773,194 +1028,185 @@ cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
                                  int64_t stop) noexcept nogil:
     """As quantize_runs_stream."""
     cdef int64_t G = 8
-    cdef int64_t i = start, row, d, off, k, nvec, lim
-    cdef qtype_t zero = zero_of(<qtype_t *>x)
-    cdef float tmp[8]
-    row = i // inner
-    d = row % D
-    off = i - row * inner
-    lim = ((32 - ((<size_t>(y + i)) & 31)) & 31) // sizeof(float)
+    cdef int64_t i = start, d, off, m, nvec
+    cdef float tmp[TILE]
+    cdef float buf[5 * TILE]
+    cdef Cols cl
+    cdef Chan c
+    d = (i // inner) % D
+    off = i % inner
+    m = stream_head(y + i, sizeof(float), stop - i)
     while i < stop:
-        if lim > 0 or i + G > stop:
-            if lim == 0:
-                lim = stop - i
-            y[i] = dequantize_one(x[i], scale[d], zero if zp == NULL else zp[d])
-            i += 1
-            lim -= 1
-            off += 1
+        nvec = inner - off if inner - off < stop - i else stop - i
+        nvec = nvec - nvec % G
+        if m == 0 and nvec > 0:
+            chan_of(&c, scale, zp, d)
+            dequantize_block(x + i, y + i, nvec, &c, OUT_STREAM)
         else:
-            nvec = inner - off if inner - off < stop - i else stop - i
-            nvec = nvec & ~(<int64_t>15)
-            if nvec > 0:
-                dequantize_block(x + i, y + i, nvec, scale[d],
-                                 zero if zp == NULL else zp[d], 1)
-                i += nvec
-                off += nvec
-            else:
-                for k in range(G):
-                    tmp[k] = dequantize_one(x[i + k], scale[d],
-                                            zero if zp == NULL else zp[d])
-                    off += 1
-                    if off == inner:
-                        off = 0
-                        d = d + 1 if d + 1 < D else 0
+            if m == 0:
+                m = G if G < stop - i else stop - i
+            cols_init(&cl, buf, TILE, zp, d, 2, D, 0)
+            expand_runs(&cl, 0, scale, zp, D, inner, d, off, m)
+            dequantize_columns(x + i, tmp, m, &cl, m, 0, OUT_TILE)
+            if m == G:
                 stream32(y + i, tmp)
-                i += G
-        if off == inner:
-            off = 0
-            d = d + 1 if d + 1 < D else 0
+            else:
+                memcpy(y + i, tmp, m * sizeof(float))
+            nvec = m
+            m = 0
+        i += nvec
+        off += nvec
+        if off >= inner:
+            d = (d + off // inner) % D
+            off = off % inner
 
 
-# ---------------------------------------------------------------------------
-# Ranges of the flat tensor, walked as runs that share a scale
-# ---------------------------------------------------------------------------
+cdef bint quantize_period(const float *x, const float *scale,
+                          const qtype_t *zp, qtype_t *y, int64_t D,
+                          int64_t inner, int64_t start, int64_t stop,
+                          int out) noexcept nogil:
+    """Short runs, when the range holds a whole period of P = D * inner <=
+    PERIOD_MAX elements: the constants expanded per element over one period
+    (on the heap), then one pass.  False (nothing done) when the allocation
+    fails."""
+    cdef int64_t P = D * inner
+    cdef float *heap = <float *>malloc(5 * (P + TILE) * sizeof(float))
+    cdef Cols cl
+    if heap == NULL:
+        return False
+    cols_init(&cl, heap, P + TILE, zp, 0, D, D, 1)
+    expand_runs(&cl, 0, scale, zp, D, inner, 0, 0, P)
+    cols_extend(&cl, P, TILE)
+    quantize_columns(x + start, y + start, stop - start, &cl, P, start % P, out)
+    free(heap)
+    return True
+
 
 cdef void quantize_range(const float *x, const float *scale,
                          const qtype_t *zp, qtype_t *y, int64_t D,
                          int64_t inner, int64_t start,
                          int64_t stop, int stream) noexcept nogil:
-    cdef int64_t i = start, run, row, d, off, w, ph
-    cdef qtype_t zero = zero_of(y)
-    cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
-    cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
-    cdef float fl_ext[COLS_EXT_MAX + COLS_STEP]
-    cdef float fh_ext[COLS_EXT_MAX + COLS_STEP]
-    cdef float *fl = NULL
-    cdef float *fh = NULL
-    if inner == 1 and D > 1:
-        # The channel changes every element (axis = last).
-        if AVX2_LOOPS and D <= COLS_EXT_MAX and stop - start >= 2 * D:
-            # One pass over the range, with the scale and zero point
-            # extended periodically so that a vector step can cross the end
-            # of a row.
-            extend(scale, zp, s_ext, z_ext, D)
-            if qtype_t is int32_t or qtype_t is uint32_t:
-                fl, fh = fl_ext, fh_ext
-                wide_bounds(z_ext, zp != NULL, fl, fh, D)
-            quantize_columns(x + start, y + start, stop - start, s_ext,
-                             z_ext if zp != NULL else NULL, D, start % D,
-                             fl, fh, stream)
+    cdef int64_t i = start, run, d, off, w
+    cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
+                            stop, stream)
+    cdef float buf[5 * (WINDOW + TILE)]
+    cdef Cols cl
+    cdef Chan c
+    if D == 1 or inner >= SHORT_RUN:
+        if out == OUT_STREAM and D > 1:
+            quantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
         else:
-            # Runs along D.
+            # Runs of inner elements that share a channel.
+            d = (i // inner) % D
+            off = i % inner
             while i < stop:
-                d = i % D
-                run = D - d if D - d < stop - i else stop - i
-                quantize_columns(x + i, y + i, run, scale + d,
-                                 zp + d if zp != NULL else zp, D - d, 0,
-                                 NULL, NULL, stream)
+                run = inner - off if inner - off < stop - i else stop - i
+                chan_of(&c, scale, zp, d)
+                quantize_block(x + i, y + i, run, &c, out)
                 i += run
-    elif (AVX2_LOOPS and D > 1 and inner < SHORT_RUN
-          and quantize_period(x, scale, zp, y, D, inner, start, stop,
-                              stream)):
-        # Short runs (a middle axis of small extent, as NCHW activations
-        # with a small H * W), in one pass over a period.
-        pass
-    elif (AVX2_LOOPS and stream and D > 1 and inner >= 16
-          and (<size_t>y) % sizeof(qtype_t) == 0):
-        quantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
-    elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
-        # Short runs where neither applies: windows of up to COLS_EXT_MAX
-        # elements, each with its scale and zero point expanded per element,
-        # so that the vector loop crosses run boundaries (run by run, every
-        # run would end with scalar code).  Windows end where the output is
-        # 64-byte aligned, so that a streaming store never shares a cache
-        # line with a plain one except at the range's ends.
-        row = i // inner
-        d = row % D
-        off = i - row * inner
-        if qtype_t is int32_t or qtype_t is uint32_t:
-            fl, fh = fl_ext, fh_ext
-        ph = ((<size_t>y) & 63) // sizeof(qtype_t)
+                off = 0
+                d = d + 1 if d + 1 < D else 0
+    elif inner == 1 and D <= WINDOW:
+        # The channel changes every element (axis = last): one pass, with
+        # the channels extended periodically so a tile can cross a row end.
+        cols_init(&cl, buf, WINDOW + TILE, zp, 0, D, D, 1)
+        convert_channels(&cl, 0, scale, zp, 0, D)
+        cols_extend(&cl, D, TILE)
+        quantize_columns(x + i, y + i, stop - i, &cl, D, i % D, out)
+    elif not (inner > 1 and D * inner <= PERIOD_MAX
+              and D * inner <= stop - start
+              and quantize_period(x, scale, zp, y, D, inner, start, stop, out)):
+        # Windows of up to WINDOW elements, each with its constants per
+        # element: short runs over a long period, or rows too long to
+        # extend (a window then stays within a row).
+        d = (i // inner) % D
+        off = i % inner
+        cols_init(&cl, buf, WINDOW, zp, d,
+                  channels_touched(D, inner, start, stop), D, 1)
         while i < stop:
-            w = COLS_EXT_MAX - (i + ph) % COLS_EXT_MAX
-            w = w if w < stop - i else stop - i
-            expand_runs(scale, zp, s_ext, z_ext, fl, fh, D, inner, d, off, w)
-            quantize_columns(x + i, y + i, w, s_ext,
-                             z_ext if zp != NULL else NULL, w, 0, fl, fh,
-                             stream)
+            w = WINDOW if WINDOW < stop - i else stop - i
+            if inner == 1:
+                w = w if w < D - d else D - d
+                convert_channels(&cl, 0, scale, zp, d, w)
+            else:
+                expand_runs(&cl, 0, scale, zp, D, inner, d, off, w)
+            quantize_columns(x + i, y + i, w, &cl, w, 0, out)
             i += w
             off += w
             d = (d + off // inner) % D
             off = off % inner
-    else:
-        # Runs of inner elements that share a channel; only the first run's
-        # channel and offset need a division.
-        row = i // inner
-        d = row % D
-        off = i - row * inner
-        while i < stop:
-            run = inner - off if inner - off < stop - i else stop - i
-            quantize_block(x + i, y + i, run, scale[d],
-                           zero if zp == NULL else zp[d], stream)
-            i += run
-            off = 0
-            d += 1
-            if d == D:
-                d = 0
-    if stream:
+    if out == OUT_STREAM:
         store_fence()
+
+
+cdef bint dequantize_period(const qtype_t *x, const float *scale,
+                            const qtype_t *zp, float *y, int64_t D,
+                            int64_t inner, int64_t start, int64_t stop,
+                            int out) noexcept nogil:
+    """As quantize_period."""
+    cdef int64_t P = D * inner
+    cdef float *heap = <float *>malloc(5 * (P + TILE) * sizeof(float))
+    cdef Cols cl
+    if heap == NULL:
+        return False
+    cols_init(&cl, heap, P + TILE, zp, 0, D, D, 0)
+    expand_runs(&cl, 0, scale, zp, D, inner, 0, 0, P)
+    cols_extend(&cl, P, TILE)
+    dequantize_columns(x + start, y + start, stop - start, &cl, P, start % P, out)
+    free(heap)
+    return True
 
 
 cdef void dequantize_range(const qtype_t *x, const float *scale,
                            const qtype_t *zp, float *y, int64_t D,
                            int64_t inner, int64_t start,
                            int64_t stop, int stream) noexcept nogil:
-    cdef int64_t i = start, run, row, d, off, w, ph
-    cdef qtype_t zero = zero_of(<qtype_t *>x)
-    cdef float s_ext[COLS_EXT_MAX + COLS_STEP]
-    cdef qtype_t z_ext[COLS_EXT_MAX + COLS_STEP]
-    if inner == 1 and D > 1:
-        if AVX2_LOOPS and D <= COLS_EXT_MAX and stop - start >= 2 * D:
-            extend(scale, zp, s_ext, z_ext, D)
-            dequantize_columns(x + start, y + start, stop - start, s_ext,
-                               z_ext if zp != NULL else NULL, D, start % D,
-                               stream)
+    """As quantize_range."""
+    cdef int64_t i = start, run, d, off, w
+    cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(float), start,
+                            stop, stream)
+    cdef float buf[5 * (WINDOW + TILE)]
+    cdef Cols cl
+    cdef Chan c
+    if D == 1 or inner >= SHORT_RUN:
+        if out == OUT_STREAM and D > 1:
+            dequantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
         else:
+            # Runs of inner elements that share a channel.
+            d = (i // inner) % D
+            off = i % inner
             while i < stop:
-                d = i % D
-                run = D - d if D - d < stop - i else stop - i
-                dequantize_columns(x + i, y + i, run, scale + d,
-                                   zp + d if zp != NULL else zp, D - d, 0,
-                                   stream)
+                run = inner - off if inner - off < stop - i else stop - i
+                chan_of(&c, scale, zp, d)
+                dequantize_block(x + i, y + i, run, &c, out)
                 i += run
-    elif (AVX2_LOOPS and D > 1 and inner < SHORT_RUN
-          and dequantize_period(x, scale, zp, y, D, inner, start, stop,
-                                stream)):
-        pass
-    elif (AVX2_LOOPS and stream and D > 1 and inner >= 16
-          and (<size_t>y) % sizeof(float) == 0):
-        dequantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
-    elif AVX2_LOOPS and D > 1 and inner < SHORT_RUN:
-        # Short runs: windows with per-element scales, as in quantize_range.
-        row = i // inner
-        d = row % D
-        off = i - row * inner
-        ph = ((<size_t>y) & 63) // sizeof(float)
+                off = 0
+                d = d + 1 if d + 1 < D else 0
+    elif inner == 1 and D <= WINDOW:
+        cols_init(&cl, buf, WINDOW + TILE, zp, 0, D, D, 0)
+        convert_channels(&cl, 0, scale, zp, 0, D)
+        cols_extend(&cl, D, TILE)
+        dequantize_columns(x + i, y + i, stop - i, &cl, D, i % D, out)
+    elif not (inner > 1 and D * inner <= PERIOD_MAX
+              and D * inner <= stop - start
+              and dequantize_period(x, scale, zp, y, D, inner, start, stop, out)):
+        d = (i // inner) % D
+        off = i % inner
+        cols_init(&cl, buf, WINDOW, zp, d,
+                  channels_touched(D, inner, start, stop), D, 0)
         while i < stop:
-            w = COLS_EXT_MAX - (i + ph) % COLS_EXT_MAX
-            w = w if w < stop - i else stop - i
-            expand_runs(scale, zp, s_ext, z_ext, NULL, NULL, D, inner, d, off,
-                        w)
-            dequantize_columns(x + i, y + i, w, s_ext,
-                               z_ext if zp != NULL else NULL, w, 0, stream)
+            w = WINDOW if WINDOW < stop - i else stop - i
+            if inner == 1:
+                w = w if w < D - d else D - d
+                convert_channels(&cl, 0, scale, zp, d, w)
+            else:
+                expand_runs(&cl, 0, scale, zp, D, inner, d, off, w)
+            dequantize_columns(x + i, y + i, w, &cl, w, 0, out)
             i += w
             off += w
             d = (d + off // inner) % D
             off = off % inner
-    else:
-        row = i // inner
-        d = row % D
-        off = i - row * inner
-        while i < stop:
-            run = inner - off if inner - off < stop - i else stop - i
-            dequantize_block(x + i, y + i, run, scale[d],
-                             zero if zp == NULL else zp[d], stream)
-            i += run
-            off = 0
-            d += 1
-            if d == D:
-                d = 0
-    if stream:
+    if out == OUT_STREAM:
         store_fence()
 
 

@@ -1,9 +1,11 @@
 /*
  * autovec.c - what GCC makes of the kernels' formula written as a plain loop,
- * and with two width-changing primitives, against the hand-written AVX2
- * loops of extql/src/extql_avx2.h (int8, one scale), in one process,
- * interleaved, medians.  The measurement behind docs/development.rst
- * "Kernels: the compiler's loops"; not part of extql.
+ * and with two width-changing primitives, against hand-written AVX2 loops
+ * (int8, one scale; the shape extql's kernels had before they became the
+ * formula plus the primitives of extql/src/extql_primitives.h), in one
+ * process, interleaved, medians.  The measurement behind
+ * docs/development.rst "Kernels: the formula and its primitives"; not part
+ * of extql.
  *
  *   gcc -O3 -fno-math-errno -fno-trapping-math -ffp-contract=off \
  *       -mavx2 -mfma -mf16c -o autovec autovec.c -lm

@@ -17,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The element loops of the AVX2 copy are in extql_avx2.h. */
-
 /* ISA codes reported by extql_isa(). */
 #define EXTQL_ISA_BASELINE 0
 #define EXTQL_ISA_AVX2 1

@@ -1,12 +1,13 @@
-"""The kernels' vector loops (extql/src/extql_avx2.h in the AVX2 variant, the
-compiler's vectorisation in the baseline) against the contract, bit for bit.
+"""The kernels' vectorised loops (the compiler's, over tiles of 128 elements,
+and the primitives of extql/src/extql_primitives.h: packing stores, widening
+loads, the float16 / bfloat16 conversions) against the contract, bit for bit.
 
-The vector loops take 8, 16 or 32 elements a step and leave the remainder to
-the scalar code, so every special value is put at every lane position, runs
-have every length around the step sizes, buffers start misaligned, and the
-values are arbitrary float32 bit patterns (NaN payloads, subnormals, huge
-magnitudes) with arbitrary scales and zero points.  conftest.py runs this
-module once per kernel variant.
+Vector instructions take 8, 16 or 32 elements at a time and leave a tile's
+remainder to scalar code, so every special value is put at every lane
+position, runs have every length around the step sizes, buffers start
+misaligned, and the values are arbitrary float32 bit patterns (NaN payloads,
+subnormals, huge magnitudes) with arbitrary scales and zero points.
+conftest.py runs this module once per kernel variant.
 """
 
 from __future__ import annotations
