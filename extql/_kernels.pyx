@@ -178,6 +178,8 @@ cdef enum:
     # WINDOW elements or, when the range holds a whole period of D * inner
     # <= PERIOD_MAX elements, over that period expanded once.
     WINDOW = 1024
+    # The most arrays of per-element constants (cols_arrays).
+    COLS_ARRAYS = 4
     SHORT_RUN = 64
     PERIOD_MAX = 1 << 17
     # Where a tile's results go: straight into the output, through the
@@ -447,10 +449,20 @@ cdef struct Cols:
     Chan z0
 
 
+cdef inline int64_t cols_arrays(qtype_t *like, bint perz,
+                                bint quantize) noexcept nogil:
+    """How many arrays of entries cols_layout lays out."""
+    if not perz:
+        return 1
+    if (qtype_t is int32_t or qtype_t is uint32_t) and quantize:
+        return 4
+    return 2
+
+
 cdef inline void cols_layout(Cols *cl, float *buf, int64_t m, bint perz,
                              qtype_t *like, bint quantize) noexcept nogil:
-    """Point cl's arrays at buf (room for 5 * m floats): s always, and when
-    perz the zero point arrays the formula reads."""
+    """Point cl's arrays at buf (room for cols_arrays(...) * m floats): s
+    always, and when perz the zero point arrays the formula reads."""
     cl.s = buf
     cl.perz = perz
     cl.zf = cl.fl = cl.fh = NULL
@@ -521,10 +533,9 @@ cdef inline bint uniform_zero(const qtype_t *zp, int64_t d, int64_t count,
 
 
 cdef inline void cols_init(Cols *cl, float *buf, int64_t m,
-                           const qtype_t *zp, int64_t d, int64_t count,
-                           int64_t D, bint quantize) noexcept nogil:
-    """Lay out cl over buf (m entries) for channels d... (count of them)."""
-    cdef bint perz = not uniform_zero(zp, d, count, D)
+                           const qtype_t *zp, int64_t d, bint perz,
+                           bint quantize) noexcept nogil:
+    """Lay out cl over buf (m entries), its zero point z0 channel d's."""
     cols_layout(cl, buf, m, perz, <qtype_t *>zp, quantize)
     zero_into(&cl.z0, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
 
@@ -990,7 +1001,7 @@ cdef void quantize_runs_stream(const float *x, const float *scale,
     cdef int64_t G = 32 // sizeof(qtype_t)
     cdef int64_t i = start, d, off, m, nvec
     cdef qtype_t tmp[TILE]
-    cdef float buf[5 * TILE]
+    cdef float buf[COLS_ARRAYS * TILE]
     cdef Cols cl
     cdef Chan c
     d = (i // inner) % D
@@ -1006,7 +1017,8 @@ cdef void quantize_runs_stream(const float *x, const float *scale,
             # A group that straddles runs, or the range's ragged ends.
             if m == 0:
                 m = G if G < stop - i else stop - i
-            cols_init(&cl, buf, TILE, zp, d, 2, D, 1)
+            cols_init(&cl, buf, TILE, zp, d,
+                      not uniform_zero(zp, d, 2, D), 1)
             expand_runs(&cl, 0, scale, zp, D, inner, d, off, m)
             quantize_columns(x + i, tmp, m, &cl, m, 0, OUT_TILE)
             if m == G:
@@ -1030,7 +1042,7 @@ cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
     cdef int64_t G = 8
     cdef int64_t i = start, d, off, m, nvec
     cdef float tmp[TILE]
-    cdef float buf[5 * TILE]
+    cdef float buf[COLS_ARRAYS * TILE]
     cdef Cols cl
     cdef Chan c
     d = (i // inner) % D
@@ -1045,7 +1057,8 @@ cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
         else:
             if m == 0:
                 m = G if G < stop - i else stop - i
-            cols_init(&cl, buf, TILE, zp, d, 2, D, 0)
+            cols_init(&cl, buf, TILE, zp, d,
+                      not uniform_zero(zp, d, 2, D), 0)
             expand_runs(&cl, 0, scale, zp, D, inner, d, off, m)
             dequantize_columns(x + i, tmp, m, &cl, m, 0, OUT_TILE)
             if m == G:
@@ -1070,11 +1083,13 @@ cdef bint quantize_period(const float *x, const float *scale,
     (on the heap), then one pass.  False (nothing done) when the allocation
     fails."""
     cdef int64_t P = D * inner
-    cdef float *heap = <float *>malloc(5 * (P + TILE) * sizeof(float))
+    cdef bint perz = not uniform_zero(zp, 0, D, D)
+    cdef float *heap = <float *>malloc(
+        cols_arrays(<qtype_t *>zp, perz, 1) * (P + TILE) * sizeof(float))
     cdef Cols cl
     if heap == NULL:
         return False
-    cols_init(&cl, heap, P + TILE, zp, 0, D, D, 1)
+    cols_init(&cl, heap, P + TILE, zp, 0, perz, 1)
     expand_runs(&cl, 0, scale, zp, D, inner, 0, 0, P)
     cols_extend(&cl, P, TILE)
     quantize_columns(x + start, y + start, stop - start, &cl, P, start % P, out)
@@ -1089,7 +1104,7 @@ cdef void quantize_range(const float *x, const float *scale,
     cdef int64_t i = start, run, d, off, w
     cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
                             stop, stream)
-    cdef float buf[5 * (WINDOW + TILE)]
+    cdef float buf[COLS_ARRAYS * (WINDOW + TILE)]
     cdef Cols cl
     cdef Chan c
     if D == 1 or inner >= SHORT_RUN:
@@ -1109,7 +1124,8 @@ cdef void quantize_range(const float *x, const float *scale,
     elif inner == 1 and D <= WINDOW:
         # The channel changes every element (axis = last): one pass, with
         # the channels extended periodically so a tile can cross a row end.
-        cols_init(&cl, buf, WINDOW + TILE, zp, 0, D, D, 1)
+        cols_init(&cl, buf, WINDOW + TILE, zp, 0,
+                  not uniform_zero(zp, 0, D, D), 1)
         convert_channels(&cl, 0, scale, zp, 0, D)
         cols_extend(&cl, D, TILE)
         quantize_columns(x + i, y + i, stop - i, &cl, D, i % D, out)
@@ -1121,8 +1137,8 @@ cdef void quantize_range(const float *x, const float *scale,
         # extend (a window then stays within a row).
         d = (i // inner) % D
         off = i % inner
-        cols_init(&cl, buf, WINDOW, zp, d,
-                  channels_touched(D, inner, start, stop), D, 1)
+        cols_init(&cl, buf, WINDOW, zp, d, not uniform_zero(
+            zp, d, channels_touched(D, inner, start, stop), D), 1)
         while i < stop:
             w = WINDOW if WINDOW < stop - i else stop - i
             if inner == 1:
@@ -1145,11 +1161,13 @@ cdef bint dequantize_period(const qtype_t *x, const float *scale,
                             int out) noexcept nogil:
     """As quantize_period."""
     cdef int64_t P = D * inner
-    cdef float *heap = <float *>malloc(5 * (P + TILE) * sizeof(float))
+    cdef bint perz = not uniform_zero(zp, 0, D, D)
+    cdef float *heap = <float *>malloc(
+        cols_arrays(<qtype_t *>zp, perz, 0) * (P + TILE) * sizeof(float))
     cdef Cols cl
     if heap == NULL:
         return False
-    cols_init(&cl, heap, P + TILE, zp, 0, D, D, 0)
+    cols_init(&cl, heap, P + TILE, zp, 0, perz, 0)
     expand_runs(&cl, 0, scale, zp, D, inner, 0, 0, P)
     cols_extend(&cl, P, TILE)
     dequantize_columns(x + start, y + start, stop - start, &cl, P, start % P, out)
@@ -1165,7 +1183,7 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
     cdef int64_t i = start, run, d, off, w
     cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(float), start,
                             stop, stream)
-    cdef float buf[5 * (WINDOW + TILE)]
+    cdef float buf[COLS_ARRAYS * (WINDOW + TILE)]
     cdef Cols cl
     cdef Chan c
     if D == 1 or inner >= SHORT_RUN:
@@ -1183,7 +1201,8 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
                 off = 0
                 d = d + 1 if d + 1 < D else 0
     elif inner == 1 and D <= WINDOW:
-        cols_init(&cl, buf, WINDOW + TILE, zp, 0, D, D, 0)
+        cols_init(&cl, buf, WINDOW + TILE, zp, 0,
+                  not uniform_zero(zp, 0, D, D), 0)
         convert_channels(&cl, 0, scale, zp, 0, D)
         cols_extend(&cl, D, TILE)
         dequantize_columns(x + i, y + i, stop - i, &cl, D, i % D, out)
@@ -1192,8 +1211,8 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
               and dequantize_period(x, scale, zp, y, D, inner, start, stop, out)):
         d = (i // inner) % D
         off = i % inner
-        cols_init(&cl, buf, WINDOW, zp, d,
-                  channels_touched(D, inner, start, stop), D, 0)
+        cols_init(&cl, buf, WINDOW, zp, d, not uniform_zero(
+            zp, d, channels_touched(D, inner, start, stop), D), 0)
         while i < stop:
             w = WINDOW if WINDOW < stop - i else stop - i
             if inner == 1:
