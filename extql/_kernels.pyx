@@ -157,14 +157,14 @@ cdef extern from "extql_isa.h":
     int ISA_AVX2 "EXTQL_ISA_AVX2"
     int isa_current "extql_isa_current"() noexcept nogil
     int isa_force "extql_isa_force"(int isa) noexcept nogil
-    int quantize_range_ex_avx2 "extql_quantize_range_ex_avx2"(
+    int quantize_blocked_range_ex_avx2 "extql_quantize_blocked_range_ex_avx2"(
         int qtype, const float *x, const float *scale, const void *zero_point,
-        void *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
-        int flags) noexcept nogil
-    int dequantize_range_ex_avx2 "extql_dequantize_range_ex_avx2"(
+        void *y, int64_t D, int64_t inner, int64_t block, int64_t start,
+        int64_t stop, int flags) noexcept nogil
+    int dequantize_blocked_range_ex_avx2 "extql_dequantize_blocked_range_ex_avx2"(
         int qtype, const void *x, const float *scale, const void *zero_point,
-        float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
-        int flags) noexcept nogil
+        float *y, int64_t D, int64_t inner, int64_t block, int64_t start,
+        int64_t stop, int flags) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     char *getenv(const char *name)
@@ -1229,42 +1229,213 @@ cdef void dequantize_range(const qtype_t *x, const float *scale,
         store_fence()
 
 
+cdef inline void block_row(Cols *cl, float *buf, const float *scale,
+                           const qtype_t *zp, int64_t b, int64_t inner,
+                           int64_t k, int64_t w, bint quantize) noexcept nogil:
+    """cl's entries [0, w) get entries k .. k + w - 1 of block row b (the
+    row of inner scales and zero points that block b of the rows uses)."""
+    cdef const float *srow = scale + b * inner
+    cdef const qtype_t *zrow = zp + b * inner if zp != NULL else NULL
+    cols_init(cl, buf, w, zrow, k, not uniform_zero(zrow, k, w, inner),
+              quantize)
+    convert_channels(cl, 0, srow, zrow, k, w)
+
+
+cdef void quantize_blocked(const float *x, const float *scale,
+                           const qtype_t *zp, qtype_t *y, int64_t D,
+                           int64_t inner, int64_t B, int64_t start,
+                           int64_t stop, int stream) noexcept nogil:
+    """Blocked quantization of [outer, D, inner] along D in blocks of B: the
+    scale and zero point have the shape [outer, ceil(D / B), inner], and
+    element (o, d, i) uses entry (o, d // B, i)."""
+    cdef int64_t Db = (D + B - 1) // B
+    cdef int64_t i = start, r, d, off, n, w, b, cached = -1
+    cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
+                            stop, stream)
+    cdef float buf[COLS_ARRAYS * WINDOW]
+    cdef Cols cl
+    cdef Chan c
+    while i < stop:
+        r = i // inner
+        d = r % D
+        b = (r // D) * Db + d // B
+        if inner == 1:
+            # Rows of one element: the elements of a block share a scale.
+            n = B - d % B if B - d % B < D - d else D - d
+            n = n if n < stop - i else stop - i
+            chan_of(&c, scale, zp, b)
+            quantize_block(x + i, y + i, n, &c, out)
+            i += n
+            continue
+        off = i - r * inner
+        n = inner - off if inner - off < stop - i else stop - i
+        if inner <= WINDOW:
+            # The B rows of a block share their row of constants.
+            if b != cached:
+                block_row(&cl, buf, scale, zp, b, inner, 0, inner, 1)
+                cached = b
+            quantize_columns(x + i, y + i, n, &cl, inner, off, out)
+            i += n
+        else:
+            w = WINDOW if WINDOW < n else n
+            block_row(&cl, buf, scale, zp, b, inner, off, w, 1)
+            quantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            i += w
+    if out == OUT_STREAM:
+        store_fence()
+
+
+cdef void dequantize_blocked(const qtype_t *x, const float *scale,
+                             const qtype_t *zp, float *y, int64_t D,
+                             int64_t inner, int64_t B, int64_t start,
+                             int64_t stop, int stream) noexcept nogil:
+    """As quantize_blocked."""
+    cdef int64_t Db = (D + B - 1) // B
+    cdef int64_t i = start, r, d, off, n, w, b, cached = -1
+    cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(float), start,
+                            stop, stream)
+    cdef float buf[COLS_ARRAYS * WINDOW]
+    cdef Cols cl
+    cdef Chan c
+    while i < stop:
+        r = i // inner
+        d = r % D
+        b = (r // D) * Db + d // B
+        if inner == 1:
+            n = B - d % B if B - d % B < D - d else D - d
+            n = n if n < stop - i else stop - i
+            chan_of(&c, scale, zp, b)
+            dequantize_block(x + i, y + i, n, &c, out)
+            i += n
+            continue
+        off = i - r * inner
+        n = inner - off if inner - off < stop - i else stop - i
+        if inner <= WINDOW:
+            if b != cached:
+                block_row(&cl, buf, scale, zp, b, inner, 0, inner, 0)
+                cached = b
+            dequantize_columns(x + i, y + i, n, &cl, inner, off, out)
+            i += n
+        else:
+            w = WINDOW if WINDOW < n else n
+            block_row(&cl, buf, scale, zp, b, inner, off, w, 0)
+            dequantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            i += w
+    if out == OUT_STREAM:
+        store_fence()
+
+
+cdef inline void quantize_any(const float *x, const float *scale,
+                              const qtype_t *zp, qtype_t *y, int64_t D,
+                              int64_t inner, int64_t block, int64_t start,
+                              int64_t stop, int stream) noexcept nogil:
+    """Per tensor or per axis (block 0), else blocked."""
+    if block > 0:
+        quantize_blocked(x, scale, zp, y, D, inner, block, start, stop, stream)
+    else:
+        quantize_range(x, scale, zp, y, D, inner, start, stop, stream)
+
+
+cdef inline void dequantize_any(const qtype_t *x, const float *scale,
+                                const qtype_t *zp, float *y, int64_t D,
+                                int64_t inner, int64_t block, int64_t start,
+                                int64_t stop, int stream) noexcept nogil:
+    if block > 0:
+        dequantize_blocked(x, scale, zp, y, D, inner, block, start, stop,
+                           stream)
+    else:
+        dequantize_range(x, scale, zp, y, D, inner, start, stop, stream)
+
+
 # ---------------------------------------------------------------------------
 # C entry points (src/extql_kernels.h)
 # ---------------------------------------------------------------------------
+
+cdef public int extql_quantize_blocked_range_ex(
+        int qtype, const float *x, const float *scale, const void *zero_point,
+        void *y, int64_t D, int64_t inner, int64_t block, int64_t start,
+        int64_t stop, int flags) noexcept nogil:
+    cdef int st = 1 if flags & EXTQL_STREAM else 0
+    if use_avx2():
+        return quantize_blocked_range_ex_avx2(qtype, x, scale, zero_point, y, D,
+                                              inner, block, start, stop, flags)
+    if qtype == EXTQL_INT8:
+        quantize_any(x, scale, <const int8_t *>zero_point, <int8_t *>y,
+                     D, inner, block, start, stop, st)
+    elif qtype == EXTQL_UINT8:
+        quantize_any(x, scale, <const uint8_t *>zero_point, <uint8_t *>y,
+                     D, inner, block, start, stop, st)
+    elif qtype == EXTQL_INT16:
+        quantize_any(x, scale, <const int16_t *>zero_point, <int16_t *>y,
+                     D, inner, block, start, stop, st)
+    elif qtype == EXTQL_UINT16:
+        quantize_any(x, scale, <const uint16_t *>zero_point,
+                     <uint16_t *>y, D, inner, block, start, stop, st)
+    elif qtype == EXTQL_INT32:
+        quantize_any(x, scale, <const int32_t *>zero_point, <int32_t *>y,
+                     D, inner, block, start, stop, st)
+    elif qtype == EXTQL_UINT32:
+        quantize_any(x, scale, <const uint32_t *>zero_point,
+                     <uint32_t *>y, D, inner, block, start, stop, st)
+    elif qtype == EXTQL_FLOAT16:
+        quantize_any(x, scale, <const float16_t *>zero_point,
+                     <float16_t *>y, D, inner, block, start, stop, st)
+    elif qtype == EXTQL_BFLOAT16:
+        quantize_any(x, scale, <const bfloat16_t *>zero_point,
+                     <bfloat16_t *>y, D, inner, block, start, stop, st)
+    else:
+        return -1
+    return 0
+
 
 cdef public int extql_quantize_range_ex(
         int qtype, const float *x, const float *scale, const void *zero_point,
         void *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
         int flags) noexcept nogil:
+    return extql_quantize_blocked_range_ex(qtype, x, scale, zero_point, y, D, inner,
+                                           0, start, stop, flags)
+
+
+cdef public int extql_dequantize_blocked_range_ex(
+        int qtype, const void *x, const float *scale, const void *zero_point,
+        float *y, int64_t D, int64_t inner, int64_t block, int64_t start,
+        int64_t stop, int flags) noexcept nogil:
     cdef int st = 1 if flags & EXTQL_STREAM else 0
     if use_avx2():
-        return quantize_range_ex_avx2(qtype, x, scale, zero_point, y, D,
-                                      inner, start, stop, flags)
+        return dequantize_blocked_range_ex_avx2(qtype, x, scale, zero_point, y, D,
+                                                inner, block, start, stop, flags)
     if qtype == EXTQL_INT8:
-        quantize_range(x, scale, <const int8_t *>zero_point, <int8_t *>y,
-                       D, inner, start, stop, st)
+        dequantize_any(<const int8_t *>x, scale,
+                       <const int8_t *>zero_point, y, D, inner, block, start, stop,
+                       st)
     elif qtype == EXTQL_UINT8:
-        quantize_range(x, scale, <const uint8_t *>zero_point, <uint8_t *>y,
-                       D, inner, start, stop, st)
+        dequantize_any(<const uint8_t *>x, scale,
+                       <const uint8_t *>zero_point, y, D, inner, block, start, stop,
+                       st)
     elif qtype == EXTQL_INT16:
-        quantize_range(x, scale, <const int16_t *>zero_point, <int16_t *>y,
-                       D, inner, start, stop, st)
+        dequantize_any(<const int16_t *>x, scale,
+                       <const int16_t *>zero_point, y, D, inner, block, start, stop,
+                       st)
     elif qtype == EXTQL_UINT16:
-        quantize_range(x, scale, <const uint16_t *>zero_point,
-                       <uint16_t *>y, D, inner, start, stop, st)
+        dequantize_any(<const uint16_t *>x, scale,
+                       <const uint16_t *>zero_point, y, D, inner, block, start,
+                       stop, st)
     elif qtype == EXTQL_INT32:
-        quantize_range(x, scale, <const int32_t *>zero_point, <int32_t *>y,
-                       D, inner, start, stop, st)
+        dequantize_any(<const int32_t *>x, scale,
+                       <const int32_t *>zero_point, y, D, inner, block, start, stop,
+                       st)
     elif qtype == EXTQL_UINT32:
-        quantize_range(x, scale, <const uint32_t *>zero_point,
-                       <uint32_t *>y, D, inner, start, stop, st)
+        dequantize_any(<const uint32_t *>x, scale,
+                       <const uint32_t *>zero_point, y, D, inner, block, start,
+                       stop, st)
     elif qtype == EXTQL_FLOAT16:
-        quantize_range(x, scale, <const float16_t *>zero_point,
-                       <float16_t *>y, D, inner, start, stop, st)
+        dequantize_any(<const float16_t *>x, scale,
+                       <const float16_t *>zero_point, y, D, inner, block, start,
+                       stop, st)
     elif qtype == EXTQL_BFLOAT16:
-        quantize_range(x, scale, <const bfloat16_t *>zero_point,
-                       <bfloat16_t *>y, D, inner, start, stop, st)
+        dequantize_any(<const bfloat16_t *>x, scale,
+                       <const bfloat16_t *>zero_point, y, D, inner, block, start,
+                       stop, st)
     else:
         return -1
     return 0
@@ -1274,45 +1445,8 @@ cdef public int extql_dequantize_range_ex(
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
         int flags) noexcept nogil:
-    cdef int st = 1 if flags & EXTQL_STREAM else 0
-    if use_avx2():
-        return dequantize_range_ex_avx2(qtype, x, scale, zero_point, y, D,
-                                        inner, start, stop, flags)
-    if qtype == EXTQL_INT8:
-        dequantize_range(<const int8_t *>x, scale,
-                         <const int8_t *>zero_point, y, D, inner, start, stop,
-                         st)
-    elif qtype == EXTQL_UINT8:
-        dequantize_range(<const uint8_t *>x, scale,
-                         <const uint8_t *>zero_point, y, D, inner, start, stop,
-                         st)
-    elif qtype == EXTQL_INT16:
-        dequantize_range(<const int16_t *>x, scale,
-                         <const int16_t *>zero_point, y, D, inner, start, stop,
-                         st)
-    elif qtype == EXTQL_UINT16:
-        dequantize_range(<const uint16_t *>x, scale,
-                         <const uint16_t *>zero_point, y, D, inner, start,
-                         stop, st)
-    elif qtype == EXTQL_INT32:
-        dequantize_range(<const int32_t *>x, scale,
-                         <const int32_t *>zero_point, y, D, inner, start, stop,
-                         st)
-    elif qtype == EXTQL_UINT32:
-        dequantize_range(<const uint32_t *>x, scale,
-                         <const uint32_t *>zero_point, y, D, inner, start,
-                         stop, st)
-    elif qtype == EXTQL_FLOAT16:
-        dequantize_range(<const float16_t *>x, scale,
-                         <const float16_t *>zero_point, y, D, inner, start,
-                         stop, st)
-    elif qtype == EXTQL_BFLOAT16:
-        dequantize_range(<const bfloat16_t *>x, scale,
-                         <const bfloat16_t *>zero_point, y, D, inner, start,
-                         stop, st)
-    else:
-        return -1
-    return 0
+    return extql_dequantize_blocked_range_ex(qtype, x, scale, zero_point, y, D, inner,
+                                             0, start, stop, flags)
 
 
 cdef public int extql_quantize_range(
@@ -1349,9 +1483,9 @@ cdef inline int64_t type_size(int qtype) noexcept nogil:
     return qtype_size(qtype)
 
 
-cdef public int extql_quantize(
+cdef public int extql_quantize_blocked(
         int qtype, const float *x, const float *scale, const void *zero_point,
-        void *y, int64_t n, int64_t D, int64_t inner,
+        void *y, int64_t n, int64_t D, int64_t inner, int64_t block,
         int nthreads) noexcept nogil:
     cdef int64_t t, chunk
     cdef int nt, flags
@@ -1360,19 +1494,28 @@ cdef public int extql_quantize(
     flags = stream_flags(n * type_size(qtype))
     nt = threads_for(n, nthreads)
     if nt == 1:
-        return extql_quantize_range_ex(qtype, x, scale, zero_point, y, D,
-                                       inner, 0, n, flags)
+        return extql_quantize_blocked_range_ex(
+            qtype, x, scale, zero_point, y, D, inner, block, 0, n, flags)
     chunk = chunk_for(n, nt)
     for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
                     num_threads=nt):
-        extql_quantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
-                                t * chunk, min(n, (t + 1) * chunk), flags)
+        extql_quantize_blocked_range_ex(
+            qtype, x, scale, zero_point, y, D, inner, block, t * chunk,
+            min(n, (t + 1) * chunk), flags)
     return 0
 
 
-cdef public int extql_dequantize(
+cdef public int extql_quantize(
+        int qtype, const float *x, const float *scale, const void *zero_point,
+        void *y, int64_t n, int64_t D, int64_t inner,
+        int nthreads) noexcept nogil:
+    return extql_quantize_blocked(qtype, x, scale, zero_point, y, n, D,
+                                  inner, 0, nthreads)
+
+
+cdef public int extql_dequantize_blocked(
         int qtype, const void *x, const float *scale, const void *zero_point,
-        float *y, int64_t n, int64_t D, int64_t inner,
+        float *y, int64_t n, int64_t D, int64_t inner, int64_t block,
         int nthreads) noexcept nogil:
     cdef int64_t t, chunk
     cdef int nt, flags
@@ -1381,14 +1524,23 @@ cdef public int extql_dequantize(
     flags = stream_flags(n * 4)
     nt = threads_for(n, nthreads)
     if nt == 1:
-        return extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D,
-                                         inner, 0, n, flags)
+        return extql_dequantize_blocked_range_ex(
+            qtype, x, scale, zero_point, y, D, inner, block, 0, n, flags)
     chunk = chunk_for(n, nt)
     for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
                     num_threads=nt):
-        extql_dequantize_range_ex(qtype, x, scale, zero_point, y, D, inner,
-                                  t * chunk, min(n, (t + 1) * chunk), flags)
+        extql_dequantize_blocked_range_ex(
+            qtype, x, scale, zero_point, y, D, inner, block, t * chunk,
+            min(n, (t + 1) * chunk), flags)
     return 0
+
+
+cdef public int extql_dequantize(
+        int qtype, const void *x, const float *scale, const void *zero_point,
+        float *y, int64_t n, int64_t D, int64_t inner,
+        int nthreads) noexcept nogil:
+    return extql_dequantize_blocked(qtype, x, scale, zero_point, y, n, D,
+                                    inner, 0, nthreads)
 
 
 cdef public int extql_get_num_threads() noexcept nogil:
@@ -1421,12 +1573,14 @@ cdef public int extql_have_openmp() noexcept nogil:
 
 def quantize(int qtype, const float[::1] x, const float[::1] scale,
              const uint8_t[::1] zero_point, uint8_t[::1] y, int64_t D,
-             int64_t inner, int nthreads=0):
+             int64_t inner, int nthreads=0, int64_t block=0):
     """Quantize the float32 buffer ``x`` into the byte buffer ``y``.
 
     ``zero_point`` and ``y`` are byte views of arrays of the element type
-    ``qtype``; ``zero_point`` may be None.  Called by extql.numpy_api, which
-    has checked every length; the GIL is released for the whole loop.
+    ``qtype``; ``zero_point`` may be None.  ``block`` > 0: blocked along D,
+    the scale and zero point of shape [outer, ceil(D / block), inner].
+    Called by extql.numpy_api, which has checked every length; the GIL is
+    released for the whole loop.
     """
     cdef int64_t n = x.shape[0]
     cdef const float *xp = &x[0] if n > 0 else NULL
@@ -1438,15 +1592,15 @@ def quantize(int qtype, const float[::1] x, const float[::1] scale,
     if zero_point is not None and zero_point.shape[0] > 0:
         zp = &zero_point[0]
     with nogil:
-        rc = extql_quantize(qtype, xp, &scale[0], zp, yp, n, D, inner,
-                            nthreads)
+        rc = extql_quantize_blocked(qtype, xp, &scale[0], zp, yp, n, D, inner,
+                                    block, nthreads)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype}")
 
 
 def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
                const uint8_t[::1] zero_point, float[::1] y, int64_t D,
-               int64_t inner, int nthreads=0):
+               int64_t inner, int nthreads=0, int64_t block=0):
     """Dequantize the byte buffer ``x`` (element type ``qtype``) into ``y``."""
     cdef int64_t n = y.shape[0]
     cdef const void *xp = NULL
@@ -1460,8 +1614,8 @@ def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
     if zero_point is not None and zero_point.shape[0] > 0:
         zp = &zero_point[0]
     with nogil:
-        rc = extql_dequantize(qtype, xp, &scale[0], zp, yp, n, D, inner,
-                              nthreads)
+        rc = extql_dequantize_blocked(qtype, xp, &scale[0], zp, yp, n, D,
+                                      inner, block, nthreads)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype}")
 

@@ -56,7 +56,10 @@ def _granularity(
     except TypeError:
         raise TypeError(f"{op}: axis must be an integer, got {type(axis).__name__}") from None
     if scale.ndim >= 2:
-        raise ValueError(f"{op}: the scale must be a scalar or 1-D, got shape {scale.shape}")
+        raise ValueError(
+            f"{op}: the scale must be a scalar or 1-D, got shape {scale.shape} "
+            "(a blocked scale, of x's rank, needs block_size > 0)"
+        )
     per_tensor = scale.size == 1
     if zero_point is not None:
         if per_tensor:
@@ -90,6 +93,52 @@ def _granularity(
     return shape[axis], inner
 
 
+def _block_size(op: str, block_size: Any) -> int:
+    try:
+        block = operator.index(block_size)
+    except TypeError:
+        raise TypeError(
+            f"{op}: block_size must be an integer, got {type(block_size).__name__}"
+        ) from None
+    if block < 0:
+        raise ValueError(f"{op}: block_size must be >= 0, got {block}")
+    return block
+
+
+def _blocked_granularity(
+    op: str, shape: tuple[int, ...], scale: np.ndarray, zero_point: np.ndarray | None,
+    axis: Any, block: int,
+) -> tuple[int, int]:
+    """Check a blocked scale (ONNX's block_size): the rank of x, x's shape
+    except ceil(D / block_size) along axis, the zero point of its shape.
+    Return (D, inner) of x along axis."""
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"{op}: axis must be an integer, got {type(axis).__name__}") from None
+    rank = len(shape)
+    if rank == 0:
+        raise ValueError(f"{op}: blocked quantization (block_size {block}) needs x of rank >= 1")
+    if not -rank <= axis < rank:
+        raise ValueError(f"{op}: axis {axis} is out of range for x of rank {rank}")
+    axis %= rank
+    blocks = -(-shape[axis] // block)
+    expected = shape[:axis] + (blocks,) + shape[axis + 1 :]
+    if scale.shape != expected:
+        raise ValueError(
+            f"{op}: with block_size {block} along axis {axis}, the scale must have shape "
+            f"{expected} (x's shape {shape} with ceil({shape[axis]} / {block}) = {blocks} "
+            f"blocks along the axis), got {scale.shape}"
+        )
+    if zero_point is not None and zero_point.shape != scale.shape:
+        raise ValueError(
+            f"{op}: the zero point must have the shape of the scale {scale.shape}, "
+            f"got {zero_point.shape}"
+        )
+    inner = int(np.prod(shape[axis + 1 :], dtype=np.int64))
+    return shape[axis], inner
+
+
 def _dense(arr: np.ndarray) -> np.ndarray:
     """The array C-contiguous *and aligned* to its element size, copied only
     when it is not.  (np.ascontiguousarray keeps an unaligned buffer, e.g.
@@ -106,7 +155,7 @@ def _bytes(arr: np.ndarray) -> np.ndarray:
 
 def quantize_linear(
     x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1,
-    out: np.ndarray | None = None,
+    block_size: int = 0, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
 
@@ -118,11 +167,17 @@ def quantize_linear(
     bfloat16: ``x / s + zp`` in float32, saturated to the largest finite value,
     rounded to nearest even; NaN stays NaN.
 
+    ``block_size`` > 0: blocked quantization along ``axis``, as ONNX's
+    QuantizeLinear-21 defines it: the scale (and zero point) has x's shape
+    except ``ceil(D / block_size)`` along the axis, and element ``d`` of the
+    axis uses block ``d // block_size``.
+
     ``out``: an array to write the result into (and return) instead of a new
     one -- writeable, C-contiguous, of the output's dtype and shape, not
     overlapping an input (see :mod:`extql.numpy_out`).
     """
     op = QUANTIZE
+    block = _block_size(op, block_size)
     x_arr = _float32(op, "x", x)
     scale = _float32(op, "y_scale", y_scale)
     if y_zero_point is None:
@@ -138,7 +193,10 @@ def quantize_linear(
         qt = qtype_of(zp.dtype)
         if qt is None:
             raise TypeError(f"{op}: y_zero_point must be one of {_TYPE_NAMES}, got {zp.dtype}")
-    D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
+    if block:
+        D, inner = _blocked_granularity(op, x_arr.shape, scale, zp, axis, block)
+    else:
+        D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
     y = output_array(op, out, x_arr.shape, qt.dtype, {"x": x_arr, "y_scale": scale,
                                                       "y_zero_point": zp})
     _kernels.quantize(
@@ -149,6 +207,7 @@ def quantize_linear(
         _bytes(y),
         D,
         inner,
+        block=block,
     )
     return y
 
@@ -215,7 +274,7 @@ def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
 
 def dequantize_linear(
     x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = 1,
-    out: np.ndarray | None = None,
+    block_size: int = 0, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
 
@@ -225,11 +284,14 @@ def dequantize_linear(
     exact and rounds once to float32 before one float32 multiply; the result
     is float32 with x's shape.
 
+    ``block_size`` > 0: blocked, as for :func:`quantize_linear`.
+
     ``out``: a float32 array of x's shape to write the result into (and
     return) instead of a new one; it may be ``x`` itself viewed as float32
     when x is int32 / uint32 (see :mod:`extql.numpy_out`).
     """
     op = DEQUANTIZE
+    block = _block_size(op, block_size)
     if not _has_dtype(x):
         raise TypeError(
             f"{op}: x must be a NumPy array of one of {_TYPE_NAMES}, got {type(x).__name__}"
@@ -240,7 +302,10 @@ def dequantize_linear(
         raise TypeError(f"{op}: x must be one of {_TYPE_NAMES}, got {x_arr.dtype}")
     scale = _float32(op, "x_scale", x_scale)
     zp = None if x_zero_point is None else _dequantize_zero_point(op, x_zero_point, qt)
-    D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
+    if block:
+        D, inner = _blocked_granularity(op, x_arr.shape, scale, zp, axis, block)
+    else:
+        D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
     y = output_array(op, out, x_arr.shape, np.float32,
                      {"x": x_arr, "x_scale": scale, "x_zero_point": zp}, in_place="x")
     _kernels.dequantize(
@@ -251,6 +316,7 @@ def dequantize_linear(
         y.reshape(-1),
         D,
         inner,
+        block=block,
     )
     return y
 

@@ -44,15 +44,16 @@ def _present(value: Any) -> bool:
 
 
 class _Quantize(OpRun):
-    def _run(self, x, y_scale, y_zero_point=None, axis=1):  # type: ignore[override]
+    def _run(self, x, y_scale, y_zero_point=None, axis=1, block_size=0):  # type: ignore[override]
         zp = y_zero_point if _present(y_zero_point) else None
-        return (quantize_linear(x, y_scale, zp, axis=int(axis)),)
+        return (quantize_linear(x, y_scale, zp, axis=int(axis), block_size=int(block_size)),)
 
 
 class _Dequantize(OpRun):
-    def _run(self, x, x_scale, x_zero_point=None, axis=1):  # type: ignore[override]
+    def _run(self, x, x_scale, x_zero_point=None, axis=1, block_size=0):  # type: ignore[override]
         zp = x_zero_point if _present(x_zero_point) else None
-        return (np.asarray(dequantize_linear(x, x_scale, zp, axis=int(axis))),)
+        return (np.asarray(dequantize_linear(x, x_scale, zp, axis=int(axis),
+                                             block_size=int(block_size))),)
 
 
 # onnx.reference finds a class by (op_domain, class name), so each operator

@@ -34,9 +34,20 @@ def type_name(dtype: np.dtype) -> str:
     raise KeyError(dtype)
 
 
-def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
-    """Broadcast a per-tensor (size 1) or per-axis (1-D) parameter against x."""
+def expand_blocks(v, axis: int, block: int, length: int) -> np.ndarray:
+    """A blocked parameter (ONNX's block_size: x's shape with ceil(D / block)
+    along axis) repeated to x's shape: element d of the axis takes block
+    d // block."""
     v = np.asarray(v)
+    return np.take(np.repeat(v, block, axis=axis), np.arange(length), axis=axis)
+
+
+def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """Broadcast a per-tensor (size 1) or per-axis (1-D) parameter against x;
+    a parameter of x's rank >= 2 (an expanded blocked one) is taken as it is."""
+    v = np.asarray(v)
+    if v.ndim == ndim and ndim >= 2:
+        return v
     if v.size == 1:
         return v.reshape(())
     shape = [1] * ndim

@@ -243,6 +243,15 @@ def expectation(spec: dict) -> tuple[str, str]:
         return "error", f"axis attribute of kind {spec['axis_kind']}"
     op = Q if spec["op"] == "q" else DQ
     given = spec["zp_mode"] == "given"
+    if "block_size" in spec["extra_attrs"]:
+        # block_size 1: blocked quantization with blocks of one element, so
+        # the scale must have x's shape (then, at rank 1, it is also the
+        # per-axis scale, and the contract's per-axis output is the answer).
+        rank = len(spec["shape"])
+        if (rank == 0 or not -rank <= axis_of(spec) < rank
+                or list(spec["s_shape"]) != list(spec["shape"])
+                or (given and list(spec["zp_shape"]) != list(spec["s_shape"]))):
+            return "error", "block_size 1: the scale is not a blocked scale of x"
     err = contract_error(
         op, spec["x_type"], tuple(spec["shape"]), spec["s_type"], tuple(spec["s_shape"]),
         spec["zp_type"] if given else None, tuple(spec["zp_shape"]) if given else None,

@@ -163,8 +163,8 @@ EXTQL_EXPORT int extql_bench_copy_set_isa(int avx2) {
 
 /* The range function of the copy ops (see ExtqlRangeFn). */
 static int copy_range(int kind, int qtype, const void *x, const float *scale,
-                      const void *zero_point, void *y, int64_t D, int64_t inner, int64_t start,
-                      int64_t stop, int64_t out_bytes) {
+                      const void *zero_point, void *y, int64_t D, int64_t inner,
+                      int64_t block, int64_t start, int64_t stop, int64_t out_bytes) {
   int size = (int)extql_elem_size(qtype);
   int in_size = kind == OP_QUANTIZE ? 4 : size, out_size = kind == OP_QUANTIZE ? size : 4;
   const char *src = (const char *)x + start * in_size;
@@ -173,6 +173,7 @@ static int copy_range(int kind, int qtype, const void *x, const float *scale,
   (void)zero_point;
   (void)D;
   (void)inner;
+  (void)block;
   if (stop <= start) return 0;
 #if COPY_HAVE_AVX2
   if (use_avx2())

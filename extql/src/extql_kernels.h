@@ -60,6 +60,19 @@ int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
                               int64_t inner, int64_t start, int64_t stop,
                               int flags);
 
+/* Blocked quantization along D in blocks of `block` elements (ONNX's
+ * block_size): the scale and zero point are dense [outer, ceil(D / block),
+ * inner] and element (o, d, i) uses entry (o, d / block, i).  block 0 is the
+ * per-tensor / per-axis form of the functions above. */
+int extql_quantize_blocked_range_ex(int qtype, const float *x, const float *scale,
+                                    const void *zero_point, void *y, int64_t D,
+                                    int64_t inner, int64_t block, int64_t start,
+                                    int64_t stop, int flags);
+int extql_dequantize_blocked_range_ex(int qtype, const void *x, const float *scale,
+                                      const void *zero_point, float *y, int64_t D,
+                                      int64_t inner, int64_t block, int64_t start,
+                                      int64_t stop, int flags);
+
 /* The whole tensor of n elements, in chunks handed out dynamically to
  * nthreads OpenMP threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
  * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread. */
@@ -69,6 +82,14 @@ int extql_quantize(int qtype, const float *x, const float *scale,
 int extql_dequantize(int qtype, const void *x, const float *scale,
                      const void *zero_point, float *y, int64_t n, int64_t D,
                      int64_t inner, int nthreads);
+
+/* The same, blocked (block 0: as extql_quantize / extql_dequantize). */
+int extql_quantize_blocked(int qtype, const float *x, const float *scale,
+                           const void *zero_point, void *y, int64_t n, int64_t D,
+                           int64_t inner, int64_t block, int nthreads);
+int extql_dequantize_blocked(int qtype, const void *x, const float *scale,
+                             const void *zero_point, float *y, int64_t n, int64_t D,
+                             int64_t inner, int64_t block, int nthreads);
 
 /* The thread count the kernels use by default: set by
  * extql_set_num_threads(), else the EXTQL_NUM_THREADS environment variable,

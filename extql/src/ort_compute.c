@@ -61,7 +61,7 @@ typedef struct {
   const float *scale;
   const void *zp;
   void *y;
-  int64_t n, D, inner, chunk, out_bytes;
+  int64_t n, D, inner, block, chunk, out_bytes;
   volatile int failed;
 } Job;
 
@@ -72,7 +72,7 @@ static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
   if (start >= job->n) return;
   if (stop > job->n) stop = job->n;
   if (job->range(job->kind, job->qtype, job->x, job->scale, job->zp, job->y, job->D, job->inner,
-                 start, stop, job->out_bytes) != 0)
+                 job->block, start, stop, job->out_bytes) != 0)
     job->failed = 1;
 }
 
@@ -116,7 +116,8 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   if (st == NULL)
     st = extql_check_types(api, label, k->kind, fx.type, fs.type, vz ? fz.type : 0, &out_type);
   if (st == NULL)
-    st = extql_check_granularity(api, label, &fx, &fs, vz ? &fz : NULL, k->axis, &D, &inner);
+    st = extql_check_granularity(api, label, &fx, &fs, vz ? &fz : NULL, k->axis, k->block, &D,
+                                 &inner);
   if (st != NULL) goto done;
   qtype = k->kind == OP_QUANTIZE ? out_type : fx.type;
 
@@ -184,6 +185,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     job.n = n;
     job.D = D;
     job.inner = inner;
+    job.block = k->block;
     job.out_bytes = n * (int64_t)y_size;
     job.failed = 0;
     job.chunk = extql_chunk_for(n, 0); /* the session pool: its size is not known here */

@@ -37,12 +37,13 @@ enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 
 /* Elements [start, stop) of one operator's work.  kind: OP_QUANTIZE (x
  * float32, y of qtype) or OP_DEQUANTIZE (x of qtype, y float32); the tensor
- * is [outer, D, inner] (per tensor: D = 1); out_bytes is the size of the
- * whole output (for the choice of stores).  0, or -1 for an element type the
+ * is [outer, D, inner] (per tensor: D = 1); block > 0: blocked along D (the
+ * scale [outer, ceil(D / block), inner]); out_bytes is the size of the whole
+ * output (for the choice of stores).  0, or -1 for an element type the
  * function does not know. */
 typedef int (*ExtqlRangeFn)(int kind, int qtype, const void *x, const float *scale,
                             const void *zero_point, void *y, int64_t D, int64_t inner,
-                            int64_t start, int64_t stop, int64_t out_bytes);
+                            int64_t block, int64_t start, int64_t stop, int64_t out_bytes);
 
 /* One operator name of a library. */
 typedef struct {
@@ -92,6 +93,7 @@ typedef struct {
   int kind;
   ExtqlRangeFn range;
   int64_t axis;
+  int64_t block;   /* the attribute block_size: 0, or blocked quantization */
   char label[192]; /* "ExtendedQuantizeLinear (node 'q')" */
 } ExtqlKernel;
 
@@ -141,9 +143,11 @@ EXTQL_INTERNAL OrtStatus *extql_check_types(const OrtApi *api, const char *label
 EXTQL_INTERNAL OrtStatus *extql_check_granularity(const OrtApi *api, const char *label,
                                                   const TensorFacts *x, const TensorFacts *s,
                                                   const TensorFacts *zp, int64_t axis,
-                                                  int64_t *D, int64_t *inner);
+                                                  int64_t block, int64_t *D, int64_t *inner);
 EXTQL_INTERNAL OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info,
                                           const char *label, int64_t *axis);
+EXTQL_INTERNAL OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
+                                                const char *label, int64_t *block);
 EXTQL_INTERNAL OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info,
                                            const char *label, int kind);
 

@@ -29,13 +29,13 @@ static const ExtqlOpName NAMES[] = {
  * for an output of out_bytes (non-temporal for one larger than the caches). */
 static int kernels_range(int kind, int qtype, const void *x, const float *scale,
                          const void *zero_point, void *y, int64_t D, int64_t inner,
-                         int64_t start, int64_t stop, int64_t out_bytes) {
+                         int64_t block, int64_t start, int64_t stop, int64_t out_bytes) {
   int flags = EXTQL_STREAM_FLAGS(out_bytes);
   if (kind == OP_QUANTIZE)
-    return extql_quantize_range_ex(qtype, (const float *)x, scale, zero_point, y, D, inner,
-                                   start, stop, flags);
-  return extql_dequantize_range_ex(qtype, x, scale, zero_point, (float *)y, D, inner, start,
-                                   stop, flags);
+    return extql_quantize_blocked_range_ex(qtype, (const float *)x, scale, zero_point, y, D,
+                                           inner, block, start, stop, flags);
+  return extql_dequantize_blocked_range_ex(qtype, x, scale, zero_point, (float *)y, D, inner,
+                                           block, start, stop, flags);
 }
 
 static ExtqlOpSet LIBRARY = {

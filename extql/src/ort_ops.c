@@ -69,6 +69,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
     snprintf(k->label, sizeof k->label, "%s", op->name);
 
   st = extql_read_axis(api, info, k->label, &k->axis);
+  if (st == NULL) st = extql_read_block_size(api, info, k->label, &k->block);
   if (st == NULL) st = extql_check_node(api, info, k->label, op->kind);
   if (st != NULL) {
     free(k);

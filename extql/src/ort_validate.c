@@ -143,14 +143,60 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
 
 /* Check scale / zero point / axis against x's shape; return the [outer, D,
  * inner] view the kernels take (per tensor: D = 1, inner = all). */
+/* A blocked scale: x's shape except ceil(D / block) along axis; the zero
+ * point of the scale's shape. */
+static OrtStatus *check_blocked(const OrtApi *api, const char *label, const TensorFacts *x,
+                                const TensorFacts *s, const TensorFacts *zp, int64_t axis,
+                                int64_t block, int64_t *D, int64_t *inner) {
+  char b1[256], b2[256];
+  int64_t rank = (int64_t)x->rank, a, i, blocks;
+  int bad;
+  if (rank == 0)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "blocked quantization (block_size %lld) needs x of rank >= 1",
+                      (long long)block);
+  if (axis < -rank || axis >= rank)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "axis %lld is out of range for x of rank %lld", (long long)axis,
+                      (long long)rank);
+  a = axis < 0 ? axis + rank : axis;
+  blocks = (x->dims[a] + block - 1) / block;
+  bad = (int64_t)s->rank != rank;
+  for (i = 0; !bad && i < rank; i++)
+    bad = s->dims[i] != (i == a ? blocks : x->dims[i]);
+  if (bad)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "with block_size %lld along axis %lld, the scale must have x's shape %s "
+                      "with ceil(%lld / %lld) = %lld blocks along the axis, got %s",
+                      (long long)block, (long long)a,
+                      extql_shape_str(x->dims, x->rank, b1, sizeof b1), (long long)x->dims[a],
+                      (long long)block, (long long)blocks,
+                      extql_shape_str(s->dims, s->rank, b2, sizeof b2));
+  if (zp != NULL) {
+    bad = zp->rank != s->rank;
+    for (i = 0; !bad && i < rank; i++) bad = zp->dims[i] != s->dims[i];
+    if (bad)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "the zero point must have the shape of the scale %s, got %s",
+                        extql_shape_str(s->dims, s->rank, b1, sizeof b1),
+                        extql_shape_str(zp->dims, zp->rank, b2, sizeof b2));
+  }
+  *D = x->dims[a];
+  *inner = 1;
+  for (i = a + 1; i < rank; i++) *inner *= x->dims[i];
+  return NULL;
+}
+
 OrtStatus *extql_check_granularity(const OrtApi *api, const char *label, const TensorFacts *x,
                                    const TensorFacts *s, const TensorFacts *zp, int64_t axis,
-                                   int64_t *D, int64_t *inner) {
+                                   int64_t block, int64_t *D, int64_t *inner) {
   char b1[256], b2[256];
   int64_t rank = (int64_t)x->rank, a, i;
+  if (block > 0) return check_blocked(api, label, x, s, zp, axis, block, D, inner);
   if (s->rank >= 2)
     return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                      "the scale must be a scalar or 1-D, got shape %s",
+                      "the scale must be a scalar or 1-D, got shape %s (a blocked scale, of "
+                      "x's rank, needs the attribute block_size)",
                       extql_shape_str(s->dims, s->rank, b1, sizeof b1));
   if (zp != NULL) {
     int bad;
@@ -248,6 +294,28 @@ OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info, const c
   api->ReleaseStatus(st);
   *axis = 1;
   return axis_of_another_type(api, info, label);
+}
+
+/* The attribute block_size: an int >= 0, default 0 (0: per tensor or per
+ * axis; > 0: blocked quantization along axis). */
+OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
+                                 const char *label, int64_t *block) {
+  float f;
+  OrtStatus *st = api->KernelInfoGetAttribute_int64(info, "block_size", block);
+  if (st != NULL) {
+    api->ReleaseStatus(st);
+    *block = 0;
+    st = api->KernelInfoGetAttribute_float(info, "block_size", &f);
+    if (st == NULL)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                        "the attribute block_size must be an integer, got %g", (double)f);
+    api->ReleaseStatus(st);
+    return NULL; /* absent */
+  }
+  if (*block < 0)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute block_size must be >= 0, got %lld", (long long)*block);
+  return NULL;
 }
 
 /* The input count and the element types the graph declares, when it

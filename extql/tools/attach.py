@@ -87,6 +87,12 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     groups: dict[tuple[str, bool], list[ExtNode]] = {}
     for ext in nodes:
         raise_first_problem(ext, types)
+        if ext.block_size > 0:
+            raise ValueError(
+                f"{ext.label}: block_size {ext.block_size}: the fallback functions do not "
+                "implement blocked quantization yet (extql's onnxruntime library and NumPy API "
+                "run it)"
+            )
         variant_of[id(ext.node)] = fallbacks.variant(zero_point_type(ext, types))
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
     # Runtimes that ignore ``overload`` run one (type-generic) function for

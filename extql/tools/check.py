@@ -44,11 +44,18 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
         return [f"has {n_in} inputs, expected 2 or 3 (x, scale[, zero point])"]
     if len(node.output) != 1:
         problems.append(f"has {len(node.output)} outputs, expected 1")
+    known = ("axis",) if ext.microsoft else ("axis", "block_size")
     for attr in node.attribute:
-        if attr.name != "axis":
-            problems.append(f"has an unknown attribute {attr.name!r} (only 'axis' is defined)")
+        if attr.name not in known:
+            problems.append(
+                f"has an unknown attribute {attr.name!r} (only "
+                f"{' and '.join(repr(k) for k in known)} {'is' if len(known) == 1 else 'are'} "
+                "defined)"
+            )
         elif attr.type != onnx.AttributeProto.INT:
-            problems.append("attribute 'axis' must be an INT")
+            problems.append(f"attribute {attr.name!r} must be an INT")
+        elif attr.name == "block_size" and attr.i < 0:
+            problems.append(f"attribute 'block_size' must be >= 0, it is {attr.i}")
     x_name, s_name = node.input[0], node.input[1]
     z_name = node.input[2] if ext.has_zero_point else None
     if not x_name or not s_name:
@@ -94,8 +101,13 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     s_shape = s.shape if s is not None else None
     z_shape = z.shape if z is not None else None
     x_shape = x.shape if x is not None else None
+    if not ext.microsoft and ext.block_size > 0:
+        return problems + _blocked_problems(ext, x_shape, s_name, s_shape, z_name, z_shape)
     if s_shape is not None and len(s_shape) >= 2:
-        problems.append(f"the scale {s_name!r} must be a scalar or 1-D, it has shape {s_shape}")
+        problems.append(
+            f"the scale {s_name!r} must be a scalar or 1-D, it has shape {s_shape}"
+            + ("" if ext.microsoft else " (a blocked scale, of x's rank, needs block_size > 0)")
+        )
         return problems
     if s_shape is not None and z_shape is not None:
         s_one = len(s_shape) == 0 or s_shape[0] == 1
@@ -126,4 +138,45 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
                     f"the scale has {s_shape[0]} elements but x has {dim} along axis "
                     f"{axis % rank} (shape {x_shape})"
                 )
+    return problems
+
+
+def _blocked_problems(ext: ExtNode, x_shape, s_name: str, s_shape, z_name: str | None,
+                      z_shape) -> list[str]:
+    """The problems of a blocked node (block_size > 0) that the static shapes
+    prove: the scale of x's shape except ceil(D / block_size) along axis,
+    the zero point of the scale's shape."""
+    block = ext.block_size
+    problems: list[str] = []
+    if x_shape is not None:
+        rank = len(x_shape)
+        axis = ext.axis
+        if rank == 0:
+            return [f"blocked quantization (block_size {block}) needs x of rank >= 1"]
+        if not -rank <= axis < rank:
+            return [f"axis {axis} is out of range for x of rank {rank}"]
+        a = axis % rank
+        if s_shape is not None and len(s_shape) != rank:
+            problems.append(
+                f"with block_size {block}, the scale {s_name!r} must have x's rank {rank}, "
+                f"it has shape {s_shape}"
+            )
+        elif s_shape is not None:
+            for i, (xd, sd) in enumerate(zip(x_shape, s_shape, strict=True)):
+                if not (isinstance(xd, int) and isinstance(sd, int)):
+                    continue
+                want = -(-xd // block) if i == a else xd
+                if sd != want:
+                    problems.append(
+                        f"with block_size {block} along axis {a}, the scale {s_name!r} must "
+                        f"have {want} elements along dimension {i} (x's shape {x_shape}), "
+                        f"it has shape {s_shape}"
+                    )
+                    break
+    if (z_shape is not None and s_shape is not None and tuple(z_shape) != tuple(s_shape)
+            and all(isinstance(d, int) for d in (*z_shape, *s_shape))):
+        problems.append(
+            f"the zero point {z_name!r} must have the shape of the scale {s_shape}, "
+            f"it has {z_shape}"
+        )
     return problems

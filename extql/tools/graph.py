@@ -70,6 +70,14 @@ def node_axis(node: onnx.NodeProto) -> int:
     return 1
 
 
+def node_block_size(node: onnx.NodeProto) -> int:
+    """The node's ``block_size`` (0 when absent: per tensor or per axis)."""
+    for attr in node.attribute:
+        if attr.name == "block_size" and attr.type == onnx.AttributeProto.INT:
+            return int(attr.i)
+    return 0
+
+
 def node_label(node: onnx.NodeProto) -> str:
     """``<op_type> node <name>`` for messages (the first output's name when
     the node has no name)."""
@@ -111,6 +119,10 @@ class ExtNode:
     @property
     def axis(self) -> int:
         return node_axis(self.node)
+
+    @property
+    def block_size(self) -> int:
+        return node_block_size(self.node)
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

@@ -57,6 +57,12 @@ _OFFICIAL_DQ = {
 }
 
 
+def _granularity_words(ext, per_tensor: bool) -> str:
+    if ext.block_size > 0:
+        return f"blocked (block_size {ext.block_size})"
+    return "per tensor" if per_tensor else "per axis (or of unknown granularity)"
+
+
 def lower_to_standard(
     model: onnx.ModelProto, *, report: list[str] | None = None
 ) -> onnx.ModelProto:
@@ -123,11 +129,13 @@ def lower_to_standard(
         s_shape = static_shape(node.input[1], types)
         per_tensor = s_shape is not None and (len(s_shape) == 0 or s_shape[0] == 1)
         needed = official.per_tensor if per_tensor else official.per_axis
+        if ext.block_size > 0:
+            needed, per_tensor = max(needed, 21), False  # block_size: opset 21
         if opset < needed:
             msg = (
                 f"{ext.label}: left as is: the official "
                 f"{'QuantizeLinear' if ext.quantize else 'DequantizeLinear'} for {variant} "
-                f"{'per tensor' if per_tensor else 'per axis (or of unknown granularity)'} "
+                f"{_granularity_words(ext, per_tensor)} "
                 f"needs ai.onnx opset >= {needed}, the model imports {opset}"
             )
             messages.append(msg)

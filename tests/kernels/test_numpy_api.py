@@ -378,13 +378,13 @@ def test_kernels_get_aligned_buffers(name, monkeypatch):
                     width = arr.itemsize if arr.dtype != np.uint8 else TYPES[name][0].itemsize
                     seen.append(arr.ctypes.data % width == 0)
 
-        def quantize(self, qtype, x, s, zp, y, *rest):
+        def quantize(self, qtype, x, s, zp, y, *rest, **kwargs):
             self._check(qtype, x, s, zp, y)
-            return real.quantize(qtype, x, s, zp, y, *rest)
+            return real.quantize(qtype, x, s, zp, y, *rest, **kwargs)
 
-        def dequantize(self, qtype, x, s, zp, y, *rest):
+        def dequantize(self, qtype, x, s, zp, y, *rest, **kwargs):
             self._check(qtype, x, s, zp, y)
-            return real.dequantize(qtype, x, s, zp, y, *rest)
+            return real.dequantize(qtype, x, s, zp, y, *rest, **kwargs)
 
     monkeypatch.setattr(numpy_api, "_kernels", Spy())
     rng = np.random.default_rng(5)
