@@ -1241,46 +1241,94 @@ cdef inline void block_row(Cols *cl, float *buf, const float *scale,
     convert_channels(cl, 0, srow, zrow, k, w)
 
 
+cdef inline void expand_blocks(Cols *cl, float *buf, const float *scale,
+                               const qtype_t *zp, int64_t D, int64_t B,
+                               int64_t i, int64_t w,
+                               bint quantize) noexcept nogil:
+    """cl over buf gets the constants of elements [i, i + w) of a tensor
+    blocked along its last axis (inner 1): element i of row i // D uses
+    block (i // D) * ceil(D / B) + (i % D) // B."""
+    cdef int64_t Db = (D + B - 1) // B
+    cdef int64_t j = 0, d = i % D, pos = d % B, b = (i // D) * Db + d // B, run
+    cdef int64_t last = ((i + w - 1) // D) * Db + ((i + w - 1) % D) // B
+    cdef Chan c
+    cols_init(cl, buf, w, zp, b, not uniform_zero(zp, b, last - b + 1, last + 1),
+              quantize)
+    while j < w:
+        # The run of the element's block (pos: its offset in the block).
+        run = B - pos if B - pos < D - d else D - d
+        run = run if run < w - j else w - j
+        if cl.perz:
+            chan_of(&c, scale, zp, b)
+            cols_fill(cl, j, &c, run)
+        else:
+            # One zero point (cl.z0): only the scales, each repeated.
+            fill_32(cl.s + j, f32_bits(scale[b]), run)
+        j += run
+        d += run
+        pos += run
+        if pos == B or d == D:
+            b += 1
+            pos = 0
+            d = 0 if d == D else d
+
+
 cdef void quantize_blocked(const float *x, const float *scale,
                            const qtype_t *zp, qtype_t *y, int64_t D,
                            int64_t inner, int64_t B, int64_t start,
                            int64_t stop, int stream) noexcept nogil:
     """Blocked quantization of [outer, D, inner] along D in blocks of B: the
     scale and zero point have the shape [outer, ceil(D / B), inner], and
-    element (o, d, i) uses entry (o, d // B, i)."""
+    element (o, d, i) uses entry (o, d // B, i).
+
+    Along the last axis (inner 1) a block is a run of B elements: long runs
+    one by one, short ones in windows of per-element constants.  Otherwise
+    the B rows of a block share their row of inner constants, converted once
+    per block (on the heap when the row is longer than a window; in windows
+    of the row if that allocation fails)."""
     cdef int64_t Db = (D + B - 1) // B
     cdef int64_t i = start, r, d, off, n, w, b, cached = -1
     cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * WINDOW]
+    cdef float *row = buf
+    cdef float *heap = NULL
     cdef Cols cl
     cdef Chan c
+    if inner > WINDOW:
+        heap = <float *>malloc(COLS_ARRAYS * inner * sizeof(float))
+        row = heap if heap != NULL else buf
     while i < stop:
         r = i // inner
         d = r % D
         b = (r // D) * Db + d // B
-        if inner == 1:
-            # Rows of one element: the elements of a block share a scale.
+        if inner == 1 and B < SHORT_RUN:
+            w = WINDOW if WINDOW < stop - i else stop - i
+            expand_blocks(&cl, buf, scale, zp, D, B, i, w, 1)
+            quantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            i += w
+        elif inner == 1:
             n = B - d % B if B - d % B < D - d else D - d
             n = n if n < stop - i else stop - i
             chan_of(&c, scale, zp, b)
             quantize_block(x + i, y + i, n, &c, out)
             i += n
-            continue
-        off = i - r * inner
-        n = inner - off if inner - off < stop - i else stop - i
-        if inner <= WINDOW:
-            # The B rows of a block share their row of constants.
+        elif inner <= WINDOW or heap != NULL:
+            off = i - r * inner
+            n = inner - off if inner - off < stop - i else stop - i
             if b != cached:
-                block_row(&cl, buf, scale, zp, b, inner, 0, inner, 1)
+                block_row(&cl, row, scale, zp, b, inner, 0, inner, 1)
                 cached = b
             quantize_columns(x + i, y + i, n, &cl, inner, off, out)
             i += n
         else:
+            off = i - r * inner
+            n = inner - off if inner - off < stop - i else stop - i
             w = WINDOW if WINDOW < n else n
             block_row(&cl, buf, scale, zp, b, inner, off, w, 1)
             quantize_columns(x + i, y + i, w, &cl, w, 0, out)
             i += w
+    free(heap)
     if out == OUT_STREAM:
         store_fence()
 
@@ -1295,32 +1343,44 @@ cdef void dequantize_blocked(const qtype_t *x, const float *scale,
     cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(float), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * WINDOW]
+    cdef float *row = buf
+    cdef float *heap = NULL
     cdef Cols cl
     cdef Chan c
+    if inner > WINDOW:
+        heap = <float *>malloc(COLS_ARRAYS * inner * sizeof(float))
+        row = heap if heap != NULL else buf
     while i < stop:
         r = i // inner
         d = r % D
         b = (r // D) * Db + d // B
-        if inner == 1:
+        if inner == 1 and B < SHORT_RUN:
+            w = WINDOW if WINDOW < stop - i else stop - i
+            expand_blocks(&cl, buf, scale, zp, D, B, i, w, 0)
+            dequantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            i += w
+        elif inner == 1:
             n = B - d % B if B - d % B < D - d else D - d
             n = n if n < stop - i else stop - i
             chan_of(&c, scale, zp, b)
             dequantize_block(x + i, y + i, n, &c, out)
             i += n
-            continue
-        off = i - r * inner
-        n = inner - off if inner - off < stop - i else stop - i
-        if inner <= WINDOW:
+        elif inner <= WINDOW or heap != NULL:
+            off = i - r * inner
+            n = inner - off if inner - off < stop - i else stop - i
             if b != cached:
-                block_row(&cl, buf, scale, zp, b, inner, 0, inner, 0)
+                block_row(&cl, row, scale, zp, b, inner, 0, inner, 0)
                 cached = b
             dequantize_columns(x + i, y + i, n, &cl, inner, off, out)
             i += n
         else:
+            off = i - r * inner
+            n = inner - off if inner - off < stop - i else stop - i
             w = WINDOW if WINDOW < n else n
             block_row(&cl, buf, scale, zp, b, inner, off, w, 0)
             dequantize_columns(x + i, y + i, w, &cl, w, 0, out)
             i += w
+    free(heap)
     if out == OUT_STREAM:
         store_fence()
 

@@ -159,6 +159,7 @@ def node_model(
     declare_output: bool = True,
     out_dtype: np.dtype | None = None,
     widen_bf16: bool = True,
+    block_size: int | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], np.dtype]:
     """One Extended (or legacy) node.
 
@@ -192,6 +193,8 @@ def node_model(
             inputs.append(value_info(n, ONNX_OF[v.dtype], v.shape))
             feeds[n] = v
     kw = {} if axis is None else {"axis": axis}
+    if block_size is not None:
+        kw["block_size"] = block_size
     nodes = [helper.make_node(name, names, ["y"], domain=domain, name="node0", **kw)]
     out_type = ONNX_OF[np.dtype(out_dtype)] if declare_output else None
     typed = ort_io.has_typed_ortvalues()

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from contract import TYPES, assert_same_bits, dequantize, quantize
+from contract import TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto, numpy_helper
 from ortutil import DQ, Q, run_node
 
@@ -36,6 +36,10 @@ def _as_array(value: Any) -> np.ndarray | None:
         except Exception:  # float4 / int2 and friends
             return None
     return np.asarray(value)
+
+
+def _block_size(node: onnx.NodeProto) -> int:
+    return next((a.i for a in node.attribute if a.name == "block_size"), 0)
 
 
 def _collect() -> list[tuple[str, onnx.NodeProto, list, list]]:
@@ -62,7 +66,7 @@ def _collect() -> list[tuple[str, onnx.NodeProto, list, list]]:
 
 
 def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | None:
-    attrs = {a.name for a in node.attribute} - {"axis"}
+    attrs = {a.name for a in node.attribute} - {"axis", "block_size"}
     if attrs:
         return f"attributes extql does not have: {sorted(attrs)}"
     arrays = [_as_array(v) for v in inputs + outputs]
@@ -76,8 +80,6 @@ def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | Non
         return f"x of type {x.dtype} (extql quantizes float32)"
     if scale.dtype != np.float32:
         return f"scale of type {scale.dtype} (extql's scale is float32)"
-    if scale.ndim >= 2:
-        return "blocked quantization (scale of rank >= 2)"
     return None
 
 
@@ -97,9 +99,9 @@ def test_collected():
         assert expected in names
     # Every case left out is left out for a type or attribute extql lacks.
     for name, reason in LEFT_OUT.items():
-        assert reason and any(
-            word in reason for word in ("type", "attributes", "blocked")
-        ), (name, reason)
+        assert reason and any(word in reason for word in ("type", "attributes")), (name, reason)
+    # Blocked quantization is among the shared cases.
+    assert any(_block_size(c[1]) for c in USABLE)
 
 
 @pytest.mark.parametrize("case", USABLE, ids=[c[0] for c in USABLE])
@@ -107,14 +109,19 @@ def test_onnx_node_case(case):
     name, node, inputs, outputs = case
     op = OFFICIAL[node.op_type]
     axis = next((a.i for a in node.attribute if a.name == "axis"), None)
+    block = _block_size(node)
     arrays = [_as_array(v) for v in inputs]
     expected = _as_array(outputs[0])
     x, scale = arrays[0], arrays[1]
     zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
     form = "given" if zp is not None else "absent"
-    y = run_node(op, x, scale, zp, zp_form=form, axis=axis)
+    y = run_node(op, x, scale, zp, zp_form=form, axis=axis, block_size=block or None)
     assert_same_bits(y, expected.astype(y.dtype) if y.dtype != expected.dtype else expected,
                      f"{name}: vs ONNX's expected output")
     a = 1 if axis is None else axis
+    if block:
+        a %= x.ndim
+        scale = expand_blocks(scale, a, block, x.shape[a])
+        zp = None if zp is None else expand_blocks(zp, a, block, x.shape[a])
     contract = quantize(x, scale, zp, axis=a) if op == Q else dequantize(x, scale, zp, axis=a)
     assert_same_bits(y, contract, f"{name}: vs the contract")
