@@ -15,7 +15,7 @@ Q, DQ = "Q", "DQ"
 #: activations: the channel changes every H*W elements); ``nchw7`` /
 #: ``nchw56``: shape (N, 256, 7, 7) / (N, 64, 56, 56), axis 1 (short runs of
 #: 49 / 3136 elements), N the batch that comes nearest the size.
-GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw56")
+GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw56", "block32", "block128")
 DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)
 TABLES = ("ort", "numpy", "fallback")
 #: Every size must be a multiple of this (the longest quantized axis).

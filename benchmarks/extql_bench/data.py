@@ -18,6 +18,10 @@ NCHW_CHANNELS = 64
 #: nchw7 as a late ResNet stage (runs of 49 elements share a scale), nchw56
 #: as an early one (runs of 3136).
 NCHW_FIXED = {"nchw7": (256, 7, 7), "nchw56": (64, 56, 56)}
+#: Blocked quantization (block_size) of a weight of shape (n/4096, 4096)
+#: along its last axis, in blocks of 32 or 128 elements (the LLM case).
+BLOCKED = {"block32": 32, "block128": 128}
+BLOCKED_COLUMNS = 4096
 
 # Zero points per type: non-zero, so that the zero-point arithmetic runs.
 _ZERO_POINT = {
@@ -39,6 +43,8 @@ def shape(n: int, granularity: str) -> tuple[int, ...]:
     if granularity in NCHW_FIXED:
         c, h, w = NCHW_FIXED[granularity]
         return (max(1, round(n / (c * h * w))), c, h, w)
+    if granularity in BLOCKED:
+        return (max(1, n // BLOCKED_COLUMNS), BLOCKED_COLUMNS)
     if granularity == "tensor":
         return (n,)
     if granularity == "axis0":
@@ -59,6 +65,17 @@ def elements(n: int, granularity: str) -> int:
 def axis(granularity: str) -> int:
     """The quantized axis (per tensor: the attribute's default, unused)."""
     return 0 if granularity == "axis0" else 1
+
+
+def _blocked_shape(n: int, granularity: str) -> tuple[int, int]:
+    """The blocked scale's shape of the n-element row: one per block."""
+    rows, cols = shape(n, granularity)
+    return rows, -(-cols // BLOCKED[granularity])
+
+
+def block_size(granularity: str) -> int:
+    """The attribute block_size of the granularity (0: not blocked)."""
+    return BLOCKED.get(granularity, 0)
 
 
 def channels(granularity: str) -> int:
@@ -83,7 +100,7 @@ class Data:
         return self._x[n]
 
     @staticmethod
-    def scale(qt: QType, granularity: str) -> np.ndarray:
+    def scale(qt: QType, granularity: str, n: int = 0) -> np.ndarray:
         """Scales that put a standard normal input across about a third of
         the integer range (so some values saturate at 3 sigma; 32-bit types:
         a small part of it); per channel, a ramp from 0.5 to 2 times that."""
@@ -97,14 +114,20 @@ class Data:
             base = np.float32(6.0 / (qt.hi - qt.lo))
         if granularity == "tensor":
             return np.array(base, dtype=np.float32)
+        if granularity in BLOCKED:  # one scale per block, a ramp over the blocks
+            blocks = _blocked_shape(n, granularity)
+            ramp = np.linspace(0.5, 2.0, math.prod(blocks), dtype=np.float32).reshape(blocks)
+            return (base * ramp).astype(np.float32)
         ramp = np.linspace(0.5, 2.0, channels(granularity), dtype=np.float32)
         return (base * ramp).astype(np.float32)
 
     @staticmethod
-    def zero_point(qt: QType, granularity: str) -> np.ndarray:
+    def zero_point(qt: QType, granularity: str, n: int = 0) -> np.ndarray:
         zp = np.array(_ZERO_POINT[qt.name]).astype(qt.dtype)
         if granularity == "tensor":
             return zp
+        if granularity in BLOCKED:
+            return np.full(_blocked_shape(n, granularity), zp, dtype=qt.dtype)
         return np.full(channels(granularity), zp, dtype=qt.dtype)
 
     def input(self, op: str, n: int, qt: QType, granularity: str) -> np.ndarray:
@@ -128,8 +151,9 @@ class Data:
             x = self.x(elements(n, granularity)).reshape(shape(n, granularity))
             self._q[key] = quantize_linear(
                 x,
-                self.scale(qt, granularity),
-                self.zero_point(qt, granularity),
+                self.scale(qt, granularity, n),
+                self.zero_point(qt, granularity, n),
                 axis=axis(granularity),
+                block_size=block_size(granularity),
             )
         return self._q[key]

@@ -13,6 +13,7 @@ from extql.types import DOMAIN, QTYPES, QType
 
 from .config import Q
 from .data import axis as axis_of
+from .data import block_size
 
 #: The copy anchor's domain (benchmarks/copy_ops/copy_ops.c).
 COPY_DOMAIN = "com.amd.quark.bench"
@@ -24,7 +25,8 @@ _NODES = {
     "ort": ("QuantizeLinear", "DequantizeLinear", ""),
 }
 _DIMS = {"tensor": ["n"], "axis0": ["c", "n"], "axis1": ["n", "c"], "nchw": ["n", "c", "h", "w"],
-         "nchw7": ["n", "c", "h", "w"], "nchw56": ["n", "c", "h", "w"]}
+         "nchw7": ["n", "c", "h", "w"], "nchw56": ["n", "c", "h", "w"],
+         "block32": ["n", "c"], "block128": ["n", "c"]}
 
 
 class Ort:
@@ -83,6 +85,8 @@ class Ort:
         else:
             inits = [self._tensor("s", scale), self._tensor("z", zp)]
             attrs = {} if granularity == "tensor" else {"axis": axis_of(granularity)}
+            if block_size(granularity):
+                attrs["block_size"] = block_size(granularity)
             q_name, dq_name, domain = _NODES[kind]
             domains = [domain] if domain else []
             node = h.make_node(q_name if op == Q else dq_name, ["x", "s", "z"], ["y"],

@@ -150,7 +150,9 @@ How it was measured (`extql bench`, the harness in benchmarks/extql_bench):
   (N, 64, 56, 56), axis 1: short runs of 49 and 3136 elements sharing a
   scale; N is the batch nearest the size, so these rows have about the size's
   elements, not exactly: at 16M, N = 1337 (16,771,328 elements) / N = 84
-  (16,859,136 elements)).
+  (16,859,136 elements)), `block32` and `block128` (shape (n/4096, 4096),
+  blocked quantization along axis 1 with block_size 32 / 128, a scale per
+  block: an LLM weight; the anchor is onnxruntime's own blocked op).
 * Before timing, every row checks extql's output bit for bit: `=ort` against
   onnxruntime's own op, `=api` against extql's NumPy API, `=fallback` against
   the fallback model.

@@ -13,7 +13,7 @@ from extql.types import QTYPES
 
 from . import anchors
 from .config import BenchConfig, Q, size_label
-from .data import Data, axis
+from .data import Data, axis, block_size
 from .models import Ort
 from .timing import time_interleaved
 
@@ -80,7 +80,7 @@ def _emit(cfg: BenchConfig, out: list[Result], r: Result) -> None:
         cfg.progress(progress_line(r))
 
 
-def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax) -> str:
+def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax, block=0) -> str:
     """Run extql (and the anchor where it shares the formula) and compare
     the output bits; returns "=ort", "=api" or "MISMATCH ..."."""
     from extql.numpy_api import dequantize_linear, quantize_linear
@@ -93,10 +93,22 @@ def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax) -> str:
         anc()
         return "=ort" if same_bits(got, y) else "MISMATCH vs onnxruntime"
     if op == Q:
-        want = quantize_linear(x, scale, zp, axis=ax)
+        want = quantize_linear(x, scale, zp, axis=ax, block_size=block)
     else:
-        want = dequantize_linear(x, scale, zp, axis=ax)
+        want = dequantize_linear(x, scale, zp, axis=ax, block_size=block)
     return "=api" if same_bits(got, want) else "MISMATCH vs the NumPy API"
+
+
+def _size_groups(cfg: BenchConfig) -> list[tuple[str, list[int]]]:
+    """(granularity, sizes) whose rows share one model: a blocked scale's
+    shape depends on the size, so each blocked size has its own."""
+    groups: list[tuple[str, list[int]]] = []
+    for gran in cfg.granularities:
+        if block_size(gran):
+            groups += [(gran, [n]) for n in cfg.sizes]
+        else:
+            groups.append((gran, list(cfg.sizes)))
+    return groups
 
 
 def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
@@ -110,14 +122,18 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
     for op in cfg.ops:
         for tname in cfg.types:
             qt = QTYPES[tname]
-            kind = anchors.anchor_kind(op, qt)
-            for gran in cfg.granularities:
-                scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
+            for gran, sizes in _size_groups(cfg):
+                scale, zp = data.scale(qt, gran, sizes[0]), data.zero_point(qt, gran, sizes[0])
+                kind = anchors.anchor_kind(op, qt)
+                if block_size(gran) and kind == "cast":
+                    # A Cast has no scale to block, and onnxruntime's blocked
+                    # op has no float16 / bfloat16 output: no anchor.
+                    kind = None
                 for threads in _thread_counts(cfg):
                     why = o.unmeasurable(qt)
                     if why:
                         out += [Result("ort", op, tname, gran, n, threads, float("nan"), note=why)
-                                for n in cfg.sizes]
+                                for n in sizes]
                         continue
                     ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads,
                                          "extql", cfg.spin)
@@ -130,7 +146,7 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                                                  threads, None, cfg.spin)
                         except Exception as exc:  # the anchor may not support a form
                             note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
-                    for n in cfg.sizes:
+                    for n in sizes:
                         x = data.input(op, n, qt, gran)
                         y = data.output(op, qt, x.shape)
                         ext = o.runner(ext_sess, x, y)
@@ -148,7 +164,8 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                         funcs.append(o.runner(copy_sess, x, y))
                         exact = None
                         if cfg.check:
-                            exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis(gran))
+                            exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis(gran),
+                                           block_size(gran))
                         times = time_interleaved(funcs, cfg.repeat, cfg.min_sample)
                         _emit(cfg, out, Result(
                             "ort", op, tname, gran, n, threads, times[0],

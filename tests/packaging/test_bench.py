@@ -93,6 +93,26 @@ def test_nchw_rows_are_exact(tmp_path, gran):
     assert all(r["granularity"] == gran and r["exact"] in ("=ort", "=api") for r in rows)
 
 
+@pytest.mark.parametrize("gran", ["block32", "block128"])
+def test_blocked_rows_are_exact(tmp_path, gran):
+    """The blocked rows (block_size along the last axis of (n/4096, 4096)):
+    every type checked bit for bit, the integer types against onnxruntime's
+    own blocked op where it has one."""
+    out = tmp_path / "blocked.json"
+    rc = cli.main(["bench", "-q", "--tables", "ort", "--granularity", gran, "--sizes", "64K",
+                   "--threads", "1", "--repeat", "1", "--json", str(out)])
+    assert rc == 0
+    rows = [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
+    assert len(rows) == 2 * len(QTYPES) - (0 if ort_io.has_typed_ortvalues() else 2)
+    assert all(r["granularity"] == gran and r["exact"] in ("=ort", "=api") for r in rows)
+    assert all(r["anchor_name"] is None for r in rows if r["type"] in ("float16", "bfloat16"))
+    qt = QTYPES["int8"]
+    block = data.block_size(gran)
+    assert data.shape(1 << 16, gran) == (16, 4096)
+    assert data.Data.scale(qt, gran, 1 << 16).shape == (16, 4096 // block)
+    assert data.Data.zero_point(qt, gran, 1 << 16).shape == (16, 4096 // block)
+
+
 def test_nchw_shapes():
     assert data.shape(1 << 24, "nchw") == (1, 64, 512, 512)
     assert data.shape(1 << 20, "nchw") == (1, 64, 128, 128)
