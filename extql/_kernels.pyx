@@ -1273,6 +1273,77 @@ cdef inline void expand_blocks(Cols *cl, float *buf, const float *scale,
             d = 0 if d == D else d
 
 
+cdef inline void tile_blocks(Cols *tc, const float *scale, const qtype_t *zp,
+                             int64_t b0, int shift) noexcept nogil:
+    """tc's TILE entries get the constants of TILE elements blocked along
+    the last axis in aligned blocks of 1 << shift: entry j of block
+    b0 + (j >> shift).  Each block's value is read once into a local and
+    stored 1 << shift times (a loop of stores the compiler vectorises)."""
+    cdef int64_t k, j, m = 1 << shift
+    cdef float *ts = tc.s
+    cdef float *tz = tc.zf
+    cdef int32_t *ti = tc.zi
+    cdef float v, vz
+    cdef int32_t vi
+    for k in range(TILE >> shift):
+        v = scale[b0 + k]
+        for j in range(m):
+            ts[k * m + j] = v
+    if tz != NULL:
+        for k in range(TILE >> shift):
+            vz = zero_float(zp[b0 + k])
+            for j in range(m):
+                tz[k * m + j] = vz
+    if ti != NULL:
+        for k in range(TILE >> shift):
+            vi = zero_bits(zp[b0 + k])
+            for j in range(m):
+                ti[k * m + j] = vi
+
+
+cdef inline int64_t quantize_tiles_blocks(const float *x, const float *scale,
+                                          const qtype_t *zp, qtype_t *y,
+                                          int64_t i, int64_t stop, Cols *tc,
+                                          int shift, bint perz,
+                                          int out) noexcept nogil:
+    """Whole tiles from element i (a multiple of TILE), blocked along the
+    last axis in aligned blocks of 1 << shift elements (<= TILE)."""
+    while i + TILE <= stop:
+        prefetch(x + i, TILE * sizeof(float))
+        tile_blocks(tc, scale, zp, i >> shift, shift)
+        quantize_tile_cols(x + i, y + i, TILE, tc, 0, perz, out)
+        i += TILE
+    return i
+
+
+cdef inline int64_t dequantize_tiles_blocks(const qtype_t *x,
+                                            const float *scale,
+                                            const qtype_t *zp, float *y,
+                                            int64_t i, int64_t stop, Cols *tc,
+                                            int shift, bint perz,
+                                            int out) noexcept nogil:
+    """As quantize_tiles_blocks."""
+    while i + TILE <= stop:
+        prefetch(x + i, TILE * sizeof(qtype_t))
+        tile_blocks(tc, scale, zp, i >> shift, shift)
+        dequantize_tile_cols(x + i, y + i, TILE, tc, 0, perz, out)
+        i += TILE
+    return i
+
+
+cdef inline int block_shift(int64_t D, int64_t inner, int64_t B) noexcept nogil:
+    """log2(B) when the blocks are aligned in the flat tensor (last axis, B a
+    power of two from 8 to TILE dividing D): element e is in block e >> it.
+    Else 0."""
+    cdef int shift
+    if inner != 1 or D % B != 0:
+        return 0
+    for shift in range(3, 8):
+        if B == (1 << shift) and B <= TILE:
+            return shift
+    return 0
+
+
 cdef void quantize_blocked(const float *x, const float *scale,
                            const qtype_t *zp, qtype_t *y, int64_t D,
                            int64_t inner, int64_t B, int64_t start,
@@ -1295,6 +1366,36 @@ cdef void quantize_blocked(const float *x, const float *scale,
     cdef float *heap = NULL
     cdef Cols cl
     cdef Chan c
+    cdef int shift = block_shift(D, inner, B)
+    cdef bint perz
+    cdef int64_t i0
+    cdef float tbuf[COLS_ARRAYS * TILE]
+    cdef Cols tc
+    if shift != 0 and stop - start >= 2 * TILE:
+        # Aligned power-of-two blocks along the last axis: whole tiles take
+        # the block scales straight from the scale tensor; the range's
+        # ragged ends go the general way.
+        perz = not uniform_zero(zp, start >> shift,
+                                ((stop - 1) >> shift) - (start >> shift) + 1,
+                                ((stop - 1) >> shift) + 1)
+        if not (perz and is_wide(<qtype_t *>zp)):
+            cols_init(&tc, tbuf, TILE, zp, start >> shift, perz, 1)
+            i0 = (start + TILE - 1) // TILE * TILE
+            quantize_blocked(x, scale, zp, y, D, inner, B, start, i0, stream)
+            if shift == 3:
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 3, perz, out)
+            elif shift == 4:
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 4, perz, out)
+            elif shift == 5:
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 5, perz, out)
+            elif shift == 6:
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 6, perz, out)
+            else:
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 7, perz, out)
+            if out == OUT_STREAM:
+                store_fence()
+            quantize_blocked(x, scale, zp, y, D, inner, B, i0, stop, stream)
+            return
     if inner > WINDOW:
         heap = <float *>malloc(COLS_ARRAYS * inner * sizeof(float))
         row = heap if heap != NULL else buf
@@ -1347,6 +1448,36 @@ cdef void dequantize_blocked(const qtype_t *x, const float *scale,
     cdef float *heap = NULL
     cdef Cols cl
     cdef Chan c
+    cdef int shift = block_shift(D, inner, B)
+    cdef bint perz
+    cdef int64_t i0
+    cdef float tbuf[COLS_ARRAYS * TILE]
+    cdef Cols tc
+    if shift != 0 and stop - start >= 2 * TILE:
+        # Aligned power-of-two blocks along the last axis: whole tiles take
+        # the block scales straight from the scale tensor; the range's
+        # ragged ends go the general way.
+        perz = not uniform_zero(zp, start >> shift,
+                                ((stop - 1) >> shift) - (start >> shift) + 1,
+                                ((stop - 1) >> shift) + 1)
+        if not (perz and is_wide(<qtype_t *>zp)):
+            cols_init(&tc, tbuf, TILE, zp, start >> shift, perz, 0)
+            i0 = (start + TILE - 1) // TILE * TILE
+            dequantize_blocked(x, scale, zp, y, D, inner, B, start, i0, stream)
+            if shift == 3:
+                i0 = dequantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 3, perz, out)
+            elif shift == 4:
+                i0 = dequantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 4, perz, out)
+            elif shift == 5:
+                i0 = dequantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 5, perz, out)
+            elif shift == 6:
+                i0 = dequantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 6, perz, out)
+            else:
+                i0 = dequantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 7, perz, out)
+            if out == OUT_STREAM:
+                store_fence()
+            dequantize_blocked(x, scale, zp, y, D, inner, B, i0, stop, stream)
+            return
     if inner > WINDOW:
         heap = <float *>malloc(COLS_ARRAYS * inner * sizeof(float))
         row = heap if heap != NULL else buf

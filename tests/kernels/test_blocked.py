@@ -16,6 +16,7 @@ streamed, and every special value.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 
 import numpy as np
@@ -32,6 +33,10 @@ from extql import _kernels
 
 F32 = np.float32
 ALL_TYPES = list(TYPES)
+_LIB = ctypes.CDLL(_kernels.__file__)
+for _fn in (_LIB.extql_quantize_blocked_range_ex, _LIB.extql_dequantize_blocked_range_ex):
+    _fn.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [ctypes.c_int]
+    _fn.restype = ctypes.c_int
 SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 127.5, -128.5, 65535.5, 1e30, -1e30,
                     np.inf, -np.inf, np.nan, 2.0**31, -(2.0**31), 3e-8], F32)
 
@@ -136,6 +141,43 @@ def test_blocked_split_across_threads(name, shape, axis, block, threads):
         extql.set_num_threads(old)
     assert_same_bits(y, _expected_q(x, s, z, axis, block))
     assert_same_bits(back, _expected_dq(y, s, z, axis, block))
+
+
+@pytest.mark.parametrize("name", ALL_TYPES)
+@pytest.mark.parametrize("block", [8, 16, 32, 64, 128])
+@pytest.mark.parametrize("uniform_zero", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_aligned_power_of_two_blocks(name, block, uniform_zero, threads):
+    """Blocks of 8 to 128 along a last axis they divide (the LLM weight
+    layout): whole tiles read the block scales in place, ranges split
+    across threads start anywhere, the ends of a range go the general way."""
+    rng = np.random.default_rng(block)
+    shape = (48, 2048)
+    s, z = _blocked_params(name, rng, shape, 1, block, uniform_zero)
+    x = _x(rng, shape, 1e10 if name in ("int32", "uint32") else 300.0)
+    old = extql.get_num_threads()
+    extql.set_num_threads(threads)
+    try:
+        y = extql.quantize_linear(x, s, z, axis=1, block_size=block)
+        back = extql.dequantize_linear(y, s, z, axis=1, block_size=block)
+    finally:
+        extql.set_num_threads(old)
+    assert_same_bits(y, _expected_q(x, s, z, 1, block))
+    assert_same_bits(back, _expected_dq(y, s, z, 1, block))
+    # Ranges that start and end anywhere (inside a block, off the tiles),
+    # through the C entry points: together they are the whole tensor.
+    code = extql.types.QTYPES[name].onnx
+    n = x.size
+    cuts = [0, 3, 131, 517, 4099, 40001, n - 77, n]
+    yq = np.zeros(n, y.dtype)
+    yd = np.zeros(n, np.float32)
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        for fn, src, dst in ((_LIB.extql_quantize_blocked_range_ex, x, yq),
+                             (_LIB.extql_dequantize_blocked_range_ex, y, yd)):
+            assert fn(code, src.ctypes.data, s.ctypes.data, z.ctypes.data, dst.ctypes.data,
+                      shape[1], 1, block, lo, hi, 0) == 0
+    assert_same_bits(yq.reshape(shape), y)
+    assert_same_bits(yd.reshape(shape), back)
 
 
 def test_blocked_streamed_output():
