@@ -1101,6 +1101,9 @@ cdef void quantize_range(const float *x, const float *scale,
                          const qtype_t *zp, qtype_t *y, int64_t D,
                          int64_t inner, int64_t start,
                          int64_t stop, int stream) noexcept nogil:
+    """Quantize elements [start, stop) of the [outer, D, inner] tensor, per
+    tensor (D 1) or per axis (element i of channel (i // inner) % D);
+    stream: write with streaming stores where the variant has them."""
     cdef int64_t i = start, run, d, off, w
     cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
                             stop, stream)

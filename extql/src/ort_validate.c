@@ -141,8 +141,6 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
   return NULL;
 }
 
-/* Check scale / zero point / axis against x's shape; return the [outer, D,
- * inner] view the kernels take (per tensor: D = 1, inner = all). */
 /* A blocked scale: x's shape except ceil(D / block) along axis; the zero
  * point of the scale's shape. */
 static OrtStatus *check_blocked(const OrtApi *api, const char *label, const TensorFacts *x,
@@ -187,6 +185,9 @@ static OrtStatus *check_blocked(const OrtApi *api, const char *label, const Tens
   return NULL;
 }
 
+/* Check scale / zero point / axis (and block size) against x's shape;
+ * return the [outer, D, inner] view the kernels take (per tensor: D = 1,
+ * inner = all). */
 OrtStatus *extql_check_granularity(const OrtApi *api, const char *label, const TensorFacts *x,
                                    const TensorFacts *s, const TensorFacts *zp, int64_t axis,
                                    int64_t block, int64_t *D, int64_t *inner) {
@@ -241,29 +242,29 @@ OrtStatus *extql_check_granularity(const OrtApi *api, const char *label, const T
 /* The node, at kernel creation                                              */
 /* ------------------------------------------------------------------------ */
 
-/* The node has an attribute "axis" that is not an int (the int getter
- * failed): a failed status saying what it is, or NULL when there is no
- * attribute "axis" at all.  onnxruntime's int getter fails alike for an absent
+/* The node has an attribute `name` that is not an int (the int getter
+ * failed): a failed status saying what it is, or NULL when there is no such
+ * attribute at all.  onnxruntime's int getter fails alike for an absent
  * attribute and for one of another type, so the others are probed: float,
  * string, and last the ints-array getter, which reads any attribute that
  * exists whatever its type (a size query with no buffer), so lists, tensors
  * and graphs are found too. */
-static OrtStatus *axis_of_another_type(const OrtApi *api, const OrtKernelInfo *info,
-                                       const char *label) {
+static OrtStatus *int_of_another_type(const OrtApi *api, const OrtKernelInfo *info,
+                                      const char *label, const char *name) {
   OrtStatus *st;
   float f;
   size_t size = 0;
   char text[64];
-  st = api->KernelInfoGetAttribute_float(info, "axis", &f);
+  st = api->KernelInfoGetAttribute_float(info, name, &f);
   if (st == NULL)
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                      "the attribute axis must be an integer, got %g", (double)f);
+                      "the attribute %s must be an integer, got %g", name, (double)f);
   api->ReleaseStatus(st);
-  st = api->KernelInfoGetAttribute_string(info, "axis", NULL, &size);
+  st = api->KernelInfoGetAttribute_string(info, name, NULL, &size);
   if (st == NULL) {
     text[0] = '\0';
     if (size <= sizeof text) {
-      st = api->KernelInfoGetAttribute_string(info, "axis", text, &size);
+      st = api->KernelInfoGetAttribute_string(info, name, text, &size);
       if (st != NULL) {
         api->ReleaseStatus(st);
         text[0] = '\0';
@@ -272,17 +273,17 @@ static OrtStatus *axis_of_another_type(const OrtApi *api, const OrtKernelInfo *i
       snprintf(text, sizeof text, "...");
     }
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                      "the attribute axis must be an integer, got the string '%s'", text);
+                      "the attribute %s must be an integer, got the string '%s'", name, text);
   }
   api->ReleaseStatus(st);
   size = 0;
-  st = api->KernelInfoGetAttributeArray_int64(info, "axis", NULL, &size);
+  st = api->KernelInfoGetAttributeArray_int64(info, name, NULL, &size);
   if (st == NULL)
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                      "the attribute axis must be an integer, got an attribute of another type "
-                      "(a list, tensor or graph)");
+                      "the attribute %s must be an integer, got an attribute of another type "
+                      "(a list, tensor or graph)", name);
   api->ReleaseStatus(st);
-  return NULL; /* no attribute axis */
+  return NULL; /* no such attribute */
 }
 
 /* The attribute axis: an int, default 1 (absent: 1; of another type: an
@@ -293,24 +294,18 @@ OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info, const c
   if (st == NULL) return NULL;
   api->ReleaseStatus(st);
   *axis = 1;
-  return axis_of_another_type(api, info, label);
+  return int_of_another_type(api, info, label, "axis");
 }
 
 /* The attribute block_size: an int >= 0, default 0 (0: per tensor or per
  * axis; > 0: blocked quantization along axis). */
 OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
                                  const char *label, int64_t *block) {
-  float f;
   OrtStatus *st = api->KernelInfoGetAttribute_int64(info, "block_size", block);
   if (st != NULL) {
     api->ReleaseStatus(st);
     *block = 0;
-    st = api->KernelInfoGetAttribute_float(info, "block_size", &f);
-    if (st == NULL)
-      return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                        "the attribute block_size must be an integer, got %g", (double)f);
-    api->ReleaseStatus(st);
-    return NULL; /* absent */
+    return int_of_another_type(api, info, label, "block_size");
   }
   if (*block < 0)
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,

@@ -57,7 +57,8 @@ _OFFICIAL_DQ = {
 }
 
 
-def _granularity_words(ext, per_tensor: bool) -> str:
+def _granularity_words(ext: ExtNode, per_tensor: bool) -> str:
+    """How the reason for a node left as is names its granularity."""
     if ext.block_size > 0:
         return f"blocked (block_size {ext.block_size})"
     return "per tensor" if per_tensor else "per axis (or of unknown granularity)"

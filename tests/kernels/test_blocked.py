@@ -413,7 +413,7 @@ def test_blocked_errors_in_the_onnxruntime_library(x_shape, s_shape, z_shape, ax
         assert w in message, message
 
 
-@pytest.mark.parametrize("value", [-1, 2.5])
+@pytest.mark.parametrize("value", [-1, 2.5, "8", [8]])
 def test_bad_block_size_attribute_fails_the_session(value):
     model = _extended_model("ExtendedQuantizeLinear", TensorProto.FLOAT, TensorProto.INT8,
                             TensorProto.INT8, 1, 4)
