@@ -4,11 +4,11 @@ ExtendedQuantizeLinear / ExtendedDequantizeLinear and run in onnxruntime with
 extql's library.
 
 The Extended ops must stay backward compatible with the official ones, so
-every case whose types and granularity extql shares must give ONNX's expected
-output bit for bit (and the independent contract's).  Cases are left out only
-for what extql does not have: float8 / int4 / int2 / float4 types, a
-non-float32 x or scale, blocked quantization (a scale of rank >= 2) and the
-opset-21+ attributes block_size / output_dtype / precision; test_collected
+every case whose types, granularity (blocked quantization included) and
+attributes extql shares must give ONNX's expected output bit for bit (and the
+independent contract's).  Cases are left out only for what extql does not
+have: float8 / int4 / int2 / float4 types, a non-float32 x or scale and the
+opset-21+ attributes output_dtype / precision / saturate; test_collected
 checks that every left-out case has such a reason.
 """
 
