@@ -92,10 +92,11 @@ static inline uint16_t extql_f32_to_bf16(float v) {
 }
 
 /* Round to nearest, ties to even, in the default rounding mode.  With
-   SSE4.1 (the AVX2 variant) rintf is one instruction and vectorises; the
-   baseline (SSE2) would call it element by element, so there it is the
-   branch-free 2^23 trick: below 2^23 adding and subtracting 2^23 leaves the
-   integer part rounded, from 2^23 up every float is an integer. */
+   SSE4.1 (the AVX2 variant) rintf is one instruction and vectorises; on the
+   baseline (SSE2) GCC expands it element by element with a branch, which
+   keeps the loop scalar, so there it is the branch-free 2^23 trick: below
+   2^23 adding and subtracting 2^23 leaves the integer part rounded, from
+   2^23 up every float is an integer. */
 static inline float extql_rint(float v) {
 #if defined(__SSE4_1__) || defined(__aarch64__)
   return __builtin_rintf(v);
