@@ -16,11 +16,12 @@ How the file is laid out:
 * Tiles: up to TILE elements computed by a loop of the formula into 32-bit
   lanes, then moved to or from memory by the primitives of
   ``src/extql_primitives.h`` (packing stores, widening loads, streaming
-  stores, the float16 conversion) -- the only code here the compiler is not
-  trusted to produce.
+  stores, the float16 / bfloat16 conversions) -- the only code here the
+  compiler is not trusted to produce.
 * Drivers that walk a range of the flat tensor in tiles: one scale for a
-  run of elements, or a scale (and zero point) per element for per-axis
-  quantization whose channel changes faster than a tile.
+  run of elements, or a scale (and zero point) per element where the
+  channel changes faster than a tile (per axis with short runs or along
+  the last axis, blocked quantization).
 
 The build compiles this one source per instruction set (setup.py,
 src/extql_isa.h); the variants give the same bits.
@@ -1355,8 +1356,10 @@ cdef void quantize_blocked(const float *x, const float *scale,
     scale and zero point have the shape [outer, ceil(D / B), inner], and
     element (o, d, i) uses entry (o, d // B, i).
 
-    Along the last axis (inner 1) a block is a run of B elements: long runs
-    one by one, short ones in windows of per-element constants.  Otherwise
+    Along the last axis (inner 1) a block is a run of B elements: aligned
+    power-of-two blocks (B from 8 to TILE dividing D) tile by tile with the
+    block scales read in place, other long runs one by one, other short
+    ones in windows of per-element constants.  Otherwise
     the B rows of a block share their row of inner constants, converted once
     per block (on the heap when the row is longer than a window; in windows
     of the row if that allocation fails)."""
