@@ -17,22 +17,24 @@ cdef public int extql_dequantize_range_ex(
     int qtype, const void *x, const float *scale, const void *zero_point,
     float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
     int flags) noexcept nogil
-cdef public int extql_quantize_blocked_range_ex(
-    int qtype, const float *x, const float *scale, const void *zero_point,
-    void *y, int64_t D, int64_t inner, int64_t block, int64_t start,
-    int64_t stop, int flags) noexcept nogil
-cdef public int extql_dequantize_blocked_range_ex(
-    int qtype, const void *x, const float *scale, const void *zero_point,
-    float *y, int64_t D, int64_t inner, int64_t block, int64_t start,
-    int64_t stop, int flags) noexcept nogil
-cdef public int extql_quantize_blocked(
-    int qtype, const float *x, const float *scale, const void *zero_point,
-    void *y, int64_t n, int64_t D, int64_t inner, int64_t block,
-    int nthreads) noexcept nogil
-cdef public int extql_dequantize_blocked(
-    int qtype, const void *x, const float *scale, const void *zero_point,
-    float *y, int64_t n, int64_t D, int64_t inner, int64_t block,
-    int nthreads) noexcept nogil
+cdef public int extql_quantize_typed_range_ex(
+    int qtype, int xtype, int prec, const void *x, const float *scale,
+    const void *zero_point, void *y, int64_t D, int64_t inner, int64_t block,
+    int64_t start, int64_t stop, int flags) noexcept nogil
+cdef public int extql_dequantize_typed_range_ex(
+    int qtype, int ytype, const void *x, const float *scale,
+    const void *zero_point, void *y, int64_t D, int64_t inner, int64_t block,
+    int64_t start, int64_t stop, int flags) noexcept nogil
+cdef public int extql_convert_scales(
+    int stype, int prec, const void *src, float *dst, int64_t n) noexcept nogil
+cdef public int extql_quantize_typed(
+    int qtype, int xtype, int prec, const void *x, const float *scale,
+    const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
+    int64_t block, int nthreads) noexcept nogil
+cdef public int extql_dequantize_typed(
+    int qtype, int ytype, const void *x, const float *scale,
+    const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
+    int64_t block, int nthreads) noexcept nogil
 cdef public int extql_quantize(
     int qtype, const float *x, const float *scale, const void *zero_point,
     void *y, int64_t n, int64_t D, int64_t inner, int nthreads) noexcept nogil

@@ -51,6 +51,7 @@ cdef extern from "extql_kernels.h":
         EXTQL_UINT32
         EXTQL_BFLOAT16
         EXTQL_STREAM
+        EXTQL_FLOAT32
     int64_t STREAM_MIN_BYTES "EXTQL_STREAM_MIN_BYTES"
     int stream_flags "EXTQL_STREAM_FLAGS"(int64_t out_bytes) noexcept nogil
 
@@ -113,6 +114,8 @@ cdef extern from "extql_primitives.h":
                                    int64_t n) noexcept nogil
     void load_f16 "extql_load_f16"(float *t, const uint16_t *src,
                                    int64_t n) noexcept nogil
+    void load_bf16 "extql_load_bf16"(float *t, const uint16_t *src,
+                                     int64_t n) noexcept nogil
     void fill_32 "extql_fill_32"(void *p, uint32_t v, int64_t n) noexcept nogil
     void stream32 "extql_stream32"(void *dst, const void *src) noexcept nogil
     void store_fence "extql_store_fence"() noexcept nogil
@@ -158,14 +161,14 @@ cdef extern from "extql_isa.h":
     int ISA_AVX2 "EXTQL_ISA_AVX2"
     int isa_current "extql_isa_current"() noexcept nogil
     int isa_force "extql_isa_force"(int isa) noexcept nogil
-    int quantize_blocked_range_ex_avx2 "extql_quantize_blocked_range_ex_avx2"(
-        int qtype, const float *x, const float *scale, const void *zero_point,
-        void *y, int64_t D, int64_t inner, int64_t block, int64_t start,
-        int64_t stop, int flags) noexcept nogil
-    int dequantize_blocked_range_ex_avx2 "extql_dequantize_blocked_range_ex_avx2"(
-        int qtype, const void *x, const float *scale, const void *zero_point,
-        float *y, int64_t D, int64_t inner, int64_t block, int64_t start,
-        int64_t stop, int flags) noexcept nogil
+    int quantize_typed_range_ex_avx2 "extql_quantize_typed_range_ex_avx2"(
+        int qtype, int xtype, int prec, const void *x, const float *scale,
+        const void *zero_point, void *y, int64_t D, int64_t inner,
+        int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil
+    int dequantize_typed_range_ex_avx2 "extql_dequantize_typed_range_ex_avx2"(
+        int qtype, int ytype, const void *x, const float *scale,
+        const void *zero_point, void *y, int64_t D, int64_t inner,
+        int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil
 
 cdef extern from "<stdlib.h>" nogil:
     char *getenv(const char *name)
@@ -199,6 +202,12 @@ ctypedef fused qtype_t:
     uint16_t
     int32_t
     uint32_t
+    float16_t
+    bfloat16_t
+
+# The floating-point side: quantize's x, dequantize's y.
+ctypedef fused ftype_t:
+    float
     float16_t
     bfloat16_t
 
@@ -627,16 +636,76 @@ cdef inline void load_tile(const qtype_t *x, int32_t *ti, float *tf,
         load_f16(tf, <const uint16_t *>x, n)
 
 
-cdef inline void quantize_tile(const float *x, qtype_t *y, int64_t n,
-                               const Chan *c, bint mul, int out) noexcept nogil:
+cdef inline const float *widen_x(const ftype_t *x, float *xw,
+                                 int64_t n) noexcept nogil:
+    """x as float32: x itself, or its float16 / bfloat16 elements widened
+    (exactly) into xw."""
+    cdef const float *w = xw
+    if ftype_t is float16_t:
+        load_f16(xw, <const uint16_t *>x, n)
+    elif ftype_t is bfloat16_t:
+        load_bf16(xw, <const uint16_t *>x, n)
+    else:
+        w = x
+    return w
+
+
+cdef inline void round_tile(float *t, int64_t n, int prec) noexcept nogil:
+    """t rounded to nearest even into float16 or bfloat16 (prec) and back:
+    the value a division in that type gives (the float32 quotient of two
+    such numbers, rounded once more, is the correctly rounded one, since
+    float32 has more than twice their precision plus two bits).  Overflow
+    goes to +-inf, NaN stays NaN."""
+    cdef uint16_t h[TILE]
+    n = n if n < TILE else TILE  # (always; it tells the compiler h's bound)
+    if prec == EXTQL_FLOAT16:
+        store_f16(h, t, n, 0)
+        load_f16(t, h, n)
+    elif prec == EXTQL_BFLOAT16:
+        store_bf16(h, t, n, 0)
+        load_bf16(t, h, n)
+
+
+cdef inline const float *quotients(const float *xs, float *xw, int64_t n,
+                                   const float *s, bint per,
+                                   int prec) noexcept nogil:
+    """The quotients x / s in the precision prec (float16 or bfloat16) into
+    xw: x rounded to prec, divided in float32 by the scale (already a value
+    of prec: the callers round the scales), rounded to prec.  per: a scale
+    per element (s[j]), else s[0] for all."""
+    cdef int64_t j
+    cdef float s0 = s[0]
+    if xs != xw:
+        memcpy(xw, xs, n * sizeof(float))
+    round_tile(xw, n, prec)
+    if per:
+        for j in range(n):
+            xw[j] = xw[j] / s[j]
+    else:
+        for j in range(n):
+            xw[j] = xw[j] / s0
+    round_tile(xw, n, prec)
+    return xw
+
+
+cdef inline void quantize_tile(const ftype_t *xin, qtype_t *y, int64_t n,
+                               const Chan *c, bint mul, int out, int prec) noexcept nogil:
     """Quantize n <= TILE elements with one channel's constants; mul: divide
-    by multiplying with the exact reciprocal."""
+    by multiplying with the exact reciprocal.  prec 0: the quotient is the
+    float32 one, else it is rounded to float16 / bfloat16 (prec) first."""
     cdef int32_t ti[TILE]
     cdef float tf[TILE]
+    cdef float xw[TILE]
     cdef int64_t j
     cdef float s = c.s, r = c.r, zf = c.zf, flo = c.flo, fhi = c.fhi
     cdef float fl = c.fl, fh = c.fh, mx = opaque(upper_bound(y))
     cdef uint32_t zi = <uint32_t>c.zi, lo = wide_lo(y), hi = wide_hi(y)
+    cdef const float *x = widen_x(xin, xw, n)
+    if prec != 0:
+        # The loops below then divide the quotients by 1 (exact).
+        x = quotients(x, xw, n, &s, 0, prec)
+        mul = 1
+        r = 1
     if qtype_t is int32_t or qtype_t is uint32_t:
         if out == OUT_DIRECT:
             for j in range(n):
@@ -655,14 +724,22 @@ cdef inline void quantize_tile(const float *x, qtype_t *y, int64_t n,
     store_tile(y, ti, tf, n, out == OUT_STREAM)
 
 
-cdef inline void quantize_tile_cols(const float *x, qtype_t *y, int64_t n,
+cdef inline void quantize_tile_cols(const ftype_t *xin, qtype_t *y, int64_t n,
                                     const Cols *cl, int64_t k, bint perz,
-                                    int out) noexcept nogil:
-    """Quantize n <= TILE elements, element j with entry k + j of cl."""
+                                    int out, int prec) noexcept nogil:
+    """Quantize n <= TILE elements, element j with entry k + j of cl (prec:
+    as quantize_tile)."""
     cdef int32_t ti[TILE]
     cdef float tf[TILE]
+    cdef float xw[TILE]
+    cdef float ones[TILE]
     cdef int64_t j
     cdef const float *s = cl.s + k
+    cdef const float *x = widen_x(xin, xw, n)
+    if prec != 0:
+        x = quotients(x, xw, n, s, 1, prec)
+        fill_32(ones, f32_bits(1), n)
+        s = ones
     cdef const float *zfs = cl.zf + k if perz else NULL
     cdef const int32_t *zis = cl.zi + k if perz else NULL
     cdef const float *fls = cl.fl + k if perz else NULL
@@ -706,12 +783,35 @@ cdef inline void quantize_tile_cols(const float *x, qtype_t *y, int64_t n,
     store_tile(y, ti, tf, n, out == OUT_STREAM)
 
 
-cdef inline void dequantize_tile(const qtype_t *x, float *y, int64_t n,
+cdef inline float *direct(ftype_t *y, float *tf, int out) noexcept nogil:
+    """Where a dequantize tile computes: straight into a float32 y
+    (OUT_DIRECT), else into tf for store_y."""
+    if ftype_t is float:
+        return y if out == OUT_DIRECT else tf
+    else:
+        return tf
+
+
+cdef inline void store_y(ftype_t *y, const float *tf, int64_t n,
+                         int out) noexcept nogil:
+    """The dequantized tile tf into y: float32 unless computed in place
+    (direct), float16 / bfloat16 rounded to nearest even (overflow to
+    +-inf, NaN stays NaN)."""
+    if ftype_t is float:
+        if out != OUT_DIRECT:
+            store_32(y, tf, n, out == OUT_STREAM)
+    elif ftype_t is float16_t:
+        store_f16(<uint16_t *>y, tf, n, out == OUT_STREAM)
+    else:
+        store_bf16(<uint16_t *>y, tf, n, out == OUT_STREAM)
+
+
+cdef inline void dequantize_tile(const qtype_t *x, ftype_t *y, int64_t n,
                                  const Chan *c, int out) noexcept nogil:
     """Dequantize n <= TILE elements with one channel's constants."""
     cdef int32_t ti[TILE]
     cdef float tf[TILE]
-    cdef float *dst = y if out == OUT_DIRECT else tf
+    cdef float *dst = direct(y, tf, out)
     cdef int64_t j
     cdef int ovf = 0
     cdef float s = c.s, zf = c.zf
@@ -737,17 +837,16 @@ cdef inline void dequantize_tile(const qtype_t *x, float *y, int64_t n,
         else:
             for j in range(n):
                 dst[j] = dequantize_narrow(ti[j], zi, s)
-    if out != OUT_DIRECT:
-        store_32(y, tf, n, out == OUT_STREAM)
+    store_y(y, tf, n, out)
 
 
-cdef inline void dequantize_tile_cols(const qtype_t *x, float *y, int64_t n,
+cdef inline void dequantize_tile_cols(const qtype_t *x, ftype_t *y, int64_t n,
                                       const Cols *cl, int64_t k, bint perz,
                                       int out) noexcept nogil:
     """Dequantize n <= TILE elements, element j with entry k + j of cl."""
     cdef int32_t ti[TILE]
     cdef float tf[TILE]
-    cdef float *dst = y if out == OUT_DIRECT else tf
+    cdef float *dst = direct(y, tf, out)
     cdef int64_t j
     cdef int ovf = 0
     cdef const float *s = cl.s + k
@@ -798,8 +897,7 @@ cdef inline void dequantize_tile_cols(const qtype_t *x, float *y, int64_t n,
             else:
                 for j in range(n):
                     dst[j] = dequantize_narrow(ti[j], zi, s[j])
-    if out != OUT_DIRECT:
-        store_32(y, tf, n, out == OUT_STREAM)
+    store_y(y, tf, n, out)
 
 
 # ---------------------------------------------------------------------------
@@ -814,86 +912,86 @@ cdef inline int64_t stream_head(const void *y, int64_t size,
     return h if h < n else n
 
 
-cdef inline int64_t quantize_tiles(const float *x, qtype_t *y, int64_t i,
+cdef inline int64_t quantize_tiles(const ftype_t *x, qtype_t *y, int64_t i,
                                    int64_t n, const Chan *c, bint mul,
-                                   int out) noexcept nogil:
+                                   int out, int prec) noexcept nogil:
     """Whole tiles from element i; returns where they end."""
     while i + TILE <= n:
-        prefetch(x + i, TILE * sizeof(float))
-        quantize_tile(x + i, y + i, TILE, c, mul, out)
+        prefetch(x + i, TILE * sizeof(ftype_t))
+        quantize_tile(x + i, y + i, TILE, c, mul, out, prec)
         i += TILE
     return i
 
 
-cdef void quantize_block(const float *x, qtype_t *y, int64_t n,
-                         const Chan *c, int out) noexcept nogil:
+cdef void quantize_block(const ftype_t *x, qtype_t *y, int64_t n,
+                         const Chan *c, int out, int prec) noexcept nogil:
     """n elements with one channel's constants."""
     cdef int64_t i = 0
     if out == OUT_STREAM:
         i = stream_head(y, sizeof(qtype_t), n)
         if i > 0:
-            quantize_tile(x, y, i, c, 0, OUT_TILE)
+            quantize_tile(x, y, i, c, 0, OUT_TILE, prec)
     # One loop per constant, so that each tile loop is compiled for it.
     if c.r != 0:
         if out == OUT_STREAM:
-            i = quantize_tiles(x, y, i, n, c, 1, OUT_STREAM)
+            i = quantize_tiles(x, y, i, n, c, 1, OUT_STREAM, prec)
         elif out == OUT_TILE:
-            i = quantize_tiles(x, y, i, n, c, 1, OUT_TILE)
+            i = quantize_tiles(x, y, i, n, c, 1, OUT_TILE, prec)
         else:
-            i = quantize_tiles(x, y, i, n, c, 1, OUT_DIRECT)
+            i = quantize_tiles(x, y, i, n, c, 1, OUT_DIRECT, prec)
     else:
         if out == OUT_STREAM:
-            i = quantize_tiles(x, y, i, n, c, 0, OUT_STREAM)
+            i = quantize_tiles(x, y, i, n, c, 0, OUT_STREAM, prec)
         elif out == OUT_TILE:
-            i = quantize_tiles(x, y, i, n, c, 0, OUT_TILE)
+            i = quantize_tiles(x, y, i, n, c, 0, OUT_TILE, prec)
         else:
-            i = quantize_tiles(x, y, i, n, c, 0, OUT_DIRECT)
+            i = quantize_tiles(x, y, i, n, c, 0, OUT_DIRECT, prec)
     if i < n:
-        quantize_tile(x + i, y + i, n - i, c, c.r != 0, out)
+        quantize_tile(x + i, y + i, n - i, c, c.r != 0, out, prec)
 
 
-cdef inline int64_t quantize_tiles_cols(const float *x, qtype_t *y, int64_t i,
+cdef inline int64_t quantize_tiles_cols(const ftype_t *x, qtype_t *y, int64_t i,
                                         int64_t n, const Cols *cl, int64_t *k,
                                         int64_t P, bint perz,
-                                        int out) noexcept nogil:
+                                        int out, int prec) noexcept nogil:
     while i + TILE <= n:
-        prefetch(x + i, TILE * sizeof(float))
-        quantize_tile_cols(x + i, y + i, TILE, cl, k[0], perz, out)
+        prefetch(x + i, TILE * sizeof(ftype_t))
+        quantize_tile_cols(x + i, y + i, TILE, cl, k[0], perz, out, prec)
         k[0] = next_entry(k[0], TILE, P)
         i += TILE
     return i
 
 
-cdef void quantize_columns(const float *x, qtype_t *y, int64_t n,
+cdef void quantize_columns(const ftype_t *x, qtype_t *y, int64_t n,
                            const Cols *cl, int64_t P, int64_t k0,
-                           int out) noexcept nogil:
+                           int out, int prec) noexcept nogil:
     """n elements, element i with entry (k0 + i) % P of cl; when the
     elements wrap around P, cl holds P + TILE entries (cols_extend)."""
     cdef int64_t i = 0, k = k0
     if out == OUT_STREAM:
         i = stream_head(y, sizeof(qtype_t), n)
         if i > 0:
-            quantize_tile_cols(x, y, i, cl, k, cl.perz, OUT_TILE)
+            quantize_tile_cols(x, y, i, cl, k, cl.perz, OUT_TILE, prec)
             k = next_entry(k, i, P)
     if cl.perz:
         if out == OUT_STREAM:
-            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_STREAM)
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_STREAM, prec)
         elif out == OUT_TILE:
-            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_TILE)
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_TILE, prec)
         else:
-            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_DIRECT)
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 1, OUT_DIRECT, prec)
     else:
         if out == OUT_STREAM:
-            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_STREAM)
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_STREAM, prec)
         elif out == OUT_TILE:
-            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_TILE)
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_TILE, prec)
         else:
-            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_DIRECT)
+            i = quantize_tiles_cols(x, y, i, n, cl, &k, P, 0, OUT_DIRECT, prec)
     if i < n:
-        quantize_tile_cols(x + i, y + i, n - i, cl, k, cl.perz, out)
+        quantize_tile_cols(x + i, y + i, n - i, cl, k, cl.perz, out, prec)
 
 
-cdef inline int64_t dequantize_tiles(const qtype_t *x, float *y, int64_t i,
+cdef inline int64_t dequantize_tiles(const qtype_t *x, ftype_t *y, int64_t i,
                                      int64_t n, const Chan *c,
                                      int out) noexcept nogil:
     while i + TILE <= n:
@@ -903,12 +1001,12 @@ cdef inline int64_t dequantize_tiles(const qtype_t *x, float *y, int64_t i,
     return i
 
 
-cdef void dequantize_block(const qtype_t *x, float *y, int64_t n,
+cdef void dequantize_block(const qtype_t *x, ftype_t *y, int64_t n,
                            const Chan *c, int out) noexcept nogil:
     """n elements with one channel's constants."""
     cdef int64_t i = 0
     if out == OUT_STREAM:
-        i = stream_head(y, sizeof(float), n)
+        i = stream_head(y, sizeof(ftype_t), n)
         if i > 0:
             dequantize_tile(x, y, i, c, OUT_TILE)
         i = dequantize_tiles(x, y, i, n, c, OUT_STREAM)
@@ -920,7 +1018,7 @@ cdef void dequantize_block(const qtype_t *x, float *y, int64_t n,
         dequantize_tile(x + i, y + i, n - i, c, out)
 
 
-cdef inline int64_t dequantize_tiles_cols(const qtype_t *x, float *y,
+cdef inline int64_t dequantize_tiles_cols(const qtype_t *x, ftype_t *y,
                                           int64_t i, int64_t n,
                                           const Cols *cl, int64_t *k,
                                           int64_t P, bint perz,
@@ -933,13 +1031,13 @@ cdef inline int64_t dequantize_tiles_cols(const qtype_t *x, float *y,
     return i
 
 
-cdef void dequantize_columns(const qtype_t *x, float *y, int64_t n,
+cdef void dequantize_columns(const qtype_t *x, ftype_t *y, int64_t n,
                              const Cols *cl, int64_t P, int64_t k0,
                              int out) noexcept nogil:
     """As quantize_columns."""
     cdef int64_t i = 0, k = k0
     if out == OUT_STREAM:
-        i = stream_head(y, sizeof(float), n)
+        i = stream_head(y, sizeof(ftype_t), n)
         if i > 0:
             dequantize_tile_cols(x, y, i, cl, k, cl.perz, OUT_TILE)
             k = next_entry(k, i, P)
@@ -987,10 +1085,10 @@ cdef inline int64_t channels_touched(int64_t D, int64_t inner, int64_t start,
     return rows if rows < D else D
 
 
-cdef void quantize_runs_stream(const float *x, const float *scale,
+cdef void quantize_runs_stream(const ftype_t *x, const float *scale,
                                const qtype_t *zp, qtype_t *y, int64_t D,
                                int64_t inner, int64_t start,
-                               int64_t stop) noexcept nogil:
+                               int64_t stop, int prec) noexcept nogil:
     """Runs of inner elements sharing a channel, written with streaming
     stores only: each run's part that starts and ends on a 32-byte boundary
     of the output as a block, and the 32-byte groups that straddle two runs
@@ -1013,7 +1111,7 @@ cdef void quantize_runs_stream(const float *x, const float *scale,
         nvec = nvec - nvec % G
         if m == 0 and nvec > 0:
             chan_of(&c, scale, zp, d)
-            quantize_block(x + i, y + i, nvec, &c, OUT_STREAM)
+            quantize_block(x + i, y + i, nvec, &c, OUT_STREAM, prec)
         else:
             # A group that straddles runs, or the range's ragged ends.
             if m == 0:
@@ -1021,7 +1119,7 @@ cdef void quantize_runs_stream(const float *x, const float *scale,
             cols_init(&cl, buf, TILE, zp, d,
                       not uniform_zero(zp, d, 2, D), 1)
             expand_runs(&cl, 0, scale, zp, D, inner, d, off, m)
-            quantize_columns(x + i, tmp, m, &cl, m, 0, OUT_TILE)
+            quantize_columns(x + i, tmp, m, &cl, m, 0, OUT_TILE, prec)
             if m == G:
                 stream32(y + i, tmp)
             else:
@@ -1036,19 +1134,19 @@ cdef void quantize_runs_stream(const float *x, const float *scale,
 
 
 cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
-                                 const qtype_t *zp, float *y, int64_t D,
+                                 const qtype_t *zp, ftype_t *y, int64_t D,
                                  int64_t inner, int64_t start,
                                  int64_t stop) noexcept nogil:
     """As quantize_runs_stream."""
-    cdef int64_t G = 8
+    cdef int64_t G = 32 // sizeof(ftype_t)
     cdef int64_t i = start, d, off, m, nvec
-    cdef float tmp[TILE]
+    cdef ftype_t tmp[TILE]
     cdef float buf[COLS_ARRAYS * TILE]
     cdef Cols cl
     cdef Chan c
     d = (i // inner) % D
     off = i % inner
-    m = stream_head(y + i, sizeof(float), stop - i)
+    m = stream_head(y + i, sizeof(ftype_t), stop - i)
     while i < stop:
         nvec = inner - off if inner - off < stop - i else stop - i
         nvec = nvec - nvec % G
@@ -1065,7 +1163,7 @@ cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
             if m == G:
                 stream32(y + i, tmp)
             else:
-                memcpy(y + i, tmp, m * sizeof(float))
+                memcpy(y + i, tmp, m * sizeof(ftype_t))
             nvec = m
             m = 0
         i += nvec
@@ -1075,10 +1173,10 @@ cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
             off = off % inner
 
 
-cdef bint quantize_period(const float *x, const float *scale,
+cdef bint quantize_period(const ftype_t *x, const float *scale,
                           const qtype_t *zp, qtype_t *y, int64_t D,
                           int64_t inner, int64_t start, int64_t stop,
-                          int out) noexcept nogil:
+                          int out, int prec) noexcept nogil:
     """Short runs, when the range holds a whole period of P = D * inner <=
     PERIOD_MAX elements: the constants expanded per element over one period
     (on the heap), then one pass.  False (nothing done) when the allocation
@@ -1093,27 +1191,27 @@ cdef bint quantize_period(const float *x, const float *scale,
     cols_init(&cl, heap, P + TILE, zp, 0, perz, 1)
     expand_runs(&cl, 0, scale, zp, D, inner, 0, 0, P)
     cols_extend(&cl, P, TILE)
-    quantize_columns(x + start, y + start, stop - start, &cl, P, start % P, out)
+    quantize_columns(x + start, y + start, stop - start, &cl, P, start % P, out, prec)
     free(heap)
     return True
 
 
-cdef void quantize_range(const float *x, const float *scale,
+cdef void quantize_range(const ftype_t *x, const float *scale,
                          const qtype_t *zp, qtype_t *y, int64_t D,
                          int64_t inner, int64_t start,
-                         int64_t stop, int stream) noexcept nogil:
+                         int64_t stop, int stream, int prec) noexcept nogil:
     """Quantize elements [start, stop) of the [outer, D, inner] tensor, per
     tensor (D 1) or per axis (element i of channel (i // inner) % D);
     stream: write with streaming stores where the variant has them."""
     cdef int64_t i = start, run, d, off, w
-    cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
+    cdef int out = out_mode(x, sizeof(ftype_t), y, sizeof(qtype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * (WINDOW + TILE)]
     cdef Cols cl
     cdef Chan c
     if D == 1 or inner >= SHORT_RUN:
         if out == OUT_STREAM and D > 1:
-            quantize_runs_stream(x, scale, zp, y, D, inner, start, stop)
+            quantize_runs_stream(x, scale, zp, y, D, inner, start, stop, prec)
         else:
             # Runs of inner elements that share a channel.
             d = (i // inner) % D
@@ -1121,7 +1219,7 @@ cdef void quantize_range(const float *x, const float *scale,
             while i < stop:
                 run = inner - off if inner - off < stop - i else stop - i
                 chan_of(&c, scale, zp, d)
-                quantize_block(x + i, y + i, run, &c, out)
+                quantize_block(x + i, y + i, run, &c, out, prec)
                 i += run
                 off = 0
                 d = d + 1 if d + 1 < D else 0
@@ -1132,10 +1230,10 @@ cdef void quantize_range(const float *x, const float *scale,
                   not uniform_zero(zp, 0, D, D), 1)
         convert_channels(&cl, 0, scale, zp, 0, D)
         cols_extend(&cl, D, TILE)
-        quantize_columns(x + i, y + i, stop - i, &cl, D, i % D, out)
+        quantize_columns(x + i, y + i, stop - i, &cl, D, i % D, out, prec)
     elif not (inner > 1 and D * inner <= PERIOD_MAX
               and D * inner <= stop - start
-              and quantize_period(x, scale, zp, y, D, inner, start, stop, out)):
+              and quantize_period(x, scale, zp, y, D, inner, start, stop, out, prec)):
         # Windows of up to WINDOW elements, each with its constants per
         # element: short runs over a long period, or rows too long to
         # extend (a window then stays within a row).
@@ -1150,7 +1248,7 @@ cdef void quantize_range(const float *x, const float *scale,
                 convert_channels(&cl, 0, scale, zp, d, w)
             else:
                 expand_runs(&cl, 0, scale, zp, D, inner, d, off, w)
-            quantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            quantize_columns(x + i, y + i, w, &cl, w, 0, out, prec)
             i += w
             off += w
             d = (d + off // inner) % D
@@ -1160,7 +1258,7 @@ cdef void quantize_range(const float *x, const float *scale,
 
 
 cdef bint dequantize_period(const qtype_t *x, const float *scale,
-                            const qtype_t *zp, float *y, int64_t D,
+                            const qtype_t *zp, ftype_t *y, int64_t D,
                             int64_t inner, int64_t start, int64_t stop,
                             int out) noexcept nogil:
     """As quantize_period."""
@@ -1180,12 +1278,12 @@ cdef bint dequantize_period(const qtype_t *x, const float *scale,
 
 
 cdef void dequantize_range(const qtype_t *x, const float *scale,
-                           const qtype_t *zp, float *y, int64_t D,
+                           const qtype_t *zp, ftype_t *y, int64_t D,
                            int64_t inner, int64_t start,
                            int64_t stop, int stream) noexcept nogil:
     """As quantize_range."""
     cdef int64_t i = start, run, d, off, w
-    cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(float), start,
+    cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(ftype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * (WINDOW + TILE)]
     cdef Cols cl
@@ -1305,24 +1403,24 @@ cdef inline void tile_blocks(Cols *tc, const float *scale, const qtype_t *zp,
                 ti[k * m + j] = vi
 
 
-cdef inline int64_t quantize_tiles_blocks(const float *x, const float *scale,
+cdef inline int64_t quantize_tiles_blocks(const ftype_t *x, const float *scale,
                                           const qtype_t *zp, qtype_t *y,
                                           int64_t i, int64_t stop, Cols *tc,
                                           int shift, bint perz,
-                                          int out) noexcept nogil:
+                                          int out, int prec) noexcept nogil:
     """Whole tiles from element i (a multiple of TILE), blocked along the
     last axis in aligned blocks of 1 << shift elements (<= TILE)."""
     while i + TILE <= stop:
-        prefetch(x + i, TILE * sizeof(float))
+        prefetch(x + i, TILE * sizeof(ftype_t))
         tile_blocks(tc, scale, zp, i >> shift, shift)
-        quantize_tile_cols(x + i, y + i, TILE, tc, 0, perz, out)
+        quantize_tile_cols(x + i, y + i, TILE, tc, 0, perz, out, prec)
         i += TILE
     return i
 
 
 cdef inline int64_t dequantize_tiles_blocks(const qtype_t *x,
                                             const float *scale,
-                                            const qtype_t *zp, float *y,
+                                            const qtype_t *zp, ftype_t *y,
                                             int64_t i, int64_t stop, Cols *tc,
                                             int shift, bint perz,
                                             int out) noexcept nogil:
@@ -1348,10 +1446,10 @@ cdef inline int block_shift(int64_t D, int64_t inner, int64_t B) noexcept nogil:
     return 0
 
 
-cdef void quantize_blocked(const float *x, const float *scale,
+cdef void quantize_blocked(const ftype_t *x, const float *scale,
                            const qtype_t *zp, qtype_t *y, int64_t D,
                            int64_t inner, int64_t B, int64_t start,
-                           int64_t stop, int stream) noexcept nogil:
+                           int64_t stop, int stream, int prec) noexcept nogil:
     """Blocked quantization of [outer, D, inner] along D in blocks of B: the
     scale and zero point have the shape [outer, ceil(D / B), inner], and
     element (o, d, i) uses entry (o, d // B, i).
@@ -1365,7 +1463,7 @@ cdef void quantize_blocked(const float *x, const float *scale,
     of the row if that allocation fails)."""
     cdef int64_t Db = (D + B - 1) // B
     cdef int64_t i = start, r, d, off, n, w, b, cached = -1
-    cdef int out = out_mode(x, sizeof(float), y, sizeof(qtype_t), start,
+    cdef int out = out_mode(x, sizeof(ftype_t), y, sizeof(qtype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * WINDOW]
     cdef float *row = buf
@@ -1387,20 +1485,20 @@ cdef void quantize_blocked(const float *x, const float *scale,
         if not (perz and is_wide(<qtype_t *>zp)):
             cols_init(&tc, tbuf, TILE, zp, start >> shift, perz, 1)
             i0 = (start + TILE - 1) // TILE * TILE
-            quantize_blocked(x, scale, zp, y, D, inner, B, start, i0, stream)
+            quantize_blocked(x, scale, zp, y, D, inner, B, start, i0, stream, prec)
             if shift == 3:
-                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 3, perz, out)
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 3, perz, out, prec)
             elif shift == 4:
-                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 4, perz, out)
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 4, perz, out, prec)
             elif shift == 5:
-                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 5, perz, out)
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 5, perz, out, prec)
             elif shift == 6:
-                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 6, perz, out)
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 6, perz, out, prec)
             else:
-                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 7, perz, out)
+                i0 = quantize_tiles_blocks(x, scale, zp, y, i0, stop, &tc, 7, perz, out, prec)
             if out == OUT_STREAM:
                 store_fence()
-            quantize_blocked(x, scale, zp, y, D, inner, B, i0, stop, stream)
+            quantize_blocked(x, scale, zp, y, D, inner, B, i0, stop, stream, prec)
             return
     if inner > WINDOW:
         heap = <float *>malloc(COLS_ARRAYS * inner * sizeof(float))
@@ -1412,13 +1510,13 @@ cdef void quantize_blocked(const float *x, const float *scale,
         if inner == 1 and B < SHORT_RUN:
             w = WINDOW if WINDOW < stop - i else stop - i
             expand_blocks(&cl, buf, scale, zp, D, B, i, w, 1)
-            quantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            quantize_columns(x + i, y + i, w, &cl, w, 0, out, prec)
             i += w
         elif inner == 1:
             n = B - d % B if B - d % B < D - d else D - d
             n = n if n < stop - i else stop - i
             chan_of(&c, scale, zp, b)
-            quantize_block(x + i, y + i, n, &c, out)
+            quantize_block(x + i, y + i, n, &c, out, prec)
             i += n
         elif inner <= WINDOW or heap != NULL:
             off = i - r * inner
@@ -1426,14 +1524,14 @@ cdef void quantize_blocked(const float *x, const float *scale,
             if b != cached:
                 block_row(&cl, row, scale, zp, b, inner, 0, inner, 1)
                 cached = b
-            quantize_columns(x + i, y + i, n, &cl, inner, off, out)
+            quantize_columns(x + i, y + i, n, &cl, inner, off, out, prec)
             i += n
         else:
             off = i - r * inner
             n = inner - off if inner - off < stop - i else stop - i
             w = WINDOW if WINDOW < n else n
             block_row(&cl, buf, scale, zp, b, inner, off, w, 1)
-            quantize_columns(x + i, y + i, w, &cl, w, 0, out)
+            quantize_columns(x + i, y + i, w, &cl, w, 0, out, prec)
             i += w
     free(heap)
     if out == OUT_STREAM:
@@ -1441,13 +1539,13 @@ cdef void quantize_blocked(const float *x, const float *scale,
 
 
 cdef void dequantize_blocked(const qtype_t *x, const float *scale,
-                             const qtype_t *zp, float *y, int64_t D,
+                             const qtype_t *zp, ftype_t *y, int64_t D,
                              int64_t inner, int64_t B, int64_t start,
                              int64_t stop, int stream) noexcept nogil:
     """As quantize_blocked."""
     cdef int64_t Db = (D + B - 1) // B
     cdef int64_t i = start, r, d, off, n, w, b, cached = -1
-    cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(float), start,
+    cdef int out = out_mode(x, sizeof(qtype_t), y, sizeof(ftype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * WINDOW]
     cdef float *row = buf
@@ -1522,19 +1620,19 @@ cdef void dequantize_blocked(const qtype_t *x, const float *scale,
         store_fence()
 
 
-cdef inline void quantize_any(const float *x, const float *scale,
+cdef inline void quantize_any(const ftype_t *x, const float *scale,
                               const qtype_t *zp, qtype_t *y, int64_t D,
                               int64_t inner, int64_t block, int64_t start,
-                              int64_t stop, int stream) noexcept nogil:
+                              int64_t stop, int stream, int prec) noexcept nogil:
     """Per tensor or per axis (block 0), else blocked."""
     if block > 0:
-        quantize_blocked(x, scale, zp, y, D, inner, block, start, stop, stream)
+        quantize_blocked(x, scale, zp, y, D, inner, block, start, stop, stream, prec)
     else:
-        quantize_range(x, scale, zp, y, D, inner, start, stop, stream)
+        quantize_range(x, scale, zp, y, D, inner, start, stop, stream, prec)
 
 
 cdef inline void dequantize_any(const qtype_t *x, const float *scale,
-                                const qtype_t *zp, float *y, int64_t D,
+                                const qtype_t *zp, ftype_t *y, int64_t D,
                                 int64_t inner, int64_t block, int64_t start,
                                 int64_t stop, int stream) noexcept nogil:
     if block > 0:
@@ -1548,102 +1646,145 @@ cdef inline void dequantize_any(const qtype_t *x, const float *scale,
 # C entry points (src/extql_kernels.h)
 # ---------------------------------------------------------------------------
 
-cdef public int extql_quantize_blocked_range_ex(
-        int qtype, const float *x, const float *scale, const void *zero_point,
-        void *y, int64_t D, int64_t inner, int64_t block, int64_t start,
-        int64_t stop, int flags) noexcept nogil:
-    cdef int st = 1 if flags & EXTQL_STREAM else 0
-    if use_avx2():
-        return quantize_blocked_range_ex_avx2(qtype, x, scale, zero_point, y, D,
-                                              inner, block, start, stop, flags)
+cdef inline int quantize_to(int qtype, const ftype_t *x, const float *scale,
+                            const void *zp, void *y, int64_t D, int64_t inner,
+                            int64_t block, int64_t start, int64_t stop,
+                            int st, int prec) noexcept nogil:
+    """quantize_any with y and the zero point of the type qtype."""
     if qtype == EXTQL_INT8:
-        quantize_any(x, scale, <const int8_t *>zero_point, <int8_t *>y,
-                     D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const int8_t *>zp, <int8_t *>y, D, inner,
+                     block, start, stop, st, prec)
     elif qtype == EXTQL_UINT8:
-        quantize_any(x, scale, <const uint8_t *>zero_point, <uint8_t *>y,
-                     D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const uint8_t *>zp, <uint8_t *>y, D, inner,
+                     block, start, stop, st, prec)
     elif qtype == EXTQL_INT16:
-        quantize_any(x, scale, <const int16_t *>zero_point, <int16_t *>y,
-                     D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const int16_t *>zp, <int16_t *>y, D, inner,
+                     block, start, stop, st, prec)
     elif qtype == EXTQL_UINT16:
-        quantize_any(x, scale, <const uint16_t *>zero_point,
-                     <uint16_t *>y, D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const uint16_t *>zp, <uint16_t *>y, D, inner,
+                     block, start, stop, st, prec)
     elif qtype == EXTQL_INT32:
-        quantize_any(x, scale, <const int32_t *>zero_point, <int32_t *>y,
-                     D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const int32_t *>zp, <int32_t *>y, D, inner,
+                     block, start, stop, st, prec)
     elif qtype == EXTQL_UINT32:
-        quantize_any(x, scale, <const uint32_t *>zero_point,
-                     <uint32_t *>y, D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const uint32_t *>zp, <uint32_t *>y, D, inner,
+                     block, start, stop, st, prec)
     elif qtype == EXTQL_FLOAT16:
-        quantize_any(x, scale, <const float16_t *>zero_point,
-                     <float16_t *>y, D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const float16_t *>zp, <float16_t *>y, D,
+                     inner, block, start, stop, st, prec)
     elif qtype == EXTQL_BFLOAT16:
-        quantize_any(x, scale, <const bfloat16_t *>zero_point,
-                     <bfloat16_t *>y, D, inner, block, start, stop, st)
+        quantize_any(x, scale, <const bfloat16_t *>zp, <bfloat16_t *>y, D,
+                     inner, block, start, stop, st, prec)
     else:
         return -1
     return 0
+
+
+cdef inline int dequantize_to(int qtype, const void *x, const float *scale,
+                              const void *zp, ftype_t *y, int64_t D,
+                              int64_t inner, int64_t block, int64_t start,
+                              int64_t stop, int st) noexcept nogil:
+    """dequantize_any with x and the zero point of the type qtype."""
+    if qtype == EXTQL_INT8:
+        dequantize_any(<const int8_t *>x, scale, <const int8_t *>zp, y, D,
+                       inner, block, start, stop, st)
+    elif qtype == EXTQL_UINT8:
+        dequantize_any(<const uint8_t *>x, scale, <const uint8_t *>zp, y, D,
+                       inner, block, start, stop, st)
+    elif qtype == EXTQL_INT16:
+        dequantize_any(<const int16_t *>x, scale, <const int16_t *>zp, y, D,
+                       inner, block, start, stop, st)
+    elif qtype == EXTQL_UINT16:
+        dequantize_any(<const uint16_t *>x, scale, <const uint16_t *>zp, y,
+                       D, inner, block, start, stop, st)
+    elif qtype == EXTQL_INT32:
+        dequantize_any(<const int32_t *>x, scale, <const int32_t *>zp, y, D,
+                       inner, block, start, stop, st)
+    elif qtype == EXTQL_UINT32:
+        dequantize_any(<const uint32_t *>x, scale, <const uint32_t *>zp, y,
+                       D, inner, block, start, stop, st)
+    elif qtype == EXTQL_FLOAT16:
+        dequantize_any(<const float16_t *>x, scale, <const float16_t *>zp, y,
+                       D, inner, block, start, stop, st)
+    elif qtype == EXTQL_BFLOAT16:
+        dequantize_any(<const bfloat16_t *>x, scale, <const bfloat16_t *>zp,
+                       y, D, inner, block, start, stop, st)
+    else:
+        return -1
+    return 0
+
+
+cdef inline int prec_code(int ftype, int prec) noexcept nogil:
+    """The rounding of the quotient: 0 (float32, none), EXTQL_FLOAT16 or
+    EXTQL_BFLOAT16; -1 for a code that is none of the three."""
+    if prec == EXTQL_FLOAT32:
+        return 0
+    if prec == EXTQL_FLOAT16 or prec == EXTQL_BFLOAT16:
+        return prec
+    return -1
+
+
+cdef public int extql_quantize_typed_range_ex(
+        int qtype, int xtype, int prec, const void *x, const float *scale,
+        const void *zero_point, void *y, int64_t D, int64_t inner,
+        int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil:
+    cdef int st = 1 if flags & EXTQL_STREAM else 0
+    cdef int p = prec_code(xtype, prec)
+    if use_avx2():
+        return quantize_typed_range_ex_avx2(qtype, xtype, prec, x, scale,
+                                            zero_point, y, D, inner, block,
+                                            start, stop, flags)
+    if p < 0:
+        return -1
+    if xtype == EXTQL_FLOAT32:
+        return quantize_to(qtype, <const float *>x, scale, zero_point, y, D,
+                           inner, block, start, stop, st, p)
+    if xtype == EXTQL_FLOAT16:
+        return quantize_to(qtype, <const float16_t *>x, scale, zero_point, y,
+                           D, inner, block, start, stop, st, p)
+    if xtype == EXTQL_BFLOAT16:
+        return quantize_to(qtype, <const bfloat16_t *>x, scale, zero_point, y,
+                           D, inner, block, start, stop, st, p)
+    return -1
 
 
 cdef public int extql_quantize_range_ex(
         int qtype, const float *x, const float *scale, const void *zero_point,
         void *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
         int flags) noexcept nogil:
-    return extql_quantize_blocked_range_ex(qtype, x, scale, zero_point, y, D, inner,
-                                           0, start, stop, flags)
+    return extql_quantize_typed_range_ex(qtype, EXTQL_FLOAT32, EXTQL_FLOAT32,
+                                         x, scale, zero_point, y, D, inner, 0,
+                                         start, stop, flags)
 
 
-cdef public int extql_dequantize_blocked_range_ex(
-        int qtype, const void *x, const float *scale, const void *zero_point,
-        float *y, int64_t D, int64_t inner, int64_t block, int64_t start,
-        int64_t stop, int flags) noexcept nogil:
+cdef public int extql_dequantize_typed_range_ex(
+        int qtype, int ytype, const void *x, const float *scale,
+        const void *zero_point, void *y, int64_t D, int64_t inner,
+        int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil:
     cdef int st = 1 if flags & EXTQL_STREAM else 0
     if use_avx2():
-        return dequantize_blocked_range_ex_avx2(qtype, x, scale, zero_point, y, D,
-                                                inner, block, start, stop, flags)
-    if qtype == EXTQL_INT8:
-        dequantize_any(<const int8_t *>x, scale,
-                       <const int8_t *>zero_point, y, D, inner, block, start, stop,
-                       st)
-    elif qtype == EXTQL_UINT8:
-        dequantize_any(<const uint8_t *>x, scale,
-                       <const uint8_t *>zero_point, y, D, inner, block, start, stop,
-                       st)
-    elif qtype == EXTQL_INT16:
-        dequantize_any(<const int16_t *>x, scale,
-                       <const int16_t *>zero_point, y, D, inner, block, start, stop,
-                       st)
-    elif qtype == EXTQL_UINT16:
-        dequantize_any(<const uint16_t *>x, scale,
-                       <const uint16_t *>zero_point, y, D, inner, block, start,
-                       stop, st)
-    elif qtype == EXTQL_INT32:
-        dequantize_any(<const int32_t *>x, scale,
-                       <const int32_t *>zero_point, y, D, inner, block, start, stop,
-                       st)
-    elif qtype == EXTQL_UINT32:
-        dequantize_any(<const uint32_t *>x, scale,
-                       <const uint32_t *>zero_point, y, D, inner, block, start,
-                       stop, st)
-    elif qtype == EXTQL_FLOAT16:
-        dequantize_any(<const float16_t *>x, scale,
-                       <const float16_t *>zero_point, y, D, inner, block, start,
-                       stop, st)
-    elif qtype == EXTQL_BFLOAT16:
-        dequantize_any(<const bfloat16_t *>x, scale,
-                       <const bfloat16_t *>zero_point, y, D, inner, block, start,
-                       stop, st)
-    else:
-        return -1
-    return 0
+        return dequantize_typed_range_ex_avx2(qtype, ytype, x, scale,
+                                              zero_point, y, D, inner, block,
+                                              start, stop, flags)
+    if ytype == EXTQL_FLOAT32:
+        return dequantize_to(qtype, x, scale, zero_point, <float *>y, D,
+                             inner, block, start, stop, st)
+    if ytype == EXTQL_FLOAT16:
+        return dequantize_to(qtype, x, scale, zero_point, <float16_t *>y, D,
+                             inner, block, start, stop, st)
+    if ytype == EXTQL_BFLOAT16:
+        return dequantize_to(qtype, x, scale, zero_point, <bfloat16_t *>y, D,
+                             inner, block, start, stop, st)
+    return -1
 
 
 cdef public int extql_dequantize_range_ex(
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t D, int64_t inner, int64_t start, int64_t stop,
         int flags) noexcept nogil:
-    return extql_dequantize_blocked_range_ex(qtype, x, scale, zero_point, y, D, inner,
-                                             0, start, stop, flags)
+    return extql_dequantize_typed_range_ex(qtype, EXTQL_FLOAT32, x, scale,
+                                           zero_point, y, D, inner, 0, start,
+                                           stop, flags)
 
 
 cdef public int extql_quantize_range(
@@ -1680,25 +1821,35 @@ cdef inline int64_t type_size(int qtype) noexcept nogil:
     return qtype_size(qtype)
 
 
-cdef public int extql_quantize_blocked(
-        int qtype, const float *x, const float *scale, const void *zero_point,
-        void *y, int64_t n, int64_t D, int64_t inner, int64_t block,
-        int nthreads) noexcept nogil:
+cdef inline int64_t float_size(int ftype) noexcept nogil:
+    """Bytes of an element of the float side (0: not one of the three)."""
+    if ftype == EXTQL_FLOAT32:
+        return 4
+    if ftype == EXTQL_FLOAT16 or ftype == EXTQL_BFLOAT16:
+        return 2
+    return 0
+
+
+cdef public int extql_quantize_typed(
+        int qtype, int xtype, int prec, const void *x, const float *scale,
+        const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
+        int64_t block, int nthreads) noexcept nogil:
     cdef int64_t t, chunk
     cdef int nt, flags
-    if not known_type(qtype):
+    if not known_type(qtype) or float_size(xtype) == 0 or prec_code(xtype, prec) < 0:
         return -1
     flags = stream_flags(n * type_size(qtype))
     nt = threads_for(n, nthreads)
     if nt == 1:
-        return extql_quantize_blocked_range_ex(
-            qtype, x, scale, zero_point, y, D, inner, block, 0, n, flags)
+        return extql_quantize_typed_range_ex(
+            qtype, xtype, prec, x, scale, zero_point, y, D, inner, block, 0, n,
+            flags)
     chunk = chunk_for(n, nt)
     for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
                     num_threads=nt):
-        extql_quantize_blocked_range_ex(
-            qtype, x, scale, zero_point, y, D, inner, block, t * chunk,
-            min(n, (t + 1) * chunk), flags)
+        extql_quantize_typed_range_ex(
+            qtype, xtype, prec, x, scale, zero_point, y, D, inner, block,
+            t * chunk, min(n, (t + 1) * chunk), flags)
     return 0
 
 
@@ -1706,28 +1857,28 @@ cdef public int extql_quantize(
         int qtype, const float *x, const float *scale, const void *zero_point,
         void *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
-    return extql_quantize_blocked(qtype, x, scale, zero_point, y, n, D,
-                                  inner, 0, nthreads)
+    return extql_quantize_typed(qtype, EXTQL_FLOAT32, EXTQL_FLOAT32, x, scale,
+                                zero_point, y, n, D, inner, 0, nthreads)
 
 
-cdef public int extql_dequantize_blocked(
-        int qtype, const void *x, const float *scale, const void *zero_point,
-        float *y, int64_t n, int64_t D, int64_t inner, int64_t block,
-        int nthreads) noexcept nogil:
+cdef public int extql_dequantize_typed(
+        int qtype, int ytype, const void *x, const float *scale,
+        const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
+        int64_t block, int nthreads) noexcept nogil:
     cdef int64_t t, chunk
     cdef int nt, flags
-    if not known_type(qtype):
+    if not known_type(qtype) or float_size(ytype) == 0:
         return -1
-    flags = stream_flags(n * 4)
+    flags = stream_flags(n * float_size(ytype))
     nt = threads_for(n, nthreads)
     if nt == 1:
-        return extql_dequantize_blocked_range_ex(
-            qtype, x, scale, zero_point, y, D, inner, block, 0, n, flags)
+        return extql_dequantize_typed_range_ex(
+            qtype, ytype, x, scale, zero_point, y, D, inner, block, 0, n, flags)
     chunk = chunk_for(n, nt)
     for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
                     num_threads=nt):
-        extql_dequantize_blocked_range_ex(
-            qtype, x, scale, zero_point, y, D, inner, block, t * chunk,
+        extql_dequantize_typed_range_ex(
+            qtype, ytype, x, scale, zero_point, y, D, inner, block, t * chunk,
             min(n, (t + 1) * chunk), flags)
     return 0
 
@@ -1736,8 +1887,31 @@ cdef public int extql_dequantize(
         int qtype, const void *x, const float *scale, const void *zero_point,
         float *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
-    return extql_dequantize_blocked(qtype, x, scale, zero_point, y, n, D,
-                                    inner, 0, nthreads)
+    return extql_dequantize_typed(qtype, EXTQL_FLOAT32, x, scale, zero_point,
+                                  y, n, D, inner, 0, nthreads)
+
+
+cdef public int extql_convert_scales(int stype, int prec, const void *src,
+                                     float *dst, int64_t n) noexcept nogil:
+    """n scales of the type stype (float32, float16, bfloat16) as float32,
+    rounded to prec when that is float16 / bfloat16 (a quantize divides by
+    the scale in that precision).  -1 for an unknown code."""
+    cdef int64_t i, m
+    cdef int p = prec_code(stype, prec)
+    if p < 0 or float_size(stype) == 0:
+        return -1
+    i = 0
+    while i < n:
+        m = TILE if TILE < n - i else n - i
+        if stype == EXTQL_FLOAT32:
+            memcpy(dst + i, <const float *>src + i, m * sizeof(float))
+        elif stype == EXTQL_FLOAT16:
+            load_f16(dst + i, <const uint16_t *>src + i, m)
+        else:
+            load_bf16(dst + i, <const uint16_t *>src + i, m)
+        round_tile(dst + i, m, p)
+        i += m
+    return 0
 
 
 cdef public int extql_get_num_threads() noexcept nogil:
@@ -1768,41 +1942,23 @@ cdef public int extql_have_openmp() noexcept nogil:
 # Python entry points: validated, contiguous arrays from extql.numpy_api
 # ---------------------------------------------------------------------------
 
-def quantize(int qtype, const float[::1] x, const float[::1] scale,
-             const uint8_t[::1] zero_point, uint8_t[::1] y, int64_t D,
-             int64_t inner, int nthreads=0, int64_t block=0):
-    """Quantize the float32 buffer ``x`` into the byte buffer ``y``.
+def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
+             const float[::1] scale, const uint8_t[::1] zero_point,
+             uint8_t[::1] y, int64_t n, int64_t D, int64_t inner,
+             int nthreads=0, int64_t block=0):
+    """Quantize the n elements of the byte buffer ``x`` (float32, float16
+    or bfloat16: ``xtype``) into the byte buffer ``y`` (element type
+    ``qtype``), the quotient in the precision ``prec``.
 
-    ``zero_point`` and ``y`` are byte views of arrays of the element type
-    ``qtype``; ``zero_point`` may be None.  ``block`` > 0: blocked along D,
-    the scale and zero point of shape [outer, ceil(D / block), inner].
-    Called by extql.numpy_api, which has checked every length; the GIL is
-    released for the whole loop.
+    ``zero_point`` is a byte view of an array of the type ``qtype``, or None;
+    ``scale`` is float32, already rounded to ``prec`` (convert_scales).
+    ``block`` > 0: blocked along D, the scale and zero point of shape
+    [outer, ceil(D / block), inner].  Called by extql.numpy_api, which has
+    checked every length; the GIL is released for the whole loop.
     """
-    cdef int64_t n = x.shape[0]
-    cdef const float *xp = &x[0] if n > 0 else NULL
-    cdef const void *zp = NULL
-    cdef void *yp = &y[0] if n > 0 else NULL
-    cdef int rc
-    if n == 0:
-        return
-    if zero_point is not None and zero_point.shape[0] > 0:
-        zp = &zero_point[0]
-    with nogil:
-        rc = extql_quantize_blocked(qtype, xp, &scale[0], zp, yp, n, D, inner,
-                                    block, nthreads)
-    if rc != 0:
-        raise TypeError(f"extql kernel: unknown element type {qtype}")
-
-
-def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
-               const uint8_t[::1] zero_point, float[::1] y, int64_t D,
-               int64_t inner, int nthreads=0, int64_t block=0):
-    """Dequantize the byte buffer ``x`` (element type ``qtype``) into ``y``."""
-    cdef int64_t n = y.shape[0]
     cdef const void *xp = NULL
     cdef const void *zp = NULL
-    cdef float *yp = NULL
+    cdef void *yp = NULL
     cdef int rc
     if n == 0:
         return
@@ -1811,10 +1967,49 @@ def dequantize(int qtype, const uint8_t[::1] x, const float[::1] scale,
     if zero_point is not None and zero_point.shape[0] > 0:
         zp = &zero_point[0]
     with nogil:
-        rc = extql_dequantize_blocked(qtype, xp, &scale[0], zp, yp, n, D,
-                                      inner, block, nthreads)
+        rc = extql_quantize_typed(qtype, xtype, prec, xp, &scale[0], zp, yp, n,
+                                  D, inner, block, nthreads)
     if rc != 0:
-        raise TypeError(f"extql kernel: unknown element type {qtype}")
+        raise TypeError(f"extql kernel: unknown element type {qtype}, {xtype} "
+                        f"or precision {prec}")
+
+
+def dequantize(int qtype, int ytype, const uint8_t[::1] x,
+               const float[::1] scale, const uint8_t[::1] zero_point,
+               uint8_t[::1] y, int64_t n, int64_t D, int64_t inner,
+               int nthreads=0, int64_t block=0):
+    """Dequantize the n elements of the byte buffer ``x`` (element type
+    ``qtype``) into the byte buffer ``y`` (float32, float16 or bfloat16:
+    ``ytype``)."""
+    cdef const void *xp = NULL
+    cdef const void *zp = NULL
+    cdef void *yp = NULL
+    cdef int rc
+    if n == 0:
+        return
+    xp = &x[0]
+    yp = &y[0]
+    if zero_point is not None and zero_point.shape[0] > 0:
+        zp = &zero_point[0]
+    with nogil:
+        rc = extql_dequantize_typed(qtype, ytype, xp, &scale[0], zp, yp, n, D,
+                                    inner, block, nthreads)
+    if rc != 0:
+        raise TypeError(f"extql kernel: unknown element type {qtype} or {ytype}")
+
+
+def convert_scales(int stype, int prec, const uint8_t[::1] src,
+                   float[::1] dst):
+    """The scales in the byte buffer ``src`` (float32, float16 or bfloat16:
+    ``stype``) as float32 into ``dst``, rounded to ``prec``."""
+    cdef int64_t n = dst.shape[0]
+    cdef int rc
+    if n == 0:
+        return
+    with nogil:
+        rc = extql_convert_scales(stype, prec, &src[0], &dst[0], n)
+    if rc != 0:
+        raise TypeError(f"extql kernel: unknown scale type {stype} or precision {prec}")
 
 
 def stream_min_bytes():

@@ -16,13 +16,15 @@ import numpy as np
 
 from . import _kernels
 from .numpy_out import output_array
-from .types import QTYPES, QType, qtype_of
+from .types import FLOAT_CODES, FLOAT_DTYPES, QTYPES, QType, qtype_of
 
 __all__ = ["quantize_linear", "dequantize_linear", "set_num_threads", "get_num_threads"]
 
 QUANTIZE = "ExtendedQuantizeLinear"
 DEQUANTIZE = "ExtendedDequantizeLinear"
 _TYPE_NAMES = ", ".join(QTYPES)
+_FLOAT_NAMES = "float32, float16, bfloat16"
+_BY_CODE = {t.onnx: t for t in QTYPES.values()}
 
 
 def _has_dtype(value: Any) -> bool:
@@ -41,6 +43,46 @@ def _float32(op: str, name: str, value: Any) -> np.ndarray:
         return np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{op}: {name} must be float32 numbers: {exc}") from None
+
+
+def _floating(op: str, name: str, value: Any) -> tuple[np.ndarray, int]:
+    """An ndarray of float32, float16 or bfloat16 and its ONNX code: NumPy
+    input keeps its dtype (one of the three); Python numbers and sequences
+    become float32."""
+    if _has_dtype(value):
+        arr = np.asarray(value)
+        code = FLOAT_CODES.get(arr.dtype)
+        if code is None:
+            raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, got {arr.dtype}")
+        return arr, code
+    return _float32(op, name, value), FLOAT_CODES[np.dtype(np.float32)]
+
+
+def _float_type(op: str, name: str, value: Any) -> int:
+    """The ONNX code of a float type given as a dtype (np.float16,
+    ml_dtypes.bfloat16, "float32", ...) or as an ONNX code."""
+    try:
+        code = operator.index(value)
+    except TypeError:
+        try:
+            code = FLOAT_CODES.get(np.dtype(value))
+        except TypeError:
+            code = None
+    else:
+        code = code if code in FLOAT_CODES.values() else None
+    if code is None:
+        raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, got {value!r}")
+    return code
+
+
+def _scales(op: str, scale: np.ndarray, stype: int, prec: int) -> np.ndarray:
+    """The scale as float32, rounded to the precision of the division (the
+    kernels take float32 scales)."""
+    if stype == prec == FLOAT_CODES[np.dtype(np.float32)]:
+        return scale
+    f32 = np.empty(scale.shape, np.float32)
+    _kernels.convert_scales(stype, prec, _bytes(scale), f32.reshape(-1))
+    return f32
 
 
 def _granularity(
@@ -155,22 +197,33 @@ def _bytes(arr: np.ndarray) -> np.ndarray:
 
 def quantize_linear(
     x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1,
-    block_size: int = 0, out: np.ndarray | None = None,
+    block_size: int = 0, output_dtype: Any = None, precision: Any = None,
+    saturate: bool = True, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
 
-    ``x`` and ``y_scale`` are float32.  The zero point's dtype (int8, uint8,
-    int16, uint16, int32, uint32, float16 or ``ml_dtypes.bfloat16``) is the
-    output type; without one the output is uint8 with zero point 0.  A scalar
-    (or one-element) scale quantizes per tensor, a 1-D scale per axis
-    ``axis``.  Integers: NaN gives the lowest value, +-inf saturate.  float16 /
-    bfloat16: ``x / s + zp`` in float32, saturated to the largest finite value,
-    rounded to nearest even; NaN stays NaN.
+    ``x`` and ``y_scale`` are float32, float16 or ``ml_dtypes.bfloat16``
+    (Python numbers: float32).  The zero point's dtype (int8, uint8, int16,
+    uint16, int32, uint32, float16 or ``ml_dtypes.bfloat16``) is the output
+    type; without one the output is ``output_dtype``, else uint8, with zero
+    point 0.  A scalar (or one-element) scale quantizes per tensor, a 1-D
+    scale per axis ``axis``.  Integers: NaN gives the lowest value, +-inf
+    saturate.  float16 / bfloat16: ``x / s + zp`` in float32, saturated to the
+    largest finite value, rounded to nearest even; NaN stays NaN.
+
+    The division is done in the precision ``precision`` (a float dtype or
+    its ONNX code), by default the scale's type, as ONNX's QuantizeLinear
+    defines it: for float16 / bfloat16, x and the scale are rounded to it and
+    so is their quotient (float32: the float32 division).
 
     ``block_size`` > 0: blocked quantization along ``axis``, as ONNX's
     QuantizeLinear-21 defines it: the scale (and zero point) has x's shape
     except ``ceil(D / block_size)`` along the axis, and element ``d`` of the
     axis uses block ``d // block_size``.
+
+    ``output_dtype``: the output type (a dtype or ONNX code), the zero
+    point's when both are given.  ``saturate``: ONNX's attribute, which
+    applies to float8 outputs only; the types here always saturate.
 
     ``out``: an array to write the result into (and return) instead of a new
     one -- writeable, C-contiguous, of the output's dtype and shape, not
@@ -178,10 +231,14 @@ def quantize_linear(
     """
     op = QUANTIZE
     block = _block_size(op, block_size)
-    x_arr = _float32(op, "x", x)
-    scale = _float32(op, "y_scale", y_scale)
+    x_arr, xtype = _floating(op, "x", x)
+    scale, stype = _floating(op, "y_scale", y_scale)
+    prec = stype if precision is None else _float_type(op, "precision", precision)
+    if not isinstance(saturate, (bool, np.bool_, int, np.integer)):
+        raise TypeError(f"{op}: saturate must be a bool, got {type(saturate).__name__}")
+    want = None if output_dtype is None else _quantized_type(op, output_dtype)
     if y_zero_point is None:
-        qt, zp = QTYPES["uint8"], None
+        qt, zp = want or QTYPES["uint8"], None
     else:
         if not _has_dtype(y_zero_point):
             raise TypeError(
@@ -193,6 +250,10 @@ def quantize_linear(
         qt = qtype_of(zp.dtype)
         if qt is None:
             raise TypeError(f"{op}: y_zero_point must be one of {_TYPE_NAMES}, got {zp.dtype}")
+        if want is not None and want is not qt:
+            raise TypeError(
+                f"{op}: output_dtype {want.name} must be the zero point's type {qt.name}"
+            )
     if block:
         D, inner = _blocked_granularity(op, x_arr.shape, scale, zp, axis, block)
     else:
@@ -201,15 +262,32 @@ def quantize_linear(
                                                       "y_zero_point": zp})
     _kernels.quantize(
         qt.onnx,
-        _dense(x_arr).reshape(-1),
-        _dense(scale).reshape(-1),
+        xtype,
+        prec,
+        _bytes(x_arr),
+        _dense(_scales(op, scale, stype, prec)).reshape(-1),
         None if zp is None else _bytes(zp),
         _bytes(y),
+        x_arr.size,
         D,
         inner,
         block=block,
     )
     return y
+
+
+def _quantized_type(op: str, value: Any) -> QType:
+    """One of the eight types, given as a dtype or an ONNX code."""
+    try:
+        qt = _BY_CODE.get(operator.index(value))
+    except TypeError:
+        try:
+            qt = qtype_of(np.dtype(value))
+        except TypeError:
+            qt = None
+    if qt is None:
+        raise TypeError(f"{op}: output_dtype must be one of {_TYPE_NAMES}, got {value!r}")
+    return qt
 
 
 def _python_number(op: str, v: Any, qt: QType) -> int | float:
@@ -274,20 +352,22 @@ def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
 
 def dequantize_linear(
     x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = 1,
-    block_size: int = 0, out: np.ndarray | None = None,
+    block_size: int = 0, output_dtype: Any = None, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
 
     ``x`` is one of the eight quantized types (bfloat16 as
     ``ml_dtypes.bfloat16``), the zero point (optional, default 0) has x's
-    dtype and the scale's shape, the scale is float32.  The difference is
-    exact and rounds once to float32 before one float32 multiply; the result
-    is float32 with x's shape.
+    dtype and the scale's shape, the scale is float32, float16 or bfloat16.
+    The difference is exact and rounds once to float32 before one float32
+    multiply; the result has x's shape and the type ``output_dtype`` (a float
+    dtype or its ONNX code), by default the scale's, rounded to nearest even
+    into it.
 
     ``block_size`` > 0: blocked, as for :func:`quantize_linear`.
 
-    ``out``: a float32 array of x's shape to write the result into (and
-    return) instead of a new one; it may be ``x`` itself viewed as float32
+    ``out``: an array of the output's type and x's shape to write the result
+    into (and return) instead of a new one; a float32 one may be ``x`` itself
     when x is int32 / uint32 (see :mod:`extql.numpy_out`).
     """
     op = DEQUANTIZE
@@ -300,20 +380,25 @@ def dequantize_linear(
     qt = qtype_of(x_arr.dtype)
     if qt is None:
         raise TypeError(f"{op}: x must be one of {_TYPE_NAMES}, got {x_arr.dtype}")
-    scale = _float32(op, "x_scale", x_scale)
+    scale, stype = _floating(op, "x_scale", x_scale)
+    ytype = stype if output_dtype is None else _float_type(op, "output_dtype", output_dtype)
     zp = None if x_zero_point is None else _dequantize_zero_point(op, x_zero_point, qt)
     if block:
         D, inner = _blocked_granularity(op, x_arr.shape, scale, zp, axis, block)
     else:
         D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
-    y = output_array(op, out, x_arr.shape, np.float32,
-                     {"x": x_arr, "x_scale": scale, "x_zero_point": zp}, in_place="x")
+    f32 = FLOAT_CODES[np.dtype(np.float32)]
+    y = output_array(op, out, x_arr.shape, FLOAT_DTYPES[ytype],
+                     {"x": x_arr, "x_scale": scale, "x_zero_point": zp},
+                     in_place="x" if ytype == f32 else None)
     _kernels.dequantize(
         qt.onnx,
+        ytype,
         _bytes(x_arr),
-        _dense(scale).reshape(-1),
+        _dense(_scales(op, scale, stype, f32)).reshape(-1),
         None if zp is None else _bytes(zp),
-        y.reshape(-1),
+        _bytes(y),
+        x_arr.size,
         D,
         inner,
         block=block,

@@ -10,10 +10,12 @@ them:
   inside an ``@onnxscript.script`` function has a known signature (2 or 3
   inputs, an ``axis`` attribute), and the model it builds passes
   ``onnx.checker.check_model`` with the type constraints of the operator
-  documents (x/scale float32; zero point and output one of the eight types);
+  documents (x/scale float32, float16 or bfloat16; zero point and output one
+  of the eight types) and the official attributes;
 * onnx shape inference knows the output type and shape of every Extended node
-  (the zero point's type, or uint8 without one, for quantize; float32 for
-  dequantize; the shape of x), which ``extql check`` and the graph passes use.
+  (the zero point's type, or ``output_dtype``, or uint8, for quantize; the
+  scale's type or ``output_dtype`` for dequantize; the shape of x), which
+  ``extql check`` and the graph passes use.
 
 Example::
 
@@ -58,6 +60,16 @@ __all__ = ["quark", "vai", "register_schemas", "QUANTIZE_TYPES"]
 
 #: Type strings of the zero point / quantized tensor.
 QUANTIZE_TYPES = [f"tensor({name})" for name in QTYPES]
+#: quantize's x and scale, dequantize's scale and output.
+REAL_TYPES = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
+#: The attributes (name, default, meaning); dequantize has the first three.
+_ATTRIBUTES = [
+    ("axis", 1, "Axis of per-axis and blocked quantization."),
+    ("block_size", 0, "Blocked quantization: the size of a block along axis (0: none)."),
+    ("output_dtype", 0, "The output type (0: the zero point's / the scale's)."),
+    ("precision", 0, "The precision of the division (0: the scale's type)."),
+    ("saturate", 1, "float8 outputs only."),
+]
 
 _lock = threading.Lock()
 _done = False
@@ -77,8 +89,8 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         ]
         outputs = [FP("y", "T3", "Quantized tensor, shape of x.")]
         constraints = [
-            ("T1", ["tensor(float)"], "The type of x."),
-            ("T2", ["tensor(float)"], "The type of y_scale."),
+            ("T1", REAL_TYPES, "The type of x."),
+            ("T2", REAL_TYPES, "The type of y_scale."),
             ("T3", QUANTIZE_TYPES, "The type of y_zero_point and y."),
         ]
         infer_from = "QuantizeLinear"
@@ -90,10 +102,11 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
             FP("x_zero_point", "T1", "Zero point, shape of x_scale; default 0.",
                param_option=optional),
         ]
-        outputs = [FP("y", "T2", "float32 tensor, shape of x.")]
+        outputs = [FP("y", "T3", "Tensor of x's shape, of output_dtype or the scale's type.")]
         constraints = [
             ("T1", QUANTIZE_TYPES, "The type of x and x_zero_point."),
-            ("T2", ["tensor(float)"], "The type of x_scale and y."),
+            ("T2", REAL_TYPES, "The type of x_scale."),
+            ("T3", REAL_TYPES, "The type of y."),
         ]
         infer_from = "DequantizeLinear"
         doc = "y = (x - x_zero_point) * x_scale (AMD Quark)."
@@ -106,13 +119,15 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         outputs=outputs,
         type_constraints=constraints,
         attributes=[
-            onnx.defs.OpSchema.Attribute(
-                "axis", onnx.helper.make_attribute("axis", 1), "Axis of per-axis quantization."
-            )
+            onnx.defs.OpSchema.Attribute(name, onnx.helper.make_attribute(name, value), what)
+            for name, value, what in _ATTRIBUTES
+            if quantize or name not in ("precision", "saturate")
         ],
     )
     if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
-        official = onnx.defs.get_schema(infer_from, 21, "")
+        # The official operator's inference, of the newest opset this onnx
+        # has (output_dtype from opset 23).
+        official = onnx.defs.get_schema(infer_from, onnx.defs.onnx_opset_version(), "")
         schema.set_type_and_shape_inference_function(
             official.get_type_and_shape_inference_function()
         )

@@ -11,7 +11,8 @@ whose messages name the operator.
 ``OPS`` also has onnxruntime's ``com.microsoft`` QuantizeLinear /
 DequantizeLinear, which AMD Quark writes for its 8/16-bit nodes and which
 ``onnx.reference`` has no implementation of: int8/uint8/int16/uint16 through
-the same kernels (the operators agree there), int32 dequantize with the
+the same kernels (the operators agree there; float16 x and scale divided in
+float32, as onnxruntime does there), int32 dequantize with the
 difference wrapping in 32 bits as onnxruntime computes it, and int4/uint4
 through the kernels' int8/uint8 (which hold every value; quantize then
 saturates to the 4-bit range: the same bits, as the kernels have no int4).
@@ -43,17 +44,27 @@ def _present(value: Any) -> bool:
     return value is not None
 
 
+def _code(value: Any) -> int | None:
+    """An ONNX type-code attribute: None for 0 / absent."""
+    return int(value) or None if value is not None else None
+
+
 class _Quantize(OpRun):
-    def _run(self, x, y_scale, y_zero_point=None, axis=1, block_size=0):  # type: ignore[override]
+    def _run(self, x, y_scale, y_zero_point=None, axis=1, block_size=0,  # type: ignore[override]
+             output_dtype=0, precision=0, saturate=1):
         zp = y_zero_point if _present(y_zero_point) else None
-        return (quantize_linear(x, y_scale, zp, axis=int(axis), block_size=int(block_size)),)
+        return (quantize_linear(x, y_scale, zp, axis=int(axis), block_size=int(block_size),
+                                output_dtype=_code(output_dtype), precision=_code(precision),
+                                saturate=bool(saturate)),)
 
 
 class _Dequantize(OpRun):
-    def _run(self, x, x_scale, x_zero_point=None, axis=1, block_size=0):  # type: ignore[override]
+    def _run(self, x, x_scale, x_zero_point=None, axis=1, block_size=0,  # type: ignore[override]
+             output_dtype=0):
         zp = x_zero_point if _present(x_zero_point) else None
         return (np.asarray(dequantize_linear(x, x_scale, zp, axis=int(axis),
-                                             block_size=int(block_size))),)
+                                             block_size=int(block_size),
+                                             output_dtype=_code(output_dtype))),)
 
 
 # onnx.reference finds a class by (op_domain, class name), so each operator
@@ -116,7 +127,9 @@ class _MicrosoftQuantize(OpRun):
         zp = y_zero_point if _present(y_zero_point) else None
         sub = None if zp is None else _subbyte(np.asarray(zp))
         if sub is None:
-            return (quantize_linear(x, y_scale, zp, axis=int(axis)),)
+            # onnxruntime's contrib operator divides float16 x and scale in
+            # float32.
+            return (quantize_linear(x, y_scale, zp, axis=int(axis), precision=np.float32),)
         return (quantize_subbyte(x, y_scale, np.asarray(zp), int(axis), sub),)
 
 

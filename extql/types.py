@@ -43,6 +43,8 @@ __all__ = [
     "MS_DEQUANTIZE_TYPES",
     "SubByteType",
     "SUBBYTE",
+    "FLOAT_CODES",
+    "FLOAT_DTYPES",
 ]
 
 #: The ONNX domain of ExtendedQuantizeLinear / ExtendedDequantizeLinear.
@@ -140,3 +142,15 @@ def qtype_of(dtype: np.dtype | type) -> QType | None:
         return _BY_DTYPE.get(np.dtype(dtype))
     except TypeError:
         return None
+
+
+#: The floating-point side of the operators -- quantize's x and scale,
+#: dequantize's scale and output -- by dtype: float32, float16, bfloat16 and
+#: their ONNX codes.
+FLOAT_CODES: dict[np.dtype, int] = {
+    np.dtype(np.float32): 1,
+    QTYPES["float16"].dtype: QTYPES["float16"].onnx,
+    QTYPES["bfloat16"].dtype: QTYPES["bfloat16"].onnx,
+}
+#: The same, by ONNX code.
+FLOAT_DTYPES: dict[int, np.dtype] = {code: dtype for dtype, code in FLOAT_CODES.items()}

@@ -55,10 +55,41 @@ def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     return v.reshape(shape)
 
 
-def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None) -> np.ndarray:
-    """Expected ExtendedQuantizeLinear output."""
-    x = np.asarray(x, dtype=np.float32)
-    scale = np.asarray(scale, dtype=np.float32)
+#: The float types of quantize's x and scale and of dequantize's scale and
+#: output (the official operators' T1 / T2), by name.
+REAL_TYPES: dict[str, np.dtype] = {
+    "float32": np.dtype(np.float32), "float16": np.dtype(np.float16), "bfloat16": BF16,
+}
+
+
+def _real(v) -> np.ndarray:
+    """v as an array of one of REAL_TYPES (other input: float32)."""
+    v = np.asarray(v)
+    return v if v.dtype in REAL_TYPES.values() else v.astype(np.float32)
+
+
+def _round_to(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float32 values rounded to nearest even into dtype and widened back
+    (exactly) to float32; overflow gives +-inf."""
+    with np.errstate(all="ignore"):
+        return v.astype(dtype).astype(np.float32)
+
+
+def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
+             precision=None) -> np.ndarray:
+    """Expected ExtendedQuantizeLinear output.
+
+    x and scale are float32, float16 or bfloat16.  The division is done in
+    ``precision`` (a dtype), by default the scale's type, as ONNX's
+    QuantizeLinear-23 says: in float16 / bfloat16, x and the scale are
+    rounded to that type, and their quotient is the correctly rounded one
+    of that type."""
+    x, scale = _real(x), _real(scale)
+    prec = scale.dtype if precision is None else np.dtype(precision)
+    x = x.astype(np.float32)
+    scale = scale.astype(np.float32)
+    if prec != np.float32:
+        x, scale = _round_to(x, prec), _round_to(scale, prec)
     if zero_point is None:
         dtype = np.dtype(np.uint8) if dtype is None else np.dtype(dtype)
         zero_point = np.zeros(scale.shape, dtype)
@@ -69,6 +100,10 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None) -> np.ndarray
     z = _along(zp, x.ndim, axis)
     with np.errstate(all="ignore"):
         v = np.divide(x, s, dtype=np.float32)  # one IEEE float32 division
+        if prec != np.float32:
+            # float32 has more than 2p + 2 bits of float16's / bfloat16's p:
+            # the float32 quotient rounded again is the correctly rounded one.
+            v = _round_to(v, prec)
         if name in FLOAT_TYPES:
             v = np.add(v, z.astype(np.float32), dtype=np.float32)
             v = np.where(np.isnan(v), v, np.clip(v, np.float32(lo), np.float32(hi)))
@@ -81,10 +116,14 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None) -> np.ndarray
         return total.astype(np.int64).astype(dt).reshape(x.shape)
 
 
-def dequantize(x, scale, zero_point=None, axis: int = 1) -> np.ndarray:
-    """Expected ExtendedDequantizeLinear output (float32)."""
+def dequantize(x, scale, zero_point=None, axis: int = 1, output_dtype=None) -> np.ndarray:
+    """Expected ExtendedDequantizeLinear output: float32 arithmetic, the result
+    rounded to nearest even into ``output_dtype``, by default the scale's type
+    (float32, float16 or bfloat16)."""
     x = np.asarray(x)
-    scale = np.asarray(scale, dtype=np.float32)
+    scale = _real(scale)
+    out = scale.dtype if output_dtype is None else np.dtype(output_dtype)
+    scale = scale.astype(np.float32)
     name = type_name(x.dtype)
     zp = np.zeros(scale.shape, x.dtype) if zero_point is None else np.asarray(zero_point)
     s = _along(scale, x.ndim, axis)
@@ -94,7 +133,7 @@ def dequantize(x, scale, zero_point=None, axis: int = 1) -> np.ndarray:
             d = np.subtract(x.astype(np.float32), z.astype(np.float32), dtype=np.float32)
         else:
             d = (x.astype(np.int64) - z.astype(np.int64)).astype(np.float32)
-        return np.multiply(d, s, dtype=np.float32).reshape(x.shape)
+        return np.multiply(d, s, dtype=np.float32).reshape(x.shape).astype(out)
 
 
 def bits(a: np.ndarray) -> np.ndarray:

@@ -16,6 +16,9 @@ Q = "ExtendedQuantizeLinear"
 DQ = "ExtendedDequantizeLinear"
 
 QTYPE_NAMES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16")
+#: The float types of quantize's x and scale and of dequantize's scale
+#: (the official operators' T1 / T2, float8e8m0 aside).
+REAL_TYPE_NAMES = ("float32", "float16", "bfloat16")
 #: Types that are never valid anywhere in the two operators.
 WRONG_TYPE_NAMES = ("float64", "int64", "uint64", "bool")
 
@@ -36,17 +39,17 @@ def contract_error(
     point shape, axis, scale length), the order the contract lists them.
     ``zp_type`` None means no zero point."""
     if op == Q:
-        if x_type != "float32":
-            return "TypeError", "x must be float32"
-        if s_type != "float32":
-            return "TypeError", "y_scale must be float32"
+        if x_type not in REAL_TYPE_NAMES:
+            return "TypeError", "x must be one of float32, float16, bfloat16"
+        if s_type not in REAL_TYPE_NAMES:
+            return "TypeError", "y_scale must be one of float32, float16, bfloat16"
         if zp_type is not None and zp_type not in QTYPE_NAMES:
             return "TypeError", "y_zero_point must be one of"
     else:
         if x_type not in QTYPE_NAMES:
             return "TypeError", "x must be one of"
-        if s_type != "float32":
-            return "TypeError", "x_scale must be float32"
+        if s_type not in REAL_TYPE_NAMES:
+            return "TypeError", "x_scale must be one of float32, float16, bfloat16"
         if zp_type is not None and zp_type != x_type:
             return "TypeError", "x_zero_point must have the dtype of x"
     s_size = int(np.prod(s_shape, dtype=np.int64))

@@ -39,7 +39,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from fuzz_common import DQ, QTYPE_NAMES, SPECIAL_SCALES, WRONG_TYPE_NAMES, Q, contract_error
+from fuzz_common import (
+    DQ,
+    QTYPE_NAMES,
+    REAL_TYPE_NAMES,
+    SPECIAL_SCALES,
+    WRONG_TYPE_NAMES,
+    Q,
+    contract_error,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -106,7 +114,8 @@ def specs():
         else:  # per tensor: any axis, even out of range, is ignored
             axis = draw(st.integers(-rank - 2, rank + 1))
             s_shape = draw(st.sampled_from([[], [1]]))
-        x_type = "float32" if op == "q" else draw(st.sampled_from(QTYPE_NAMES))
+        real = st.sampled_from(("float32", "float32") + REAL_TYPE_NAMES)
+        x_type = draw(real) if op == "q" else draw(st.sampled_from(QTYPE_NAMES))
         zp_mode = draw(st.sampled_from(["given", "given", "absent", "empty"]))
         zp_type = draw(st.sampled_from(QTYPE_NAMES)) if op == "q" else x_type
         zp_shape = list(s_shape)
@@ -118,7 +127,7 @@ def specs():
             "domain_version": 1,
             "shape": shape,
             "x_type": x_type,
-            "s_type": "float32",
+            "s_type": draw(real),
             "s_shape": s_shape,
             "zp_mode": zp_mode,
             "zp_type": zp_type,
@@ -148,11 +157,11 @@ def specs():
         if fault == "x_type":
             spec["x_type"] = draw(st.sampled_from(
                 [t for t in ("float32",) + QTYPE_NAMES + WRONG_TYPE_NAMES
-                 if (t != "float32" if spec["op"] == "q" else t not in QTYPE_NAMES)]))
+                 if t not in (REAL_TYPE_NAMES if spec["op"] == "q" else QTYPE_NAMES)]))
             if spec["op"] == "dq" and spec["zp_mode"] == "given":
                 spec["zp_type"] = spec["x_type"]
         elif fault == "s_type":
-            spec["s_type"] = wrong_type(draw, "float32")
+            spec["s_type"] = draw(any_type.filter(lambda t: t not in REAL_TYPE_NAMES))
         elif fault == "zp_type":
             spec["zp_mode"] = "given"
             spec["zp_type"] = (wrong_type(draw, spec["x_type"]) if spec["op"] == "dq" else
@@ -224,8 +233,8 @@ def specs():
 
 def _out_type(spec: dict) -> str:
     """The element type of y when the inputs are valid."""
-    if spec["op"] == "dq":
-        return "float32"
+    if spec["op"] == "dq":  # the scale's type (float32 where that is wrong)
+        return spec["s_type"] if spec["s_type"] in REAL_TYPE_NAMES else "float32"
     return spec["zp_type"] if spec["zp_mode"] == "given" else "uint8"
 
 
@@ -259,6 +268,11 @@ def expectation(spec: dict) -> tuple[str, str]:
     )
     if err is not None:
         return "error", f"contract: {err[1]}"
+    if "output_dtype" in spec["extra_attrs"]:
+        # output_dtype 1 (float32): no quantized type; for dequantize the
+        # scale's type, else a type onnxruntime cannot give the output.
+        if spec["op"] == "q" or spec["s_type"] != "float32":
+            return "error", "output_dtype float32"
     if spec["out_type"] == "wrong":
         return "error", "declared output type differs"
     if spec["extra_output"]:

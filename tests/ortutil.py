@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -160,6 +161,7 @@ def node_model(
     out_dtype: np.dtype | None = None,
     widen_bf16: bool = True,
     block_size: int | None = None,
+    attrs: dict[str, Any] | None = None,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray], np.dtype]:
     """One Extended (or legacy) node.
 
@@ -174,8 +176,9 @@ def node_model(
     domain = LEGACY_DOMAIN if legacy else DOMAIN
     x = np.asarray(x)
     if out_dtype is None:
-        if op == DQ:
-            out_dtype = np.dtype(np.float32)
+        if op == DQ:  # the scale's type (float32, float16, bfloat16)
+            s_dtype = np.asarray(scale).dtype
+            out_dtype = s_dtype if s_dtype in (np.float16, BF16) else np.dtype(np.float32)
         else:
             out_dtype = np.dtype(np.uint8) if zp is None or zp_form != "given" else zp.dtype
     names = ["x", "s"]
@@ -195,6 +198,7 @@ def node_model(
     kw = {} if axis is None else {"axis": axis}
     if block_size is not None:
         kw["block_size"] = block_size
+    kw.update(attrs or {})
     nodes = [helper.make_node(name, names, ["y"], domain=domain, name="node0", **kw)]
     out_type = ONNX_OF[np.dtype(out_dtype)] if declare_output else None
     typed = ort_io.has_typed_ortvalues()

@@ -161,24 +161,19 @@ EXTQL_EXPORT int extql_bench_copy_set_isa(int avx2) {
   return g_avx2;
 }
 
-/* The range function of the copy ops (see ExtqlRangeFn). */
-static int copy_range(int kind, int qtype, const void *x, const float *scale,
-                      const void *zero_point, void *y, int64_t D, int64_t inner,
-                      int64_t block, int64_t start, int64_t stop, int64_t out_bytes) {
-  int size = (int)extql_elem_size(qtype);
-  int in_size = kind == OP_QUANTIZE ? 4 : size, out_size = kind == OP_QUANTIZE ? size : 4;
-  const char *src = (const char *)x + start * in_size;
-  char *dst = (char *)y + start * out_size;
-  (void)scale;
-  (void)zero_point;
-  (void)D;
-  (void)inner;
-  (void)block;
+/* The range function of the copy ops (see ExtqlRangeFn): the bytes of x's
+ * elements [start, stop) to y's, as many as each element of x and y has. */
+static int copy_range(const ExtqlWork *w, int64_t start, int64_t stop) {
+  int qsize = (int)extql_elem_size(w->qtype), fsize = (int)extql_elem_size(w->ftype);
+  int in_size = w->kind == OP_QUANTIZE ? fsize : qsize;
+  int out_size = w->kind == OP_QUANTIZE ? qsize : fsize;
+  const char *src = (const char *)w->x + start * in_size;
+  char *dst = (char *)w->y + start * out_size;
   if (stop <= start) return 0;
 #if COPY_HAVE_AVX2
   if (use_avx2())
     return copy_avx2(in_size, out_size, src, dst, stop - start,
-                     (EXTQL_STREAM_FLAGS(out_bytes) & EXTQL_STREAM) != 0);
+                     (EXTQL_STREAM_FLAGS(w->out_bytes) & EXTQL_STREAM) != 0);
 #endif
   return copy_baseline(in_size, out_size, src, dst, stop - start);
 }
@@ -190,7 +185,7 @@ static const ExtqlOpName NAMES[] = {
     {0, "DequantizeCopy", OP_DEQUANTIZE},
 };
 
-static ExtqlOpSet COPY_OPS = {DOMAINS, 1, NAMES, 2, copy_range, 0, NULL, 0, NULL};
+static ExtqlOpSet COPY_OPS = {DOMAINS, 1, NAMES, 2, copy_range, NULL, 0, NULL, 0, NULL};
 
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {

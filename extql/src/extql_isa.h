@@ -22,14 +22,14 @@
 #define EXTQL_ISA_AVX2 1
 
 #if defined(EXTQL_HAVE_AVX2_VARIANT) && !defined(EXTQL_VARIANT_AVX2)
-int extql_quantize_blocked_range_ex_avx2(int qtype, const float *x, const float *scale,
-                                         const void *zero_point, void *y, int64_t D,
-                                         int64_t inner, int64_t block, int64_t start,
-                                         int64_t stop, int flags);
-int extql_dequantize_blocked_range_ex_avx2(int qtype, const void *x, const float *scale,
-                                           const void *zero_point, float *y, int64_t D,
-                                           int64_t inner, int64_t block, int64_t start,
-                                           int64_t stop, int flags);
+int extql_quantize_typed_range_ex_avx2(int qtype, int xtype, int prec, const void *x,
+                                       const float *scale, const void *zero_point, void *y,
+                                       int64_t D, int64_t inner, int64_t block,
+                                       int64_t start, int64_t stop, int flags);
+int extql_dequantize_typed_range_ex_avx2(int qtype, int ytype, const void *x,
+                                         const float *scale, const void *zero_point, void *y,
+                                         int64_t D, int64_t inner, int64_t block,
+                                         int64_t start, int64_t stop, int flags);
 
 /* -1: not decided yet; else an EXTQL_ISA_* code.  Racing first calls all
    store the same value. */
@@ -76,8 +76,8 @@ static int extql_isa_force(int isa) {
    _avx2, so the names below are its own, never called), or a build without
    the variant. */
 #if !defined(EXTQL_VARIANT_AVX2)
-#define extql_quantize_blocked_range_ex_avx2(...) (-1)
-#define extql_dequantize_blocked_range_ex_avx2(...) (-1)
+#define extql_quantize_typed_range_ex_avx2(...) (-1)
+#define extql_dequantize_typed_range_ex_avx2(...) (-1)
 #endif
 #define EXTQL_USE_AVX2() 0
 static inline int extql_isa_supported(int isa) { return isa == EXTQL_ISA_BASELINE; }

@@ -24,6 +24,10 @@ extern "C" {
 
 #include "extql_types.h" /* the type codes EXTQL_INT8 ... (ONNX numbering) */
 
+/* float32's code (ONNX's TensorProto.FLOAT); float16 and bfloat16 are
+ * EXTQL_FLOAT16 and EXTQL_BFLOAT16 of extql_types.h. */
+#define EXTQL_FLOAT32 1
+
 #include "extql_split.h" /* EXTQL_PARALLEL_MIN_ELEMENTS: the thread split */
 
 /* Flags of the _ex range functions.  EXTQL_STREAM: write the output with
@@ -60,18 +64,32 @@ int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
                               int64_t inner, int64_t start, int64_t stop,
                               int flags);
 
-/* Blocked quantization along D in blocks of `block` elements (ONNX's
- * block_size): the scale and zero point are dense [outer, ceil(D / block),
- * inner] and element (o, d, i) uses entry (o, d / block, i).  block 0 is the
- * per-tensor / per-axis form of the functions above. */
-int extql_quantize_blocked_range_ex(int qtype, const float *x, const float *scale,
+/* The general form.  The float side -- quantize's x, dequantize's y -- is
+ * float32, float16 or bfloat16 (xtype / ytype: EXTQL_FLOAT32,
+ * EXTQL_FLOAT16, EXTQL_BFLOAT16).  Quantize divides in the precision prec
+ * (one of the same three codes): for float16 / bfloat16, x is rounded to
+ * prec, divided by the scale, and the quotient rounded to prec again (the
+ * scale must already be a value of prec: extql_convert_scales).
+ * Dequantize's y is the float32 result rounded to nearest even into ytype.
+ * block > 0: blocked quantization along D in blocks of `block` elements
+ * (ONNX's block_size): the scale and zero point are dense [outer,
+ * ceil(D / block), inner] and element (o, d, i) uses entry (o, d / block, i);
+ * block 0 is per tensor / per axis as above.  Returns 0, or -1 for an
+ * unknown type or precision code. */
+int extql_quantize_typed_range_ex(int qtype, int xtype, int prec, const void *x,
+                                  const float *scale, const void *zero_point, void *y,
+                                  int64_t D, int64_t inner, int64_t block, int64_t start,
+                                  int64_t stop, int flags);
+int extql_dequantize_typed_range_ex(int qtype, int ytype, const void *x, const float *scale,
                                     const void *zero_point, void *y, int64_t D,
                                     int64_t inner, int64_t block, int64_t start,
                                     int64_t stop, int flags);
-int extql_dequantize_blocked_range_ex(int qtype, const void *x, const float *scale,
-                                      const void *zero_point, float *y, int64_t D,
-                                      int64_t inner, int64_t block, int64_t start,
-                                      int64_t stop, int flags);
+
+/* n scales of type stype (EXTQL_FLOAT32, EXTQL_FLOAT16, EXTQL_BFLOAT16) as
+ * float32 into dst, rounded to nearest even into prec when that is float16 /
+ * bfloat16 (the scale a quantize in that precision divides by).  0, or -1 for
+ * an unknown code. */
+int extql_convert_scales(int stype, int prec, const void *src, float *dst, int64_t n);
 
 /* The whole tensor of n elements, in chunks handed out dynamically to
  * nthreads OpenMP threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
@@ -83,13 +101,13 @@ int extql_dequantize(int qtype, const void *x, const float *scale,
                      const void *zero_point, float *y, int64_t n, int64_t D,
                      int64_t inner, int nthreads);
 
-/* The same, blocked (block 0: as extql_quantize / extql_dequantize). */
-int extql_quantize_blocked(int qtype, const float *x, const float *scale,
+/* The same in the general form (extql_quantize_typed_range_ex). */
+int extql_quantize_typed(int qtype, int xtype, int prec, const void *x, const float *scale,
+                         const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
+                         int64_t block, int nthreads);
+int extql_dequantize_typed(int qtype, int ytype, const void *x, const float *scale,
                            const void *zero_point, void *y, int64_t n, int64_t D,
                            int64_t inner, int64_t block, int nthreads);
-int extql_dequantize_blocked(int qtype, const void *x, const float *scale,
-                             const void *zero_point, float *y, int64_t n, int64_t D,
-                             int64_t inner, int64_t block, int nthreads);
 
 /* The thread count the kernels use by default: set by
  * extql_set_num_threads(), else the EXTQL_NUM_THREADS environment variable,

@@ -51,8 +51,9 @@ static inline float extql_bits_f32(uint32_t u) {
   return f;
 }
 
-/* float32 -> float16 bits, round to nearest even; |v| <= 65504 or NaN (the
-   kernels saturate first).  Branch-free, so that a loop of it vectorises. */
+/* float32 -> float16 bits, round to nearest even, as IEEE conversion:
+   beyond the largest float16 (from 65520 up) +-inf, NaN stays NaN.
+   Branch-free, so that a loop of it vectorises. */
 static inline uint16_t extql_f32_to_f16(float v) {
   uint32_t u = extql_f32_bits(v);
   uint32_t sign = (u >> 16) & 0x8000u;
@@ -64,6 +65,9 @@ static inline uint16_t extql_f32_to_f16(float v) {
   /* NaN stays NaN: quiet bit set, top payload bits kept (as NumPy does). */
   uint32_t nan = 0x7E00u | ((a >> 13) & 0x3FFu);
   uint32_t h = a < 0x38800000u ? sub : normal;
+  /* From 2^16 up the re-biased exponent leaves float16's range: inf (below
+     2^16 the rounding itself carries 65520 and above to inf). */
+  h = a >= 0x47800000u ? 0x7C00u : h;
   h = a > 0x7F800000u ? nan : h;
   return (uint16_t)(h | sign);
 }
@@ -286,6 +290,15 @@ static inline void extql_load_f16(float *t, const uint16_t *src, int64_t n) {
     _mm256_storeu_ps(t + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + k))));
   for (; k < n; k++) t[k] = extql_f16_to_f32(src[k]);
 }
+static inline void extql_load_bf16(float *t, const uint16_t *src, int64_t n) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_si256((__m256i *)(t + k),
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(
+                                              _mm_loadu_si128((const __m128i *)(src + k))),
+                                          16));
+  for (; k < n; k++) t[k] = extql_bits_f32((uint32_t)src[k] << 16);
+}
 
 /* p[0, n) = v. */
 static inline void extql_fill_32(void *p, uint32_t v, int64_t n) {
@@ -348,6 +361,9 @@ static inline void extql_load_u16(int32_t *t, const uint16_t *src, int64_t n) {
 }
 static inline void extql_load_f16(float *t, const uint16_t *src, int64_t n) {
   for (int64_t k = 0; k < n; k++) t[k] = extql_f16_to_f32(src[k]);
+}
+static inline void extql_load_bf16(float *t, const uint16_t *src, int64_t n) {
+  for (int64_t k = 0; k < n; k++) t[k] = extql_bits_f32((uint32_t)src[k] << 16);
 }
 static inline void extql_fill_32(void *p, uint32_t v, int64_t n) {
   for (int64_t k = 0; k < n; k++) ((uint32_t *)p)[k] = v;

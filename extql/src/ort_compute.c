@@ -56,12 +56,8 @@ static void staging_free(Staging *g) {
 /* Work for one KernelContext_ParallelFor call. */
 typedef struct {
   ExtqlRangeFn range;
-  int kind, qtype;
-  const void *x;
-  const float *scale;
-  const void *zp;
-  void *y;
-  int64_t n, D, inner, block, chunk, out_bytes;
+  ExtqlWork work;
+  int64_t n, chunk;
   volatile int failed;
 } Job;
 
@@ -71,9 +67,7 @@ static void EXTQL_ORT_CALL run_chunk(void *data, size_t index) {
   int64_t stop = start + job->chunk;
   if (start >= job->n) return;
   if (stop > job->n) stop = job->n;
-  if (job->range(job->kind, job->qtype, job->x, job->scale, job->zp, job->y, job->D, job->inner,
-                 job->block, start, stop, job->out_bytes) != 0)
-    job->failed = 1;
+  if (job->range(&job->work, start, stop) != 0) job->failed = 1;
 }
 
 OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *ctx) {
@@ -85,7 +79,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   TensorFacts fx, fs, fz, fy;
   OrtStatus *st = NULL;
   size_t nin = 0;
-  int out_type = 0, qtype;
+  int out_type = 0, qtype, ftype, prec = 0;
   int64_t D = 1, inner = 1;
   void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL, *py_out = NULL;
   size_t x_size, y_size;
@@ -114,12 +108,14 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   if (st == NULL && vz != NULL)
     st = extql_facts_of_value(api, label, extql_input_name(k->kind, 2), vz, &fz);
   if (st == NULL)
-    st = extql_check_types(api, label, k->kind, fx.type, fs.type, vz ? fz.type : 0, &out_type);
+    st = extql_check_types(api, label, k->kind, fx.type, fs.type, vz ? fz.type : 0,
+                           k->output_dtype, k->precision, &out_type, &prec);
   if (st == NULL)
     st = extql_check_granularity(api, label, &fx, &fs, vz ? &fz : NULL, k->axis, k->block, &D,
                                  &inner);
   if (st != NULL) goto done;
   qtype = k->kind == OP_QUANTIZE ? out_type : fx.type;
+  ftype = k->kind == OP_QUANTIZE ? fx.type : out_type;
 
   st = api->KernelContext_GetOutput(ctx, 0, fx.rank ? fx.dims : fx.small, fx.rank, &vy);
   if (st != NULL) {
@@ -155,14 +151,32 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     st = extql_fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave a tensor without data");
     goto done;
   }
-  x_size = k->kind == OP_QUANTIZE ? 4 : extql_elem_size(qtype);
-  y_size = k->kind == OP_QUANTIZE ? extql_elem_size(qtype) : 4;
+  x_size = extql_elem_size(fx.type);
+  y_size = extql_elem_size(out_type);
   py_out = py;
   if (stage_input(&staging, 0, &px, fx.count, x_size) != 0 ||
-      stage_input(&staging, 1, &ps, fs.count, 4) != 0 ||
+      stage_input(&staging, 1, &ps, fs.count, extql_elem_size(fs.type)) != 0 ||
       stage_input(&staging, 2, &pz, fz.count, extql_elem_size(qtype)) != 0) {
     st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
     goto done;
+  }
+  if ((fs.type != EXTQL_ORT_FLOAT || (prec != 0 && prec != EXTQL_ORT_FLOAT)) &&
+      k->convert_scales != NULL) {
+    /* Scales of float16 / bfloat16, or rounded to the precision of the
+     * division: converted once into float32 (the kernels take float32). */
+    float *converted = (float *)malloc(fs.count * sizeof(float));
+    if (converted == NULL) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+      goto done;
+    }
+    free(staging.copies[1]);
+    staging.copies[1] = converted;
+    if (k->convert_scales(fs.type, k->kind == OP_QUANTIZE ? prec : EXTQL_ORT_FLOAT, ps,
+                          converted, (int64_t)fs.count) != 0) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernels do not know scale type %d", fs.type);
+      goto done;
+    }
+    ps = converted;
   }
   if (misaligned(py, y_size)) {
     staging.copies[3] = py = malloc(fx.count * y_size);
@@ -176,17 +190,19 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     Job job;
     int64_t n = (int64_t)fx.count;
     job.range = k->range;
-    job.kind = k->kind;
-    job.qtype = qtype;
-    job.x = px;
-    job.scale = (const float *)ps;
-    job.zp = pz;
-    job.y = py;
+    job.work.kind = k->kind;
+    job.work.qtype = qtype;
+    job.work.ftype = ftype;
+    job.work.prec = k->kind == OP_QUANTIZE ? prec : EXTQL_ORT_FLOAT;
+    job.work.x = px;
+    job.work.scale = (const float *)ps;
+    job.work.zp = pz;
+    job.work.y = py;
+    job.work.D = D;
+    job.work.inner = inner;
+    job.work.block = k->block;
+    job.work.out_bytes = n * (int64_t)y_size;
     job.n = n;
-    job.D = D;
-    job.inner = inner;
-    job.block = k->block;
-    job.out_bytes = n * (int64_t)y_size;
     job.failed = 0;
     job.chunk = extql_chunk_for(n, 0); /* the session pool: its size is not known here */
     if (job.chunk == n) {

@@ -35,15 +35,29 @@
 
 enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 
-/* Elements [start, stop) of one operator's work.  kind: OP_QUANTIZE (x
- * float32, y of qtype) or OP_DEQUANTIZE (x of qtype, y float32); the tensor
- * is [outer, D, inner] (per tensor: D = 1); block > 0: blocked along D (the
+/* One operator's work on one tensor.  kind OP_QUANTIZE: x of ftype, y of
+ * qtype; OP_DEQUANTIZE: x of qtype, y of ftype (ftype float32, float16 or
+ * bfloat16).  prec: quantize's precision of the division (the same three
+ * codes); the scale is float32, already a value of prec.  The tensor is
+ * [outer, D, inner] (per tensor: D = 1); block > 0: blocked along D (the
  * scale [outer, ceil(D / block), inner]); out_bytes is the size of the whole
- * output (for the choice of stores).  0, or -1 for an element type the
+ * output (for the choice of stores). */
+typedef struct {
+  int kind, qtype, ftype, prec;
+  const void *x;
+  const float *scale;
+  const void *zp;
+  void *y;
+  int64_t D, inner, block, out_bytes;
+} ExtqlWork;
+
+/* Elements [start, stop) of the work: 0, or -1 for an element type the
  * function does not know. */
-typedef int (*ExtqlRangeFn)(int kind, int qtype, const void *x, const float *scale,
-                            const void *zero_point, void *y, int64_t D, int64_t inner,
-                            int64_t block, int64_t start, int64_t stop, int64_t out_bytes);
+typedef int (*ExtqlRangeFn)(const ExtqlWork *work, int64_t start, int64_t stop);
+
+/* n scales of type stype as float32 into dst, rounded to prec (float16 /
+ * bfloat16) or not (float32); 0, or -1 for an unknown code. */
+typedef int (*ExtqlConvertFn)(int stype, int prec, const void *src, float *dst, int64_t n);
 
 /* One operator name of a library. */
 typedef struct {
@@ -59,15 +73,19 @@ typedef struct {
   const char *name;
   int kind;
   int qtype; /* the zero point / quantized type; 0 = untyped */
+  int stype; /* dequantize's typed forms: the scale's and y's type */
   int form;  /* EXTQL_FORM_* */
   int domain;
   ExtqlRangeFn range;
+  ExtqlConvertFn convert_scales;
 } ExtqlOp;
 
 enum {
-  EXTQL_FORM_TYPED = 0,   /* every input typed by qtype */
+  EXTQL_FORM_TYPED = 0,   /* quantize: x and scale float, zero point and y qtype;
+                             dequantize: x and zero point qtype, scale and y stype */
   EXTQL_FORM_ZP_ONLY = 1, /* quantize: x and scale untyped, zero point and y qtype (uint8) */
-  EXTQL_FORM_UNTYPED = 2  /* inputs untyped; dequantize's output float, quantize's untyped */
+  EXTQL_FORM_UNTYPED = 2, /* inputs untyped; dequantize's output float, quantize's untyped */
+  EXTQL_FORM_SCALE_ONLY = 3 /* dequantize: x and zero point untyped, scale and y stype */
 };
 
 /* A custom-op library: what it registers, and its registrations, built once
@@ -80,6 +98,10 @@ typedef struct {
   const ExtqlOpName *names;
   int n_names;
   ExtqlRangeFn range;
+  /* Scales of another type than float32 (or rounded to a narrower
+   * precision) as float32 (extql_convert_scales), or NULL when the library
+   * does not read scales. */
+  ExtqlConvertFn convert_scales;
   /* state */
   volatile long lock;
   ExtqlOp *ops;
@@ -92,8 +114,11 @@ typedef struct {
   const OrtApi *api;
   int kind;
   ExtqlRangeFn range;
+  ExtqlConvertFn convert_scales;
   int64_t axis;
   int64_t block;   /* the attribute block_size: 0, or blocked quantization */
+  int output_dtype; /* the attribute output_dtype, 0 when absent */
+  int precision;    /* quantize's attribute precision, 0 when absent */
   char label[192]; /* "ExtendedQuantizeLinear (node 'q')" */
 } ExtqlKernel;
 
@@ -139,7 +164,9 @@ EXTQL_INTERNAL OrtStatus *extql_facts_of_value(const OrtApi *api, const char *la
                                                TensorFacts *t);
 EXTQL_INTERNAL const char *extql_input_name(int kind, int index);
 EXTQL_INTERNAL OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind,
-                                            int x_type, int s_type, int zp_type, int *out_type);
+                                            int x_type, int s_type, int zp_type,
+                                            int output_dtype, int precision, int *out_type,
+                                            int *prec);
 EXTQL_INTERNAL OrtStatus *extql_check_granularity(const OrtApi *api, const char *label,
                                                   const TensorFacts *x, const TensorFacts *s,
                                                   const TensorFacts *zp, int64_t axis,
@@ -148,8 +175,12 @@ EXTQL_INTERNAL OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo
                                           const char *label, int64_t *axis);
 EXTQL_INTERNAL OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
                                                 const char *label, int64_t *block);
+EXTQL_INTERNAL OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
+                                                const char *label, int kind, int *output_dtype,
+                                                int *precision);
 EXTQL_INTERNAL OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info,
-                                           const char *label, int kind);
+                                           const char *label, int kind, int output_dtype,
+                                           int precision);
 
 /* ort_compute.c */
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel,

@@ -27,21 +27,19 @@ static const ExtqlOpName NAMES[] = {
 
 /* Elements [start, stop) through the kernels, with the stores they choose
  * for an output of out_bytes (non-temporal for one larger than the caches). */
-static int kernels_range(int kind, int qtype, const void *x, const float *scale,
-                         const void *zero_point, void *y, int64_t D, int64_t inner,
-                         int64_t block, int64_t start, int64_t stop, int64_t out_bytes) {
-  int flags = EXTQL_STREAM_FLAGS(out_bytes);
-  if (kind == OP_QUANTIZE)
-    return extql_quantize_blocked_range_ex(qtype, (const float *)x, scale, zero_point, y, D,
-                                           inner, block, start, stop, flags);
-  return extql_dequantize_blocked_range_ex(qtype, x, scale, zero_point, (float *)y, D, inner,
-                                           block, start, stop, flags);
+static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
+  int flags = EXTQL_STREAM_FLAGS(w->out_bytes);
+  if (w->kind == OP_QUANTIZE)
+    return extql_quantize_typed_range_ex(w->qtype, w->ftype, w->prec, w->x, w->scale, w->zp,
+                                         w->y, w->D, w->inner, w->block, start, stop, flags);
+  return extql_dequantize_typed_range_ex(w->qtype, w->ftype, w->x, w->scale, w->zp, w->y, w->D,
+                                         w->inner, w->block, start, stop, flags);
 }
 
 static ExtqlOpSet LIBRARY = {
     DOMAINS, (int)(sizeof DOMAINS / sizeof DOMAINS[0]),
     NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
-    kernels_range, 0, NULL, 0, NULL};
+    kernels_range, extql_convert_scales, 0, NULL, 0, NULL};
 
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {

@@ -2,20 +2,24 @@
  * ort_ops.c - the OrtCustomOp registrations of a library and kernel creation.
  *
  * Types.  Each operator is registered as several OrtCustomOps of one name:
- * eight typed ones (quantize: x float, scale float, zero point T -> y T;
- * dequantize: x T, scale float, zero point T -> y float, T one of the eight
- * types) and fallbacks.  onnxruntime infers a node's output type from the
- * first registration whose input types match the node, so the typed ones
- * give every form its type: the zero point's type, or - with no zero point
- * (two inputs or an empty third name), where the uint8 registration comes
- * first - uint8.  A node whose types fit no typed registration falls to a
+ * typed ones (quantize: x float, scale float, zero point T -> y T;
+ * dequantize: x T, scale S, zero point T -> y S, T one of the eight types, S
+ * float32, float16 or bfloat16) and fallbacks.  onnxruntime infers a node's
+ * output type from the first registration whose input types match the node,
+ * so the typed ones give every form its type: the zero point's type, or -
+ * with no zero point (two inputs or an empty third name), where the uint8
+ * registration comes first - uint8; for dequantize the scale's type.  A
+ * quantize of float16 / bfloat16 x or scale takes its type from the
+ * fallbacks below, which give the same.  A node whose types fit no typed
+ * registration falls to a
  * fallback, whose kernel creation reports exactly what is wrong
  * ("x_zero_point must have the dtype of x ...") instead of onnxruntime's
  * generic "no kernel matches".  The fallbacks still give the output the type
  * the user means, or a graph that declares it would be rejected by
  * onnxruntime's type inference before the kernel can say what is wrong
  * (onnxruntime gives an untyped output the type of the last untyped input):
- * dequantize's untyped fallback declares a float output; quantize has
+ * dequantize has "any x and zero point, scale S -> S" for each float type
+ * and then the untyped one, which declares a float output; quantize has
  * "any x, any scale, uint8 zero point (or none) -> uint8" and then the
  * untyped one, whose output takes the zero point's type.  All share one
  * kernel that reads the actual types at run time, so whichever registration
@@ -33,8 +37,11 @@
 #include "extql_types.h"
 #include "ort_internal.h"
 
-/* Registrations per operator name: the typed ones and at most two fallbacks. */
-#define OPS_PER_NAME (EXTQL_N_QTYPES + 2)
+/* The float types of the scale (and dequantize's y). */
+#define N_FLOATS 3
+/* Registrations per operator name: at most the typed ones of every scale
+ * type and the fallbacks (dequantize: one per scale type and the untyped). */
+#define OPS_PER_NAME (N_FLOATS * EXTQL_N_QTYPES + N_FLOATS + 1)
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
@@ -54,6 +61,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   k->api = api;
   k->kind = op->kind;
   k->range = op->range;
+  k->convert_scales = op->convert_scales;
 
   /* The label: operator and node name (onnxruntime's own messages name the
    * node, so the user can find it). */
@@ -70,7 +78,9 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
 
   st = extql_read_axis(api, info, k->label, &k->axis);
   if (st == NULL) st = extql_read_block_size(api, info, k->label, &k->block);
-  if (st == NULL) st = extql_check_node(api, info, k->label, op->kind);
+  if (st == NULL)
+    st = extql_read_type_attrs(api, info, k->label, op->kind, &k->output_dtype, &k->precision);
+  if (st == NULL) st = extql_check_node(api, info, k->label, op->kind, k->output_dtype, k->precision);
   if (st != NULL) {
     free(k);
     return st;
@@ -98,8 +108,9 @@ static int EXTQL_ORT_CALL op_input_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
   if (op->form == EXTQL_FORM_UNTYPED) return EXTQL_ORT_UNDEFINED;
   if (op->form == EXTQL_FORM_ZP_ONLY) return index == 2 ? op->qtype : EXTQL_ORT_UNDEFINED;
+  if (op->form == EXTQL_FORM_SCALE_ONLY) return index == 1 ? op->stype : EXTQL_ORT_UNDEFINED;
   if (op->kind == OP_QUANTIZE) return index == 2 ? op->qtype : EXTQL_ORT_FLOAT;
-  return index == 1 ? EXTQL_ORT_FLOAT : op->qtype;
+  return index == 1 ? op->stype : op->qtype;
 }
 
 static size_t EXTQL_ORT_CALL op_input_count(const OrtCustomOp *op) {
@@ -110,7 +121,7 @@ static size_t EXTQL_ORT_CALL op_input_count(const OrtCustomOp *op) {
 static int EXTQL_ORT_CALL op_output_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
   (void)index;
-  if (op->kind == OP_DEQUANTIZE) return EXTQL_ORT_FLOAT;
+  if (op->kind == OP_DEQUANTIZE) return op->form == EXTQL_FORM_UNTYPED ? EXTQL_ORT_FLOAT : op->stype;
   return op->form == EXTQL_FORM_UNTYPED ? EXTQL_ORT_UNDEFINED : op->qtype;
 }
 
@@ -146,13 +157,15 @@ static int EXTQL_ORT_CALL op_variadic_homogeneity(const OrtCustomOp *op) {
   return 1;
 }
 
-static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int form,
+static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int stype, int form,
                     uint32_t version) {
   memset(op, 0, sizeof *op);
+  op->stype = stype;
   op->name = set->names[n].name;
   op->kind = set->names[n].kind;
   op->domain = set->names[n].domain;
   op->range = set->range;
+  op->convert_scales = set->convert_scales;
   op->qtype = qtype;
   op->form = form;
   op->base.version = version;
@@ -182,18 +195,29 @@ int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version) {
       EXTQL_FOR_EACH_QTYPE(EXTQL_CODE)
 #undef EXTQL_CODE
   };
-  int n, t, i = 0;
+  static const int floats[N_FLOATS] = {EXTQL_ORT_FLOAT, EXTQL_FLOAT16, EXTQL_BFLOAT16};
+  int n, t, f, i = 0;
   ExtqlOp *ops = (ExtqlOp *)calloc((size_t)set->n_names * OPS_PER_NAME, sizeof *ops);
   if (ops == NULL) return -1;
   for (n = 0; n < set->n_names; n++) {
     /* The typed registrations first, uint8 leading (the type of a quantize
-     * without zero point), then the fallbacks, the untyped one last. */
-    init_op(&ops[i++], set, n, EXTQL_UINT8, EXTQL_FORM_TYPED, version);
-    for (t = 0; t < EXTQL_N_QTYPES; t++)
-      if (codes[t] != EXTQL_UINT8) init_op(&ops[i++], set, n, codes[t], EXTQL_FORM_TYPED, version);
-    if (set->names[n].kind == OP_QUANTIZE)
-      init_op(&ops[i++], set, n, EXTQL_UINT8, EXTQL_FORM_ZP_ONLY, version);
-    init_op(&ops[i++], set, n, 0, EXTQL_FORM_UNTYPED, version);
+     * without zero point), then the fallbacks, the untyped one last.
+     * Dequantize has a set per scale type, float32's first: onnxruntime
+     * builds the operator's schema from the first registration, whose output
+     * type must be fixed. */
+    int quantize = set->names[n].kind == OP_QUANTIZE;
+    for (f = 0; f < (quantize ? 1 : N_FLOATS); f++) {
+      init_op(&ops[i++], set, n, EXTQL_UINT8, floats[f], EXTQL_FORM_TYPED, version);
+      for (t = 0; t < EXTQL_N_QTYPES; t++)
+        if (codes[t] != EXTQL_UINT8)
+          init_op(&ops[i++], set, n, codes[t], floats[f], EXTQL_FORM_TYPED, version);
+    }
+    if (quantize)
+      init_op(&ops[i++], set, n, EXTQL_UINT8, 0, EXTQL_FORM_ZP_ONLY, version);
+    else
+      for (f = 0; f < N_FLOATS; f++)
+        init_op(&ops[i++], set, n, 0, floats[f], EXTQL_FORM_SCALE_ONLY, version);
+    init_op(&ops[i++], set, n, 0, 0, EXTQL_FORM_UNTYPED, version);
   }
   set->ops = ops;
   set->n_ops = i;

@@ -105,38 +105,54 @@ const char *extql_input_name(int kind, int index) {
   return kind == OP_QUANTIZE ? q[index] : dq[index];
 }
 
-/* Check the element types; *out_type gets the type of y.  zp_type is 0 when
- * there is no zero point.  Any type may be 0 = not known yet (kernel
- * creation from a graph without types): it is then not checked. */
+static int is_float_type(int type) {
+  return type == EXTQL_ORT_FLOAT || type == EXTQL_FLOAT16 || type == EXTQL_BFLOAT16;
+}
+
+#define EXTQL_FLOAT_NAMES "float32, float16, bfloat16"
+
+/* Check the element types; *out_type gets the type of y and *prec (quantize)
+ * the precision of the division: the attribute precision, else the scale's
+ * type.  zp_type is 0 when there is no zero point.  Any type may be 0 = not
+ * known yet (kernel creation from a graph without types): it is then not
+ * checked.  output_dtype and precision are the attributes (0: absent),
+ * already known to be of the right kind (extql_read_type_attrs). */
 OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int x_type,
-                             int s_type, int zp_type, int *out_type) {
+                             int s_type, int zp_type, int output_dtype, int precision,
+                             int *out_type, int *prec) {
   char b1[32], b2[32];
+  if (s_type != 0 && !is_float_type(s_type))
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                      "%s must be one of " EXTQL_FLOAT_NAMES ", got %s",
+                      extql_input_name(kind, 1), extql_type_name(s_type, b1, sizeof b1));
   if (kind == OP_QUANTIZE) {
-    if (x_type != 0 && x_type != EXTQL_ORT_FLOAT)
-      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "x must be float32, got %s",
-                        extql_type_name(x_type, b1, sizeof b1));
-    if (s_type != 0 && s_type != EXTQL_ORT_FLOAT)
+    if (x_type != 0 && !is_float_type(x_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                        "y_scale must be float32, got %s", extql_type_name(s_type, b1, sizeof b1));
+                        "x must be one of " EXTQL_FLOAT_NAMES ", got %s",
+                        extql_type_name(x_type, b1, sizeof b1));
     if (zp_type != 0 && !extql_is_qtype(zp_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
                         "y_zero_point must be one of " EXTQL_QTYPE_NAMES ", got %s",
                         extql_type_name(zp_type, b1, sizeof b1));
-    *out_type = zp_type != 0 ? zp_type : EXTQL_UINT8;
+    if (zp_type != 0 && output_dtype != 0 && output_dtype != zp_type)
+      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                        "the attribute output_dtype (%s) must be the zero point's type %s",
+                        extql_type_name(output_dtype, b1, sizeof b1),
+                        extql_type_name(zp_type, b2, sizeof b2));
+    *out_type = zp_type != 0 ? zp_type : output_dtype != 0 ? output_dtype : EXTQL_UINT8;
+    *prec = precision != 0 ? precision : s_type;
   } else {
     if (x_type != 0 && !extql_is_qtype(x_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
                         "x must be one of " EXTQL_QTYPE_NAMES ", got %s",
                         extql_type_name(x_type, b1, sizeof b1));
-    if (s_type != 0 && s_type != EXTQL_ORT_FLOAT)
-      return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                        "x_scale must be float32, got %s", extql_type_name(s_type, b1, sizeof b1));
     if (zp_type != 0 && x_type != 0 && zp_type != x_type)
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
                         "x_zero_point must have the dtype of x (%s), got %s",
                         extql_type_name(x_type, b1, sizeof b1),
                         extql_type_name(zp_type, b2, sizeof b2));
-    *out_type = EXTQL_ORT_FLOAT;
+    *out_type = output_dtype != 0 ? output_dtype : s_type;
+    *prec = 0;
   }
   return NULL;
 }
@@ -286,40 +302,66 @@ static OrtStatus *int_of_another_type(const OrtApi *api, const OrtKernelInfo *in
   return NULL; /* no such attribute */
 }
 
-/* The attribute axis: an int, default 1 (absent: 1; of another type: an
- * error, not a silent default). */
-OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info, const char *label,
-                           int64_t *axis) {
-  OrtStatus *st = api->KernelInfoGetAttribute_int64(info, "axis", axis);
+/* The int attribute `name`, or dflt when the node has none (of another
+ * type: an error, not a silent default). */
+static OrtStatus *read_int(const OrtApi *api, const OrtKernelInfo *info, const char *label,
+                           const char *name, int64_t dflt, int64_t *value) {
+  OrtStatus *st = api->KernelInfoGetAttribute_int64(info, name, value);
   if (st == NULL) return NULL;
   api->ReleaseStatus(st);
-  *axis = 1;
-  return int_of_another_type(api, info, label, "axis");
+  *value = dflt;
+  return int_of_another_type(api, info, label, name);
+}
+
+/* The attribute axis: an int, default 1. */
+OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info, const char *label,
+                           int64_t *axis) {
+  return read_int(api, info, label, "axis", 1, axis);
 }
 
 /* The attribute block_size: an int >= 0, default 0 (0: per tensor or per
  * axis; > 0: blocked quantization along axis). */
 OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
                                  const char *label, int64_t *block) {
-  OrtStatus *st = api->KernelInfoGetAttribute_int64(info, "block_size", block);
-  if (st != NULL) {
-    api->ReleaseStatus(st);
-    *block = 0;
-    return int_of_another_type(api, info, label, "block_size");
-  }
+  EXTQL_TRY(read_int(api, info, label, "block_size", 0, block));
   if (*block < 0)
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute block_size must be >= 0, got %lld", (long long)*block);
   return NULL;
 }
 
+/* The attributes output_dtype (quantize: one of the quantized types;
+ * dequantize: float32, float16 or bfloat16) and precision (quantize:
+ * float32, float16 or bfloat16), 0 when absent. */
+OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
+                                 const char *label, int kind, int *output_dtype,
+                                 int *precision) {
+  int64_t out = 0, prec = 0;
+  char b1[32];
+  EXTQL_TRY(read_int(api, info, label, "output_dtype", 0, &out));
+  if (kind == OP_QUANTIZE) EXTQL_TRY(read_int(api, info, label, "precision", 0, &prec));
+  if (out != 0 && (out < 0 || out > 64 ||
+                   (kind == OP_QUANTIZE ? !extql_is_qtype((int)out) : !is_float_type((int)out))))
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute output_dtype must be one of %s, got %s",
+                      kind == OP_QUANTIZE ? EXTQL_QTYPE_NAMES : EXTQL_FLOAT_NAMES,
+                      out > 0 && out <= 64 ? extql_type_name((int)out, b1, sizeof b1) : "a code that is no type");
+  if (prec != 0 && (prec < 0 || prec > 64 || !is_float_type((int)prec)))
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute precision must be one of " EXTQL_FLOAT_NAMES ", got %s",
+                      prec > 0 && prec <= 64 ? extql_type_name((int)prec, b1, sizeof b1) : "a code that is no type");
+  *output_dtype = (int)out;
+  *precision = (int)prec;
+  return NULL;
+}
+
 /* The input count and the element types the graph declares, when it
  * declares them: a wrong graph fails now rather than at run time. */
 OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info, const char *label,
-                            int kind) {
+                            int kind, int output_dtype, int precision) {
   OrtStatus *st;
   size_t nin = 0;
-  int x_type, s_type, zp_type = 0, y_type, out_type = 0;
+  int x_type, s_type, zp_type = 0, y_type, out_type = 0, prec = 0;
   st = api->KernelInfo_GetInputCount(info, &nin);
   if (st != NULL) {
     api->ReleaseStatus(st);
@@ -331,15 +373,24 @@ OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info, const 
   x_type = declared_type(api, info, 0, 0);
   s_type = declared_type(api, info, 0, 1);
   if (nin == 3) zp_type = declared_type(api, info, 0, 2); /* 0 for an empty name */
-  st = extql_check_types(api, label, kind, x_type, s_type, zp_type, &out_type);
-  if (st == NULL && x_type != 0 && (kind == OP_DEQUANTIZE || nin < 3 || zp_type != 0)) {
+  st = extql_check_types(api, label, kind, x_type, s_type, zp_type, output_dtype, precision,
+                         &out_type, &prec);
+  if (st == NULL && x_type != 0 && out_type != 0 &&
+      (kind == OP_DEQUANTIZE || nin < 3 || zp_type != 0)) {
     char b1[32], b2[32];
     y_type = declared_type(api, info, 1, 0);
     if (y_type != 0 && y_type != out_type)
       st = extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                      "the output y is %s but the inputs make it %s",
+                      "the output y is %s but the inputs%s make it %s%s",
                       extql_type_name(y_type, b1, sizeof b1),
-                      extql_type_name(out_type, b2, sizeof b2));
+                      output_dtype != 0 ? " and output_dtype" : "",
+                      extql_type_name(out_type, b2, sizeof b2),
+                      output_dtype != 0
+                          ? " (onnxruntime gives a custom operator's output the type of an "
+                            "input: output_dtype can only repeat the type the inputs give: "
+                            "the zero point's, uint8 without one, or for dequantize the "
+                            "scale's)"
+                          : "");
   }
   return st;
 }

@@ -26,6 +26,7 @@ from .graph import (
     model_opset,
     set_opset,
     static_shape,
+    type_name,
     zero_point_type,
 )
 
@@ -49,6 +50,24 @@ def _default_opset_for_functions(model: onnx.ModelProto) -> int:
             f"onnx.version_converter.convert_version(model, {fallbacks.MIN_OPSET})"
         )
     return version
+
+
+def _refuse_float_types(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
+    """The fallback functions compute with float32 x and scale: a node with
+    float16 / bfloat16 ones (or the attributes precision / output_dtype,
+    which only matter with those) is refused by name rather than given
+    functions that onnxruntime would reject with a type error."""
+    attrs = sorted(a.name for a in ext.node.attribute if a.name in ("precision", "output_dtype"))
+    names = [ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else [])
+    other = [f"{n!r} is {type_name(types[n].elem_type)}" for n in names
+             if n in types and types[n].elem_type not in (0, onnx.TensorProto.FLOAT)]
+    if attrs or other:
+        what = ", ".join(other + [f"the attribute {a}" for a in attrs])
+        raise ValueError(
+            f"{ext.label}: {what}: the fallback functions compute with float32 x and scale "
+            "only (extql's onnxruntime library and NumPy API run float16 / bfloat16 x, "
+            "scales and outputs)"
+        )
 
 
 def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -93,6 +112,7 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
                 "implement blocked quantization yet (extql's onnxruntime library and NumPy API "
                 "run it)"
             )
+        _refuse_float_types(ext, types)
         variant_of[id(ext.node)] = fallbacks.variant(zero_point_type(ext, types))
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
     # Runtimes that ignore ``overload`` run one (type-generic) function for

@@ -27,6 +27,22 @@ def raise_first_problem(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
         raise ValueError(f"{ext.label}: {problems[0]}")
 
 
+#: The float types of quantize's x and scale and dequantize's scale and
+#: output (ONNX codes -> names).
+REAL_CODES: dict[int, str] = {
+    TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16",
+}
+REAL_NAMES = ", ".join(REAL_CODES.values())
+
+
+def _code_name(code: int) -> str:
+    """An ONNX element type code as a type name (or the number)."""
+    try:
+        return type_name(code)
+    except Exception:  # noqa: BLE001 - any code that is no type
+        return str(code)
+
+
 def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     """Every problem of one Extended (or com.microsoft Q/DQ) node that the
     static types/shapes prove.  com.microsoft nodes are held to onnxruntime's
@@ -44,7 +60,12 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
         return [f"has {n_in} inputs, expected 2 or 3 (x, scale[, zero point])"]
     if len(node.output) != 1:
         problems.append(f"has {len(node.output)} outputs, expected 1")
-    known = ("axis",) if ext.microsoft else ("axis", "block_size")
+    if ext.microsoft:
+        known: tuple[str, ...] = ("axis",)
+    elif ext.quantize:
+        known = ("axis", "block_size", "output_dtype", "precision", "saturate")
+    else:
+        known = ("axis", "block_size", "output_dtype")
     for attr in node.attribute:
         if attr.name not in known:
             problems.append(
@@ -56,6 +77,15 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
             problems.append(f"attribute {attr.name!r} must be an INT")
         elif attr.name == "block_size" and attr.i < 0:
             problems.append(f"attribute 'block_size' must be >= 0, it is {attr.i}")
+        elif attr.name == "precision" and attr.i not in REAL_CODES:
+            problems.append(f"attribute 'precision' must be one of {REAL_NAMES}, it is "
+                            f"{_code_name(attr.i)}")
+        elif attr.name == "output_dtype" and attr.i not in (
+                BY_ONNX if ext.quantize else REAL_CODES):
+            problems.append(
+                f"attribute 'output_dtype' must be one of "
+                f"{', '.join(BY_ONNX[c].name for c in BY_ONNX) if ext.quantize else REAL_NAMES}"
+                f", it is {_code_name(attr.i)}")
     x_name, s_name = node.input[0], node.input[1]
     z_name = node.input[2] if ext.has_zero_point else None
     if not x_name or not s_name:
@@ -70,9 +100,9 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
         floats = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16"}
     else:
         allowed = set(BY_ONNX)
-        floats = {TensorProto.FLOAT: "float32"}
+        floats = dict(REAL_CODES)
     names = ", ".join(sorted(tname(c) for c in allowed))
-    float_names = " or ".join(floats.values())
+    float_names = " or ".join(floats.values()) if len(floats) < 3 else "one of " + REAL_NAMES
     if ext.quantize:
         if x is not None and x.elem_type not in floats:
             problems.append(f"x {x_name!r} must be {float_names}, it is {tname(x.elem_type)}")

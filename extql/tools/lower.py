@@ -25,6 +25,7 @@ from .graph import (
     infer_types,
     model_opset,
     static_shape,
+    type_name,
     zero_point_type,
 )
 
@@ -105,6 +106,10 @@ def lower_to_standard(
         if ext.microsoft and not _float32_inputs(ext, types):
             messages.append(f"{ext.label}: left as is: x and the scale are not both float32")
             continue
+        reason = _float_types_not_lowered(ext, types)
+        if reason:
+            messages.append(f"{ext.label}: left as is: {reason}")
+            continue
         try:
             variant = fallbacks.variant(zero_point_type(ext, types))
         except ValueError as exc:
@@ -163,6 +168,24 @@ def lower_to_standard(
     out.functions.extend(kept_f)
     drop_unused_imports(out, (*OP_NAMES, MS_DOMAIN))
     return out
+
+
+def _float_types_not_lowered(ext: ExtNode, types: dict[str, TypeInfo]) -> str | None:
+    """Why an Extended node with float16 / bfloat16 x or scale (or the
+    attributes that go with them) stays as it is, or None.  The official
+    operator is not exact for them where models run: onnxruntime's
+    QuantizeLinear divides float16 x by a float16 scale in float32 for
+    int8 / uint8 (the operator document, and extql, divide in the scale's
+    type) and has no bfloat16 kernel."""
+    attrs = sorted(a.name for a in ext.node.attribute if a.name in ("precision", "output_dtype"))
+    if attrs:
+        return f"the attribute {attrs[0]} (the official operator is lowered to for float32 only)"
+    names = set([ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else []))
+    other = sorted({types[n].elem_type for n in names if n in types} - {TensorProto.FLOAT})
+    if other:
+        return (f"x or the scale is {' / '.join(type_name(t) for t in other)}: onnxruntime's "
+                "official operator does not give the same bits for it")
+    return None
 
 
 def _float32_inputs(ext: ExtNode, types: dict[str, TypeInfo]) -> bool:

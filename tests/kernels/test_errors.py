@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from contract import BF16
 
 import extql
 
@@ -15,13 +14,29 @@ X = np.zeros((2, 3, 4), F32)
 
 QUANTIZE_CASES = [
     # (description, args, kwargs, exception, message pattern)
-    ("x float64", (X.astype(np.float64), F32(1), np.int8(0)), {}, TypeError, "x must be float32"),
-    ("x int32", (X.astype(np.int32), F32(1), np.int8(0)), {}, TypeError, "x must be float32"),
-    ("x float16", (X.astype(np.float16), F32(1)), {}, TypeError, "x must be float32"),
+    ("x float64", (X.astype(np.float64), F32(1), np.int8(0)), {}, TypeError,
+     "x must be one of float32, float16, bfloat16, got float64"),
+    ("x int32", (X.astype(np.int32), F32(1), np.int8(0)), {}, TypeError,
+     "x must be one of float32, float16, bfloat16, got int32"),
+    ("x int8", (X.astype(np.int8), F32(1)), {}, TypeError, "x must be one of float32"),
     ("x strings", (["a", "b"], F32(1)), {}, TypeError, "x must be float32"),
-    ("scale float64", (X, np.float64(1), np.int8(0)), {}, TypeError, "y_scale must be float32"),
-    ("scale int", (X, np.int32(1), np.int8(0)), {}, TypeError, "y_scale must be float32"),
-    ("scale bfloat16", (X, np.ones((), BF16)), {}, TypeError, "y_scale must be float32"),
+    ("scale float64", (X, np.float64(1), np.int8(0)), {}, TypeError,
+     "y_scale must be one of float32, float16, bfloat16, got float64"),
+    ("scale int", (X, np.int32(1), np.int8(0)), {}, TypeError, "y_scale must be one of"),
+    ("scale uint16", (X.astype(np.float16), np.ones((), np.uint16)),
+     {}, TypeError, "y_scale must be one of float32, float16, bfloat16, got uint16"),
+    ("precision float64", (X, F32(1)), {"precision": np.float64}, TypeError,
+     "precision must be one of float32, float16, bfloat16, got"),
+    ("precision int8 code", (X, F32(1)), {"precision": 3}, TypeError,
+     "precision must be one of float32, float16, bfloat16, got 3"),
+    ("precision not a type", (X, F32(1)), {"precision": "fast"}, TypeError,
+     "precision must be one of"),
+    ("output_dtype float32", (X, F32(1)), {"output_dtype": np.float32}, TypeError,
+     "output_dtype must be one of int8"),
+    ("output_dtype not the zero point's", (X, F32(1), np.int8(0)), {"output_dtype": np.uint8},
+     TypeError, "output_dtype uint8 must be the zero point's type int8"),
+    ("saturate a string", (X, F32(1)), {"saturate": "yes"}, TypeError,
+     "saturate must be a bool"),
     ("zp float32", (X, F32(1), F32(0)), {}, TypeError, "y_zero_point must be one of"),
     ("zp int64", (X, F32(1), np.int64(0)), {}, TypeError, "y_zero_point must be one of"),
     ("zp bool", (X, F32(1), np.bool_(0)), {}, TypeError, "y_zero_point must be one of"),
@@ -70,8 +85,13 @@ DEQUANTIZE_CASES = [
     ("x int64", (QX.astype(np.int64), F32(1)), {}, TypeError, "x must be one of"),
     ("x bool", (QX.astype(bool), F32(1)), {}, TypeError, "x must be one of"),
     ("x python list", ([1, 2, 3], F32(1)), {}, TypeError, "x must be a NumPy array"),
-    ("scale float64", (QX, np.float64(1)), {}, TypeError, "x_scale must be float32"),
-    ("scale float16", (QX, np.float16(1)), {}, TypeError, "x_scale must be float32"),
+    ("scale float64", (QX, np.float64(1)), {}, TypeError,
+     "x_scale must be one of float32, float16, bfloat16, got float64"),
+    ("scale int8", (QX, np.int8(1)), {}, TypeError, "x_scale must be one of"),
+    ("output_dtype int8", (QX, F32(1)), {"output_dtype": np.int8}, TypeError,
+     "output_dtype must be one of float32, float16, bfloat16, got"),
+    ("output_dtype a code of no float", (QX, F32(1)), {"output_dtype": 7}, TypeError,
+     "output_dtype must be one of float32, float16, bfloat16, got 7"),
     ("zp dtype", (QX, F32(1), np.uint8(0)), {}, TypeError,
      r"x_zero_point must have the dtype of x \(int8\), got uint8"),
     ("zp float for int x", (QX, F32(1), np.float16(0)), {}, TypeError,

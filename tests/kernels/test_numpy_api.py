@@ -298,10 +298,20 @@ def test_kernel_rejects_unknown_type_code():
     from extql import _kernels
 
     x = np.zeros(4, F32)
-    with pytest.raises(TypeError, match="unknown element type 1"):
-        _kernels.quantize(1, x, np.ones(1, F32), None, np.zeros(4, np.uint8), 1, 4)
-    with pytest.raises(TypeError, match="unknown element type 11"):
-        _kernels.dequantize(11, np.zeros(4, np.uint8), np.ones(1, F32), None, x, 1, 4)
+    xb = x.view(np.uint8)
+    one = np.ones(1, F32)
+    with pytest.raises(TypeError, match="unknown element type 1, 1"):
+        _kernels.quantize(1, 1, 1, xb, one, None, np.zeros(4, np.uint8), 4, 1, 4)
+    with pytest.raises(TypeError, match="unknown element type 3, 7 or precision 1"):
+        _kernels.quantize(3, 7, 1, xb, one, None, np.zeros(4, np.uint8), 4, 1, 4)
+    with pytest.raises(TypeError, match="unknown element type 3, 1 or precision 11"):
+        _kernels.quantize(3, 1, 11, xb, one, None, np.zeros(4, np.uint8), 4, 1, 4)
+    with pytest.raises(TypeError, match="unknown element type 11 or 1"):
+        _kernels.dequantize(11, 1, np.zeros(4, np.uint8), one, None, xb, 4, 1, 4)
+    with pytest.raises(TypeError, match="unknown element type 3 or 6"):
+        _kernels.dequantize(3, 6, np.zeros(4, np.uint8), one, None, xb, 4, 1, 4)
+    with pytest.raises(TypeError, match="unknown scale type 6"):
+        _kernels.convert_scales(6, 1, xb, x)
     assert isinstance(_kernels.have_openmp(), bool) and _kernels.cores() >= 1
 
 
@@ -370,21 +380,21 @@ def test_kernels_get_aligned_buffers(name, monkeypatch):
         def __getattr__(self, attr):
             return getattr(real, attr)
 
-        def _check(self, qtype, *buffers):
-            for b in buffers[:4]:
+        def _check(self, buffers, widths):
+            for b, width in zip(buffers, widths, strict=True):
                 if b is not None and b.size:
-                    arr = np.asarray(b)
-                    # float32 buffers, or byte views of the quantized type
-                    width = arr.itemsize if arr.dtype != np.uint8 else TYPES[name][0].itemsize
-                    seen.append(arr.ctypes.data % width == 0)
+                    seen.append(np.asarray(b).ctypes.data % width == 0)
 
-        def quantize(self, qtype, x, s, zp, y, *rest, **kwargs):
-            self._check(qtype, x, s, zp, y)
-            return real.quantize(qtype, x, s, zp, y, *rest, **kwargs)
+        def quantize(self, qtype, xtype, prec, x, s, zp, y, *rest, **kwargs):
+            # x: a byte view of float32; s: float32; zp, y: byte views of the type
+            q = TYPES[name][0].itemsize
+            self._check((x, s, zp, y), (4, 4, q, q))
+            return real.quantize(qtype, xtype, prec, x, s, zp, y, *rest, **kwargs)
 
-        def dequantize(self, qtype, x, s, zp, y, *rest, **kwargs):
-            self._check(qtype, x, s, zp, y)
-            return real.dequantize(qtype, x, s, zp, y, *rest, **kwargs)
+        def dequantize(self, qtype, ytype, x, s, zp, y, *rest, **kwargs):
+            q = TYPES[name][0].itemsize
+            self._check((x, s, zp, y), (q, 4, q, 4))
+            return real.dequantize(qtype, ytype, x, s, zp, y, *rest, **kwargs)
 
     monkeypatch.setattr(numpy_api, "_kernels", Spy())
     rng = np.random.default_rng(5)

@@ -21,14 +21,21 @@ F32 = np.float32
 
 # name -> (operator named in the message, words of the problem)
 EXPECT: dict[str, tuple[str, str]] = {
-    "q_x_int8": (Q, "x must be float32, got int8"),
-    "q_x_float16": (Q, "x must be float32, got float16"),
-    "q_scale_float16": (Q, "y_scale must be float32, got float16"),
+    "q_x_int8": (Q, "x must be one of float32, float16, bfloat16, got int8"),
+    "q_x_float64": (Q, "x must be one of float32, float16, bfloat16, got float64"),
+    "q_scale_int16": (Q, "y_scale must be one of float32, float16, bfloat16, got int16"),
+    "q_precision_int8": (Q, "the attribute precision must be one of float32, float16, bfloat16, "
+                            "got int8"),
+    "q_output_dtype_float32": (Q, "the attribute output_dtype must be one of int8"),
+    "q_output_dtype_not_zp": (Q, "the attribute output_dtype (int8) must be the zero point's "
+                                 "type int16"),
+    "dq_output_dtype_int8": (DQ, "the attribute output_dtype must be one of float32, float16, "
+                                 "bfloat16, got int8"),
     "q_zp_int64": (Q, "y_zero_point must be one of"),
     "q_zp_float32": (Q, "y_zero_point must be one of"),
     "dq_x_float32": (DQ, "x must be one of"),
     "dq_zp_type_differs": (DQ, "x_zero_point must have the dtype of x (int8), got uint8"),
-    "dq_scale_int32": (DQ, "x_scale must be float32, got int32"),
+    "dq_scale_int32": (DQ, "x_scale must be one of float32, float16, bfloat16, got int32"),
     "q_axis_out_of_range": (Q, "axis 3 is out of range for x of rank 3"),
     "q_axis_negative_out_of_range": (Q, "axis -4 is out of range for x of rank 3"),
     "dq_axis_out_of_range": (DQ, "axis 5 is out of range for x of rank 2"),
@@ -58,10 +65,12 @@ EXPECT: dict[str, tuple[str, str]] = {
     "vitis_q_axis_string_attribute": ("VitisQuantizeLinear", "axis must be an integer"),
     # ... and with the output's type declared, types that fit no typed
     # registration met onnxruntime's generic "Type Error" first.
-    "dq_scale_int8_output_declared": (DQ, "x_scale must be float32, got int8"),
+    "dq_scale_int8_output_declared": (DQ, "x_scale must be one of float32, float16, bfloat16, "
+                                          "got int8"),
     "dq_x_float32_output_declared": (DQ, "x must be one of"),
-    "q_x_int8_no_zp_output_declared": (Q, "x must be float32, got int8"),
-    "q_scale_float16_zp_int16_output_declared": (Q, "y_scale must be float32, got float16"),
+    "q_x_int8_no_zp_output_declared": (Q, "x must be one of float32, float16, bfloat16, got int8"),
+    "q_scale_int16_zp_int16_output_declared": (Q, "y_scale must be one of float32, float16, "
+                                                  "bfloat16, got int16"),
     "q_zp_float32_output_declared": (Q, "y_zero_point must be one of"),
 }
 
@@ -95,8 +104,13 @@ def _cases():
     i8 = np.ones((2, 3, 5), np.int8)
     return {
         "q_x_int8": q(i8, F32(1), np.int8(0)),
-        "q_x_float16": q(x3.astype(np.float16), F32(1), np.int8(0)),
-        "q_scale_float16": q(x3, np.float16(1), np.int8(0)),
+        "q_x_float64": q(x3.astype(np.float64), F32(1), np.int8(0)),
+        "q_scale_int16": q(x3, np.int16(1), np.int8(0)),
+        "q_precision_int8": q(x3, F32(1), np.int8(0), precision=onnx.TensorProto.INT8),
+        "q_output_dtype_float32": q(x3, F32(1), output_dtype=onnx.TensorProto.FLOAT),
+        "q_output_dtype_not_zp": q(x3, F32(1), np.int16(0), output_dtype=onnx.TensorProto.INT8),
+        "dq_output_dtype_int8": q(i8, F32(1), np.int8(0), op=DQ,
+                                  output_dtype=onnx.TensorProto.INT8),
         "q_zp_int64": q(x3, F32(1), np.int64(0)),
         "q_zp_float32": q(x3, F32(1), F32(0)),
         "dq_x_float32": q(x3, F32(1), op=DQ),
@@ -139,8 +153,8 @@ def _cases():
                                            out_type=onnx.TensorProto.FLOAT),
         "dq_x_float32_output_declared": q(x3, F32(1), op=DQ, out_type=onnx.TensorProto.FLOAT),
         "q_x_int8_no_zp_output_declared": q(i8, F32(1), out_type=onnx.TensorProto.UINT8),
-        "q_scale_float16_zp_int16_output_declared": q(
-            x3, np.float16(1), np.int16(0), out_type=onnx.TensorProto.INT16),
+        "q_scale_int16_zp_int16_output_declared": q(
+            x3, np.int16(1), np.int16(0), out_type=onnx.TensorProto.INT16),
         "q_zp_float32_output_declared": q(x3, F32(1), F32(0), out_type=onnx.TensorProto.FLOAT),
     }
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from contract import TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import BF16, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto, numpy_helper
 from ortutil import DQ, Q, run_node
 
@@ -65,10 +65,18 @@ def _collect() -> list[tuple[str, onnx.NodeProto, list, list]]:
     return cases
 
 
+REALS = {np.dtype(np.float32), np.dtype(np.float16), BF16}
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, int]:
+    return {a.name: a.i for a in node.attribute if a.name not in ("axis", "block_size")}
+
+
 def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | None:
-    attrs = {a.name for a in node.attribute} - {"axis", "block_size"}
-    if attrs:
-        return f"attributes extql does not have: {sorted(attrs)}"
+    attrs = _attrs(node)
+    unknown = set(attrs) - {"output_dtype", "precision", "saturate"}
+    if unknown:
+        return f"attributes extql does not have: {sorted(unknown)}"
     arrays = [_as_array(v) for v in inputs + outputs]
     if any(a is None for a in arrays):
         return "a type NumPy cannot hold (int2/int4/float4)"
@@ -76,10 +84,16 @@ def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | Non
     quantized = x if node.op_type == "DequantizeLinear" else arrays[len(inputs)]
     if quantized.dtype not in SUPPORTED:
         return f"quantized type {quantized.dtype} is not one of extql's eight"
-    if node.op_type == "QuantizeLinear" and x.dtype != np.float32:
-        return f"x of type {x.dtype} (extql quantizes float32)"
-    if scale.dtype != np.float32:
-        return f"scale of type {scale.dtype} (extql's scale is float32)"
+    if node.op_type == "QuantizeLinear" and x.dtype not in REALS:
+        return f"x of type {x.dtype} (extql quantizes float32, float16, bfloat16)"
+    if scale.dtype not in REALS:
+        return f"scale of type {scale.dtype} (float8e8m0 / int32 scales)"
+    out = arrays[len(inputs)]
+    given = node.op_type == "DequantizeLinear" and scale.dtype or (
+        arrays[2].dtype if len(inputs) > 2 and node.input[2] else np.dtype(np.uint8))
+    if "output_dtype" in attrs and out.dtype != given:
+        return (f"output_dtype {out.dtype}: a custom operator's output type in onnxruntime "
+                "follows its inputs")
     return None
 
 
@@ -115,7 +129,9 @@ def test_onnx_node_case(case):
     x, scale = arrays[0], arrays[1]
     zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
     form = "given" if zp is not None else "absent"
-    y = run_node(op, x, scale, zp, zp_form=form, axis=axis, block_size=block or None)
+    attrs = _attrs(node)
+    y = run_node(op, x, scale, zp, zp_form=form, axis=axis, block_size=block or None,
+                 attrs=attrs)
     assert_same_bits(y, expected.astype(y.dtype) if y.dtype != expected.dtype else expected,
                      f"{name}: vs ONNX's expected output")
     a = 1 if axis is None else axis
@@ -123,5 +139,8 @@ def test_onnx_node_case(case):
         a %= x.ndim
         scale = expand_blocks(scale, a, block, x.shape[a])
         zp = None if zp is None else expand_blocks(zp, a, block, x.shape[a])
-    contract = quantize(x, scale, zp, axis=a) if op == Q else dequantize(x, scale, zp, axis=a)
+    prec = attrs.get("precision")
+    prec = None if not prec else onnx.helper.tensor_dtype_to_np_dtype(prec)
+    contract = (quantize(x, scale, zp, axis=a, precision=prec) if op == Q
+                else dequantize(x, scale, zp, axis=a))
     assert_same_bits(y, contract, f"{name}: vs the contract")
