@@ -116,6 +116,7 @@ cdef extern from "extql_primitives.h":
                                    int64_t n) noexcept nogil
     void load_bf16 "extql_load_bf16"(float *t, const uint16_t *src,
                                      int64_t n) noexcept nogil
+    void round_f16 "extql_round_f16"(float *t, int64_t n) noexcept nogil
     void fill_32 "extql_fill_32"(void *p, uint32_t v, int64_t n) noexcept nogil
     void stream32 "extql_stream32"(void *dst, const void *src) noexcept nogil
     void store_fence "extql_store_fence"() noexcept nogil
@@ -253,6 +254,19 @@ cdef inline float saturate_float(float v, float mx) noexcept nogil:
     (it fails both tests)."""
     v = mx if mx < v else v
     return -mx if -mx > v else v
+
+
+cdef inline float round_bf16(float v) noexcept nogil:
+    """v rounded to nearest even to a bfloat16 value (a float32 holds every
+    one exactly): the rounding of a division in bfloat16 (the float32
+    quotient of two bfloat16 numbers, rounded once more, is the correctly
+    rounded one: float32 has more than twice bfloat16's precision plus two
+    bits).  The same exponent range as float32, so only the 16 low bits go;
+    overflow carries into +-inf by itself; NaN stays NaN.  (float16's
+    rounding is the primitive round_f16.)"""
+    cdef uint32_t u = f32_bits(v)
+    cdef uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u
+    return bits_f32(u if (u & 0x7FFFFFFFu) > 0x7F800000u else r)
 
 
 cdef inline float dequantize_narrow(int32_t x, int32_t z, float s) noexcept nogil:
@@ -650,42 +664,54 @@ cdef inline const float *widen_x(const ftype_t *x, float *xw,
     return w
 
 
-cdef inline void round_tile(float *t, int64_t n, int prec) noexcept nogil:
-    """t rounded to nearest even into float16 or bfloat16 (prec) and back:
-    the value a division in that type gives (the float32 quotient of two
-    such numbers, rounded once more, is the correctly rounded one, since
-    float32 has more than twice their precision plus two bits).  Overflow
-    goes to +-inf, NaN stays NaN."""
-    cdef uint16_t h[TILE]
-    n = n if n < TILE else TILE  # (always; it tells the compiler h's bound)
-    if prec == EXTQL_FLOAT16:
-        store_f16(h, t, n, 0)
-        load_f16(t, h, n)
-    elif prec == EXTQL_BFLOAT16:
-        store_bf16(h, t, n, 0)
-        load_bf16(t, h, n)
-
-
 cdef inline const float *quotients(const float *xs, float *xw, int64_t n,
-                                   const float *s, bint per,
-                                   int prec) noexcept nogil:
+                                   const float *s, bint per, int prec,
+                                   bint round_x) noexcept nogil:
     """The quotients x / s in the precision prec (float16 or bfloat16) into
-    xw: x rounded to prec, divided in float32 by the scale (already a value
-    of prec: the callers round the scales), rounded to prec.  per: a scale
-    per element (s[j]), else s[0] for all."""
+    xw: x rounded to prec (round_x: it is not a value of prec already),
+    divided in float32 by the scale (already a value of prec: the callers
+    round the scales), rounded to prec.  per: a scale per element (s[j]),
+    else s[0] for all.  One loop per case, so that each vectorises."""
     cdef int64_t j
     cdef float s0 = s[0]
-    if xs != xw:
-        memcpy(xw, xs, n * sizeof(float))
-    round_tile(xw, n, prec)
-    if per:
+    n = n if n < TILE else TILE  # (always; it tells the compiler xw's bound)
+    if prec == EXTQL_FLOAT16:
+        if round_x:
+            if xs != xw:
+                memcpy(xw, xs, n * sizeof(float))
+            round_f16(xw, n)
+            xs = xw
+        if per:
+            for j in range(n):
+                xw[j] = xs[j] / s[j]
+        else:
+            for j in range(n):
+                xw[j] = xs[j] / s0
+        round_f16(xw, n)
+    elif per and round_x:
         for j in range(n):
-            xw[j] = xw[j] / s[j]
+            xw[j] = round_bf16(round_bf16(xs[j]) / s[j])
+    elif per:
+        for j in range(n):
+            xw[j] = round_bf16(xs[j] / s[j])
+    elif round_x:
+        for j in range(n):
+            xw[j] = round_bf16(round_bf16(xs[j]) / s0)
     else:
         for j in range(n):
-            xw[j] = xw[j] / s0
-    round_tile(xw, n, prec)
+            xw[j] = round_bf16(xs[j] / s0)
     return xw
+
+
+cdef inline bint rounds_x(ftype_t *like, int prec) noexcept nogil:
+    """Whether x of this type must be rounded to prec before the division
+    (it is not a value of prec already)."""
+    if ftype_t is float16_t:
+        return prec == EXTQL_BFLOAT16
+    elif ftype_t is bfloat16_t:
+        return prec == EXTQL_FLOAT16
+    else:
+        return prec != 0
 
 
 cdef inline void quantize_tile(const ftype_t *xin, qtype_t *y, int64_t n,
@@ -703,7 +729,7 @@ cdef inline void quantize_tile(const ftype_t *xin, qtype_t *y, int64_t n,
     cdef const float *x = widen_x(xin, xw, n)
     if prec != 0:
         # The loops below then divide the quotients by 1 (exact).
-        x = quotients(x, xw, n, &s, 0, prec)
+        x = quotients(x, xw, n, &s, 0, prec, rounds_x(<ftype_t *>xin, prec))
         mul = 1
         r = 1
     if qtype_t is int32_t or qtype_t is uint32_t:
@@ -737,7 +763,7 @@ cdef inline void quantize_tile_cols(const ftype_t *xin, qtype_t *y, int64_t n,
     cdef const float *s = cl.s + k
     cdef const float *x = widen_x(xin, xw, n)
     if prec != 0:
-        x = quotients(x, xw, n, s, 1, prec)
+        x = quotients(x, xw, n, s, 1, prec, rounds_x(<ftype_t *>xin, prec))
         fill_32(ones, f32_bits(1), n)
         s = ones
     cdef const float *zfs = cl.zf + k if perz else NULL
@@ -1896,7 +1922,7 @@ cdef public int extql_convert_scales(int stype, int prec, const void *src,
     """n scales of the type stype (float32, float16, bfloat16) as float32,
     rounded to prec when that is float16 / bfloat16 (a quantize divides by
     the scale in that precision).  -1 for an unknown code."""
-    cdef int64_t i, m
+    cdef int64_t i, k, m
     cdef int p = prec_code(stype, prec)
     if p < 0 or float_size(stype) == 0:
         return -1
@@ -1909,7 +1935,11 @@ cdef public int extql_convert_scales(int stype, int prec, const void *src,
             load_f16(dst + i, <const uint16_t *>src + i, m)
         else:
             load_bf16(dst + i, <const uint16_t *>src + i, m)
-        round_tile(dst + i, m, p)
+        if p == EXTQL_FLOAT16:
+            round_f16(dst + i, m)
+        elif p == EXTQL_BFLOAT16:
+            for k in range(i, i + m):
+                dst[k] = round_bf16(dst[k])
         i += m
     return 0
 

@@ -48,6 +48,12 @@ static int copy_baseline(int in_size, int out_size, const void *src, void *dst, 
     for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint8_t *)src)[i];
   } else if (in_size == 2 && out_size == 4) {
     for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint16_t *)src)[i];
+  } else if (in_size == 2 && out_size == 1) {
+    for (i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const uint16_t *)src)[i];
+  } else if (in_size == 2 && out_size == 2) {
+    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = ((const uint16_t *)src)[i];
+  } else if (in_size == 1 && out_size == 2) {
+    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = ((const uint8_t *)src)[i];
   } else {
     return -1;
   }
@@ -84,6 +90,15 @@ AVX2 static inline __m256i step_42(const char *s) {
   __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)s), m);
   __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + 32)), m);
   return _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
+}
+AVX2 static inline __m256i step_21(const char *s) {
+  const __m256i m = _mm256_set1_epi16(0xFF);
+  __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)s), m);
+  __m256i b = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(s + 32)), m);
+  return _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xD8);
+}
+AVX2 static inline __m256i step_12(const char *s) {
+  return _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)s));
 }
 AVX2 static inline __m256i step_44(const char *s) {
   return _mm256_loadu_si256((const __m256i *)s);
@@ -126,6 +141,12 @@ AVX2 static int copy_avx2(int in_size, int out_size, const char *src, char *dst,
     VECTOR_LOOP(1, 4, step_14);
   else if (in_size == 2 && out_size == 4)
     VECTOR_LOOP(2, 4, step_24);
+  else if (in_size == 2 && out_size == 1)
+    VECTOR_LOOP(2, 1, step_21);
+  else if (in_size == 2 && out_size == 2)
+    VECTOR_LOOP(2, 2, step_44);
+  else if (in_size == 1 && out_size == 2)
+    VECTOR_LOOP(1, 2, step_12);
   else
     return -1;
   if (stream) _mm_sfence();

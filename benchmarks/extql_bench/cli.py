@@ -13,11 +13,20 @@ from extql.cli.args import thread_count
 from extql.cli.errors import CliError, writable_output
 from extql.types import QTYPES
 
-from .config import DQ, GRANULARITIES, TABLES, BenchConfig, Q, parse_size, size_label
+from .config import (
+    DQ,
+    FLOATS,
+    GRANULARITIES,
+    TABLES,
+    BenchConfig,
+    Q,
+    parse_size,
+    size_label,
+)
 from .copy_library import BuildError
 from .machine import loadavg, machine_info
 from .report import format_markdown, format_report
-from .runner import Result, run
+from .runner import Result, run, type_label
 
 DESCRIPTION = (
     "Median time ratios extql / anchor, measured side by side and interleaved on the "
@@ -43,6 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"quantized types (default all: {', '.join(QTYPES)})")
     p.add_argument("--granularity", nargs="+", choices=GRANULARITIES, dest="granularities",
                    metavar="G", help=f"{', '.join(GRANULARITIES)} (default all)")
+    p.add_argument("--float", nargs="+", choices=FLOATS, dest="floats", metavar="FLOAT",
+                   help="the float side of the onnxruntime table's rows: quantize's x and "
+                        "scale, dequantize's scale and output (default: float32)")
     p.add_argument("--tables", nargs="+", choices=TABLES, metavar="TABLE",
                    help="ort, numpy, fallback (default all)")
     p.add_argument("--isa", help="force a kernel variant (baseline, avx2); default: automatic")
@@ -81,6 +93,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         cfg.types = tuple(args.types)
     if args.granularities:
         cfg.granularities = cfg.side_granularities = tuple(args.granularities)
+    if args.floats:
+        cfg.floats = tuple(dict.fromkeys(args.floats))
     if args.tables:
         cfg.tables = tuple(args.tables)
     cfg.check = not args.no_check
@@ -114,8 +128,8 @@ def status(results: Sequence[Result]) -> int:
     """1 when an output was not exact (a bug, whatever the speed)."""
     bad = [r for r in results if r.exact and r.exact.startswith("MISMATCH")]
     for r in bad:
-        print(f"extql bench: {r.op} {r.type} {r.granularity} {size_label(r.size)}: {r.exact}",
-              file=sys.stderr)
+        print(f"extql bench: {r.op} {type_label(r)} {r.granularity} {size_label(r.size)}: "
+              f"{r.exact}", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -17,6 +17,9 @@ Q, DQ = "Q", "DQ"
 #: 49 / 3136 elements), N the batch that comes nearest the size.
 GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw56", "block32", "block128")
 DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)
+#: The float side of a row: quantize's x and scale, dequantize's scale and
+#: output.
+FLOATS = ("float32", "float16", "bfloat16")
 TABLES = ("ort", "numpy", "fallback")
 #: Every size must be a multiple of this (the longest quantized axis).
 SIZE_QUANTUM = 256
@@ -58,6 +61,7 @@ class BenchConfig:
     ops: Sequence[str] = (Q, DQ)
     types: Sequence[str] = tuple(QTYPES)
     granularities: Sequence[str] = GRANULARITIES
+    floats: Sequence[str] = ("float32",)  # the onnxruntime table only
     tables: Sequence[str] = TABLES
     # The NumPy and fallback tables (slow anchors): fewer samples, per tensor.
     side_repeat: int = 5

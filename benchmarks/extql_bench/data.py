@@ -11,6 +11,8 @@ from extql.types import QType
 
 from .config import Q
 
+F32 = np.dtype(np.float32)
+
 #: The length of the quantized axis of axis0 / axis1, and the channels of nchw.
 CHANNELS = 256
 NCHW_CHANNELS = 64
@@ -91,16 +93,28 @@ class Data:
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
         self._x: dict[int, np.ndarray] = {}
-        self._q: dict[tuple[int, str, str], np.ndarray] = {}
+        self._xf: dict[tuple[int, str], np.ndarray] = {}
+        self._q: dict[tuple[int, str, str, str], np.ndarray] = {}
 
-    def x(self, n: int) -> np.ndarray:
-        """float32 standard normal values (scaled per type by the scale)."""
+    def x(self, n: int, fdt: np.dtype = F32) -> np.ndarray:
+        """Standard normal values (scaled per type by the scale), float32 or
+        rounded to the float type fdt."""
         if n not in self._x:
             self._x[n] = self.rng.standard_normal(n, dtype=np.float32)
-        return self._x[n]
+        if np.dtype(fdt) == F32:
+            return self._x[n]
+        key = (n, np.dtype(fdt).name)
+        if key not in self._xf:
+            self._xf[key] = self._x[n].astype(fdt)
+        return self._xf[key]
+
+    @classmethod
+    def scale(cls, qt: QType, granularity: str, n: int = 0, fdt: np.dtype = F32) -> np.ndarray:
+        """The scale of :meth:`scale32` in the float type fdt."""
+        return cls.scale32(qt, granularity, n).astype(fdt)
 
     @staticmethod
-    def scale(qt: QType, granularity: str, n: int = 0) -> np.ndarray:
+    def scale32(qt: QType, granularity: str, n: int = 0) -> np.ndarray:
         """Scales that put a standard normal input across about a third of
         the integer range (so some values saturate at 3 sigma; 32-bit types:
         a small part of it); per channel, a ramp from 0.5 to 2 times that."""
@@ -130,28 +144,30 @@ class Data:
             return np.full(_blocked_shape(n, granularity), zp, dtype=qt.dtype)
         return np.full(channels(granularity), zp, dtype=qt.dtype)
 
-    def input(self, op: str, n: int, qt: QType, granularity: str) -> np.ndarray:
+    def input(self, op: str, n: int, qt: QType, granularity: str,
+              fdt: np.dtype = F32) -> np.ndarray:
         """The input of op (x for quantize, q for dequantize) in the
         granularity's shape."""
         if op == Q:
-            return self.x(elements(n, granularity)).reshape(shape(n, granularity))
-        return self.q(n, qt, granularity)
+            return self.x(elements(n, granularity), fdt).reshape(shape(n, granularity))
+        return self.q(n, qt, granularity, fdt)
 
     @staticmethod
-    def output(op: str, qt: QType, out_shape: tuple[int, ...]) -> np.ndarray:
+    def output(op: str, qt: QType, out_shape: tuple[int, ...],
+               fdt: np.dtype = F32) -> np.ndarray:
         """An uninitialised output buffer of op."""
-        return np.empty(out_shape, qt.dtype if op == Q else np.float32)
+        return np.empty(out_shape, qt.dtype if op == Q else fdt)
 
-    def q(self, n: int, qt: QType, granularity: str) -> np.ndarray:
+    def q(self, n: int, qt: QType, granularity: str, fdt: np.dtype = F32) -> np.ndarray:
         """The quantized input of a dequantize: extql's quantize of x."""
-        key = (n, qt.name, granularity)
+        key = (n, qt.name, granularity, np.dtype(fdt).name)
         if key not in self._q:
             from extql.numpy_api import quantize_linear
 
-            x = self.x(elements(n, granularity)).reshape(shape(n, granularity))
+            x = self.x(elements(n, granularity), fdt).reshape(shape(n, granularity))
             self._q[key] = quantize_linear(
                 x,
-                self.scale(qt, granularity, n),
+                self.scale(qt, granularity, n, fdt),
                 self.zero_point(qt, granularity, n),
                 axis=axis(granularity),
                 block_size=block_size(granularity),

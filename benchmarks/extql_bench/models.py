@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from extql import ort_io
-from extql.types import DOMAIN, QTYPES, QType
+from extql.types import DOMAIN, FLOAT_CODES, QTYPES, QType
 
 from .config import Q
 from .data import axis as axis_of
@@ -75,9 +75,11 @@ class Ort:
         DequantizeLinear, opset 21) or ``cast`` (Cast to or from the 16-bit
         float type).
         """
-        h, TP = self.helper, self.TensorProto
+        h = self.helper
         dims = _DIMS[granularity]
-        in_type, out_type = (TP.FLOAT, qt.onnx) if op == Q else (qt.onnx, TP.FLOAT)
+        # The float side (x of quantize, y of dequantize) has the scale's type.
+        side = FLOAT_CODES[np.asarray(scale).dtype]
+        in_type, out_type = (side, qt.onnx) if op == Q else (qt.onnx, side)
         inits = []
         domains: list[str] = []
         if kind == "cast":

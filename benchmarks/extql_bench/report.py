@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import TABLES, BenchConfig, size_label
-from .runner import Result
+from .runner import Result, type_label
 from .targets import format_targets
 
 TITLES = {
@@ -38,7 +38,7 @@ def format_table(results: Sequence[Result], table: str) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [
-            r.op, r.type, r.granularity, size_label(r.size), str(r.threads), _ms(r.extql),
+            r.op, type_label(r), r.granularity, size_label(r.size), str(r.threads), _ms(r.extql),
             r.anchor_name or "-", _ms(r.anchor), "-" if r.ratio is None else f"{r.ratio:.2f}",
         ]
         if table == "ort":
@@ -61,7 +61,7 @@ def format_summary(results: Sequence[Result], table: str) -> str:
     sizes = list(dict.fromkeys(r.size for r in rows))
     keys: dict[tuple, dict[int, Result]] = {}
     for r in rows:
-        keys.setdefault((r.op, r.type, r.anchor_name or "-", r.granularity, r.threads), {})[
+        keys.setdefault((r.op, type_label(r), r.anchor_name or "-", r.granularity, r.threads), {})[
             r.size] = r
     cell_name = "ratio / copy%" if table == "ort" else "ratio"
     head = ["op", "type", "anchor", "gran.", "thr"] + [f"{size_label(n)} {cell_name}"

@@ -4,12 +4,13 @@ exactness, then timed interleaved."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from typing import Any
 
 import numpy as np
 
-from extql.types import QTYPES
+from extql.types import FLOAT_CODES, QTYPES
 
 from . import anchors
 from .config import BenchConfig, Q, size_label
@@ -34,6 +35,7 @@ class Result:
     copy: float | None = None
     exact: str | None = None
     note: str | None = None
+    float: str = "float32"  # quantize's x and scale, dequantize's scale and output
 
     @property
     def ratio(self) -> float | None:
@@ -70,8 +72,17 @@ def _thread_counts(cfg: BenchConfig) -> list[int]:
 def progress_line(r: Result) -> str:
     ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
     ms = "-" if not r.measured else f"{r.extql * 1e3:.3f}"
-    return (f"  {r.table:8} {r.op:2} {r.type:8} {r.granularity:6} {size_label(r.size):>4} "
+    return (f"  {r.table:8} {r.op:2} {type_label(r):8} {r.granularity:6} {size_label(r.size):>4} "
             f"t={r.threads} extql {ms} ms ratio {ratio}")
+
+
+#: The float side's dtypes by name.
+REAL_DTYPES = {dt.name: dt for dt in FLOAT_CODES}
+
+
+def type_label(r: Result) -> str:
+    """The row's quantized type, and its float side when that is not float32."""
+    return r.type if r.float == "float32" else f"{r.type} ({r.float})"
 
 
 def _emit(cfg: BenchConfig, out: list[Result], r: Result) -> None:
@@ -88,7 +99,9 @@ def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax, block=0) -> str:
     y.fill(0)
     ext()
     got = y.copy()
-    if anc is not None and kind == "ort":
+    # onnxruntime's QuantizeLinear divides float16 by float16 in float32 for
+    # some types: with a float16 / bfloat16 side the NumPy API judges.
+    if anc is not None and kind == "ort" and scale.dtype == np.float32:
         y.fill(0)
         anc()
         return "=ort" if same_bits(got, y) else "MISMATCH vs onnxruntime"
@@ -119,62 +132,64 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
 
     o = Ort()
     set_isa(_kernels.isa())  # the copy runs the variant the kernels run
-    for op in cfg.ops:
-        for tname in cfg.types:
-            qt = QTYPES[tname]
-            for gran, sizes in _size_groups(cfg):
-                scale, zp = data.scale(qt, gran, sizes[0]), data.zero_point(qt, gran, sizes[0])
-                kind = anchors.anchor_kind(op, qt)
-                if block_size(gran) and kind == "cast":
-                    # A Cast has no scale to block, and onnxruntime's blocked
-                    # op has no float16 / bfloat16 output: no anchor.
-                    kind = None
-                for threads in _thread_counts(cfg):
-                    why = o.unmeasurable(qt)
-                    if why:
-                        out += [Result("ort", op, tname, gran, n, threads, float("nan"), note=why)
-                                for n in sizes]
-                        continue
-                    ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads,
-                                         "extql", cfg.spin)
-                    copy_sess = o.session(o.model("copy", op, qt, gran, scale, zp), threads,
-                                          "copy", cfg.spin)
-                    anc_sess, note = None, None
-                    if kind is not None:
+    for op, fname, tname in itertools.product(cfg.ops, cfg.floats, cfg.types):
+        qt, fdt = QTYPES[tname], REAL_DTYPES[fname]
+        for gran, sizes in _size_groups(cfg):
+            scale = data.scale(qt, gran, sizes[0], fdt)
+            zp = data.zero_point(qt, gran, sizes[0])
+            kind = anchors.anchor_kind(op, qt)
+            if (block_size(gran) or fname != "float32") and kind == "cast":
+                # A Cast has no scale to block or to divide by, and
+                # onnxruntime's blocked op has no float16 / bfloat16
+                # output: no anchor.
+                kind = None
+            for threads in _thread_counts(cfg):
+                why = o.unmeasurable(qt) or (o.unmeasurable(QTYPES["bfloat16"])
+                                             if fname == "bfloat16" else None)
+                if why:
+                    out += [Result("ort", op, tname, gran, n, threads, float("nan"), note=why,
+                                   float=fname) for n in sizes]
+                    continue
+                ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads,
+                                     "extql", cfg.spin)
+                copy_sess = o.session(o.model("copy", op, qt, gran, scale, zp), threads,
+                                      "copy", cfg.spin)
+                anc_sess, note = None, None
+                if kind is not None:
+                    try:
+                        anc_sess = o.session(o.model(kind, op, qt, gran, scale, zp),
+                                             threads, None, cfg.spin)
+                    except Exception as exc:  # the anchor may not support a form
+                        note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
+                for n in sizes:
+                    x = data.input(op, n, qt, gran, fdt)
+                    y = data.output(op, qt, x.shape, fdt)
+                    ext = o.runner(ext_sess, x, y)
+                    funcs = [ext]
+                    anc = None
+                    if anc_sess is not None:
+                        anc = o.runner(anc_sess, x, y)
                         try:
-                            anc_sess = o.session(o.model(kind, op, qt, gran, scale, zp),
-                                                 threads, None, cfg.spin)
-                        except Exception as exc:  # the anchor may not support a form
-                            note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
-                    for n in sizes:
-                        x = data.input(op, n, qt, gran)
-                        y = data.output(op, qt, x.shape)
-                        ext = o.runner(ext_sess, x, y)
-                        funcs = [ext]
-                        anc = None
-                        if anc_sess is not None:
-                            anc = o.runner(anc_sess, x, y)
-                            try:
-                                anc()  # an older onnxruntime may refuse a form at run time
-                            except Exception as exc:
-                                note = f"anchor failed: {str(exc).splitlines()[0][:160]}"
-                                anc = None
-                        if anc is not None:
-                            funcs.append(anc)
-                        funcs.append(o.runner(copy_sess, x, y))
-                        exact = None
-                        if cfg.check:
-                            exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis(gran),
-                                           block_size(gran))
-                        times = time_interleaved(funcs, cfg.repeat, cfg.min_sample)
-                        _emit(cfg, out, Result(
-                            "ort", op, tname, gran, n, threads, times[0],
-                            anchor_name=anchors.anchor_name(op, kind),
-                            anchor=times[1] if anc is not None else None,
-                            copy=times[-1], exact=exact, note=note,
-                        ))
-                        del ext, anc, funcs
-                    del ext_sess, anc_sess, copy_sess
+                            anc()  # an older onnxruntime may refuse a form at run time
+                        except Exception as exc:
+                            note = f"anchor failed: {str(exc).splitlines()[0][:160]}"
+                            anc = None
+                    if anc is not None:
+                        funcs.append(anc)
+                    funcs.append(o.runner(copy_sess, x, y))
+                    exact = None
+                    if cfg.check:
+                        exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis(gran),
+                                       block_size(gran))
+                    times = time_interleaved(funcs, cfg.repeat, cfg.min_sample)
+                    _emit(cfg, out, Result(
+                        "ort", op, tname, gran, n, threads, times[0],
+                        anchor_name=anchors.anchor_name(op, kind),
+                        anchor=times[1] if anc is not None else None,
+                        copy=times[-1], exact=exact, note=note, float=fname,
+                    ))
+                    del ext, anc, funcs
+                del ext_sess, anc_sess, copy_sess
 
 
 def run_numpy_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .config import size_label
-from .runner import Result
+from .runner import Result, type_label
 
 _16M, _64K = 1 << 24, 1 << 16
 
@@ -49,7 +49,7 @@ def format_targets(results: Sequence[Result]) -> str:
             value = f"{(worst.copy_share or 0) * 100:.0f}% of copy"
         else:
             value = f"ratio {worst.ratio:.2f}" if worst.ratio is not None else "-"
-        lines.append(f"| {name} | {met} of {len(rows)} | {worst.op} {worst.type} "
+        lines.append(f"| {name} | {met} of {len(rows)} | {worst.op} {type_label(worst)} "
                      f"{worst.granularity} {size_label(worst.size)} t={worst.threads}: "
                      f"{value} |")
     return "\n".join(lines)

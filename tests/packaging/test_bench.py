@@ -79,38 +79,52 @@ def test_options_select_what_runs(capsys):
     assert "| Q |" not in text and "## NumPy API" not in text
 
 
-@pytest.mark.parametrize("gran", ["nchw", "nchw7", "nchw56"])
-def test_nchw_rows_are_exact(tmp_path, gran):
-    """The NCHW middle-axis rows: axis 1 of (1, 64, H, W), (N, 256, 7, 7) and
-    (N, 64, 56, 56), every type checked bit for bit against onnxruntime's op
-    or extql's NumPy API."""
-    out = tmp_path / "nchw.json"
-    rc = cli.main(["bench", "-q", "--tables", "ort", "--granularity", gran, "--sizes", "64K",
-                   "--threads", "1", "--repeat", "1", "--json", str(out)])
+def _rows(tmp_path, *options: str) -> list[dict]:
+    """The measured rows of a one-sample onnxruntime-table run at 64K."""
+    out = tmp_path / "rows.json"
+    rc = cli.main(["bench", "-q", "--tables", "ort", "--sizes", "64K", "--threads", "1",
+                   "--repeat", "1", "--json", str(out), *options])
     assert rc == 0
-    rows = [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
-    assert len(rows) == 2 * len(QTYPES) - (0 if ort_io.has_typed_ortvalues() else 2)
-    assert all(r["granularity"] == gran and r["exact"] in ("=ort", "=api") for r in rows)
+    return [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
 
 
-@pytest.mark.parametrize("gran", ["block32", "block128"])
-def test_blocked_rows_are_exact(tmp_path, gran):
-    """The blocked rows (block_size along the last axis of (n/4096, 4096)):
-    every type checked bit for bit, the integer types against onnxruntime's
-    own blocked op where it has one."""
-    out = tmp_path / "blocked.json"
-    rc = cli.main(["bench", "-q", "--tables", "ort", "--granularity", gran, "--sizes", "64K",
-                   "--threads", "1", "--repeat", "1", "--json", str(out)])
-    assert rc == 0
-    rows = [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
+@pytest.mark.parametrize("gran", ["nchw", "nchw7", "nchw56", "block32", "block128"])
+def test_rows_are_exact(tmp_path, gran):
+    """The NCHW middle-axis rows (axis 1 of (1, 64, H, W), (N, 256, 7, 7) and
+    (N, 64, 56, 56)) and the blocked ones (block_size along the last axis of
+    (n/4096, 4096)): every type checked bit for bit against onnxruntime's op
+    (its own blocked op where it has one) or extql's NumPy API."""
+    rows = _rows(tmp_path, "--granularity", gran)
     assert len(rows) == 2 * len(QTYPES) - (0 if ort_io.has_typed_ortvalues() else 2)
     assert all(r["granularity"] == gran and r["exact"] in ("=ort", "=api") for r in rows)
-    assert all(r["anchor_name"] is None for r in rows if r["type"] in ("float16", "bfloat16"))
-    qt = QTYPES["int8"]
-    block = data.block_size(gran)
-    assert data.shape(1 << 16, gran) == (16, 4096)
-    assert data.Data.scale(qt, gran, 1 << 16).shape == (16, 4096 // block)
-    assert data.Data.zero_point(qt, gran, 1 << 16).shape == (16, 4096 // block)
+    if data.block_size(gran):
+        assert all(r["anchor_name"] is None for r in rows
+                   if r["type"] in ("float16", "bfloat16"))
+
+
+def test_blocked_shapes():
+    for gran in ("block32", "block128"):
+        qt = QTYPES["int8"]
+        block = data.block_size(gran)
+        assert data.shape(1 << 16, gran) == (16, 4096)
+        assert data.Data.scale(qt, gran, 1 << 16).shape == (16, 4096 // block)
+        assert data.Data.zero_point(qt, gran, 1 << 16).shape == (16, 4096 // block)
+
+
+def test_float16_rows_are_exact(tmp_path):
+    """--float: quantize's x and scale, dequantize's scale and output in
+    float16 / bfloat16, checked against the NumPy API (onnxruntime's own
+    operator divides float16 in float32 for some types), against
+    onnxruntime's QuantizeLinear / DequantizeLinear where it has a kernel."""
+    rows = _rows(tmp_path, "--float", "float16", "bfloat16", "--types", "int8", "uint16",
+                 "--granularity", "tensor", "nchw56", "block32")
+    floats = ["float16", "bfloat16"] if ort_io.has_typed_ortvalues() else ["float16"]
+    assert sorted({r["float"] for r in rows}) == sorted(floats)
+    assert len(rows) == 2 * 2 * 3 * len(floats)
+    assert all(r["exact"] == "=api" for r in rows)
+    f16 = [r for r in rows if r["float"] == "float16" and r["granularity"] != "block32"]
+    assert all(r["anchor"] is not None for r in f16 if r["type"] == "int8"), \
+        "onnxruntime's float16 QuantizeLinear / DequantizeLinear is the anchor"
 
 
 def test_nchw_shapes():
@@ -196,11 +210,13 @@ def test_bench_help_is_the_harness_help():
     assert "--quick" in proc.stdout and "--granularity" in proc.stdout
 
 
+@pytest.mark.parametrize("fname", ["float32", "float16"])
 @pytest.mark.parametrize("name", list(QTYPES))
-def test_copy_ops_move_the_bytes(name, kernel_isa):
+def test_copy_ops_move_the_bytes(name, fname, kernel_isa):
     """QuantizeCopy / DequantizeCopy (the copy anchor's library) write the op's
-    output bytes with no arithmetic: the low bytes of each float32, or each
-    element zero-extended; at sizes around the vector width, split over the
+    output bytes with no arithmetic: the low bytes of each float32 / float16
+    element, or each element zero-extended (or its low bytes, for a float16
+    output); at sizes around the vector width, split over the
     pool, and with an output large enough for non-temporal stores.  (Where
     onnxruntime cannot bind bfloat16 from Python, a bfloat16 output is widened
     in the graph and a bfloat16 input becomes an initializer.)"""
@@ -211,7 +227,9 @@ def test_copy_ops_move_the_bytes(name, kernel_isa):
     o = Ort()
     d = data.Data(5)
     size = qt.dtype.itemsize
-    scale, zp = d.scale(qt, "tensor"), d.zero_point(qt, "tensor")
+    fdt = np.dtype(fname)  # the float side: x of quantize, y of dequantize
+    fsize = fdt.itemsize
+    scale, zp = d.scale(qt, "tensor", fdt=fdt), d.zero_point(qt, "tensor")
     stream_n = (16 << 20) // size + 5  # an output of at least 16 MiB when quantizing
     for n, threads in [(1, 1), (31, 1), (33, 2), (1000, 1), (70_001, 2), (300_001, 2),
                        (stream_n, 2)]:
@@ -222,16 +240,18 @@ def test_copy_ops_move_the_bytes(name, kernel_isa):
             return ort.InferenceSession(model.SerializeToString(), so,
                                         providers=["CPUExecutionProvider"])
 
-        x = d.x(n)
+        x = d.x(n, fdt)
         model, feeds = bfloat16_io_fallback(o.model("copy", "Q", qt, "tensor", scale, zp),
                                             {"x": x})
         (y,) = run(sess(model), feeds, [qt.dtype], [x.shape])
-        want = (x.view(np.uint32) & np.uint32((1 << (8 * size)) - 1)).astype(f"u{size}")
+        bits = x.view(f"u{fsize}").astype(np.uint32)
+        want = (bits & np.uint32((1 << (8 * size)) - 1)).astype(f"u{size}")
         np.testing.assert_array_equal(y.view(f"u{size}"), want)
 
-        q = d.q(n, qt, "tensor")
+        q = d.q(n, qt, "tensor", fdt)
         model, feeds = bfloat16_io_fallback(o.model("copy", "DQ", qt, "tensor", scale, zp),
                                             {"x": q})
-        (out,) = run(sess(model), feeds, [np.float32], [q.shape])
-        np.testing.assert_array_equal(out.view(np.uint32),
-                                      q.view(f"u{size}").astype(np.uint32))
+        (out,) = run(sess(model), feeds, [fdt], [q.shape])
+        wide = q.view(f"u{size}").astype(np.uint32)
+        np.testing.assert_array_equal(
+            out.view(f"u{fsize}"), (wide & np.uint32((1 << (8 * fsize)) - 1)).astype(f"u{fsize}"))
