@@ -16,6 +16,7 @@ platform.  Environment switches:
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import os
 import platform
@@ -109,19 +110,55 @@ class BuildExt(build_ext):
             self.compiler, omp_compile, omp_link
         )
         print(f"extql: building {'with' if use_omp else 'without'} OpenMP", file=sys.stderr)
+        variants = []
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + (omp_compile if use_omp else [])
             ext.extra_link_args = (omp_link if use_omp else []) + sanitize_link
-            self._add_avx2_variant(ext)
-        super().build_extensions()
+            if self._wants_avx2_variant():
+                variants.append(ext)
+        if not variants:
+            super().build_extensions()
+            return
+        # The AVX2 copy of the kernels compiles on a second core while the
+        # baseline copy and the shim compile on the first (each copy of the
+        # kernels is most of the build's time); the link waits for it.
+        saved = [(ext, list(ext.extra_objects or []), list(ext.define_macros))
+                 for ext in variants]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            futures = [pool.submit(self._compile_avx2_variant, ext, list(ext.define_macros))
+                       for ext in variants]
+            for ext in variants:
+                ext.extra_objects = list(ext.extra_objects or []) + self._avx2_objects(ext)
+                ext.define_macros = ext.define_macros + [("EXTQL_HAVE_AVX2_VARIANT", "1")]
+            link = self.compiler.link_shared_object
 
-    def _add_avx2_variant(self, ext: Extension) -> None:
-        """Compile the kernels a second time for AVX2/FMA/F16C (x86-64, GCC or
-        Clang), with that copy's exported names suffixed ``_avx2``; the
-        baseline copy calls it when the CPU has those instructions (see
-        extql/src/extql_isa.h)."""
+            def link_after_variants(*args, **kwargs):
+                for future in futures:
+                    future.result()  # CompileError when the variant failed
+                return link(*args, **kwargs)
+
+            self.compiler.link_shared_object = link_after_variants
+            try:
+                super().build_extensions()
+            except CompileError as exc:
+                # A compiler that cannot build the AVX2 copy: the baseline
+                # alone, compiled again without the variant.
+                print(f"extql: no AVX2 variant ({exc})", file=sys.stderr)
+                for ext, objects, macros in saved:
+                    ext.extra_objects, ext.define_macros = objects, macros
+                self.force = True
+                self.compiler.link_shared_object = link
+                super().build_extensions()
+            finally:
+                self.compiler.link_shared_object = link
+
+    def _wants_avx2_variant(self) -> bool:
+        """Whether to compile the kernels a second time for AVX2/FMA/F16C
+        (x86-64, GCC or Clang), with that copy's exported names suffixed
+        ``_avx2``; the baseline copy calls it when the CPU has those
+        instructions (see extql/src/extql_isa.h)."""
         machine = platform.machine().lower()
-        if (
+        return not (
             self.compiler.compiler_type != "unix"
             or machine not in ("x86_64", "amd64")
             or "arm64" in os.environ.get("ARCHFLAGS", "")
@@ -130,25 +167,28 @@ class BuildExt(build_ext):
             # Line tracing calls into the module's state, which only the
             # baseline copy (the one Python imports) ever initialises.
             or _flag("EXTQL_COVERAGE")
-        ):
-            return
+        )
+
+    def _avx2_objects(self, ext: Extension) -> list[str]:
+        """The object files of the AVX2 copy (what _compile_avx2_variant writes)."""
+        sources = [s for s in ext.sources if s.endswith("_kernels.c")]
+        return self.compiler.object_filenames(
+            sources, output_dir=os.path.join(self.build_temp, "avx2"))
+
+    def _compile_avx2_variant(self, ext: Extension, macros: list) -> list[str]:
+        """Compile the AVX2 copy (macros: the extension's, before the
+        baseline's EXTQL_HAVE_AVX2_VARIANT is added)."""
         sources = [s for s in ext.sources if s.endswith("_kernels.c")]
         renames = [(name, name + "_avx2") for name in _EXPORTED]
-        try:
-            objects = self.compiler.compile(
-                sources,
-                output_dir=os.path.join(self.build_temp, "avx2"),
-                macros=ext.define_macros + [("EXTQL_VARIANT_AVX2", "1")] + renames,
-                include_dirs=ext.include_dirs,
-                extra_postargs=ext.extra_compile_args + ["-mavx2", "-mfma", "-mf16c"],
-                depends=ext.depends,
-            )
-        except CompileError as exc:
-            print(f"extql: no AVX2 variant ({exc})", file=sys.stderr)
-            return
         print("extql: building the AVX2/FMA/F16C variant", file=sys.stderr)
-        ext.extra_objects = list(ext.extra_objects or []) + objects
-        ext.define_macros = ext.define_macros + [("EXTQL_HAVE_AVX2_VARIANT", "1")]
+        return self.compiler.compile(
+            sources,
+            output_dir=os.path.join(self.build_temp, "avx2"),
+            macros=macros + [("EXTQL_VARIANT_AVX2", "1")] + renames,
+            include_dirs=ext.include_dirs,
+            extra_postargs=ext.extra_compile_args + ["-mavx2", "-mfma", "-mf16c"],
+            depends=ext.depends,
+        )
 
 
 # The custom-op shim, one file per concern (see extql/src/ort_internal.h).

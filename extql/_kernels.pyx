@@ -718,20 +718,32 @@ cdef inline void quantize_tile(const ftype_t *xin, qtype_t *y, int64_t n,
                                const Chan *c, bint mul, int out, int prec) noexcept nogil:
     """Quantize n <= TILE elements with one channel's constants; mul: divide
     by multiplying with the exact reciprocal.  prec 0: the quotient is the
-    float32 one, else it is rounded to float16 / bfloat16 (prec) first."""
+    float32 one, else it is rounded to float16 / bfloat16 (prec) first, and
+    the formula then divides the quotients by 1 (exact).  (Two calls of the
+    loop, so that each keeps its constants: mul changed at run time would
+    make the loop compute both the division and the multiply.)"""
+    cdef float xw[TILE]
+    cdef Chan one
+    cdef const float *x = widen_x(xin, xw, n)
+    if prec == 0:
+        quantize_tile_f32(x, y, n, c, mul, out)
+    else:
+        x = quotients(x, xw, n, &c.s, 0, prec, rounds_x(<ftype_t *>xin, prec))
+        one = c[0]
+        one.s = 1
+        one.r = 1
+        quantize_tile_f32(x, y, n, &one, 1, out)
+
+
+cdef inline void quantize_tile_f32(const float *x, qtype_t *y, int64_t n,
+                                   const Chan *c, bint mul, int out) noexcept nogil:
+    """quantize_tile's loop over float32 x."""
     cdef int32_t ti[TILE]
     cdef float tf[TILE]
-    cdef float xw[TILE]
     cdef int64_t j
     cdef float s = c.s, r = c.r, zf = c.zf, flo = c.flo, fhi = c.fhi
     cdef float fl = c.fl, fh = c.fh, mx = opaque(upper_bound(y))
     cdef uint32_t zi = <uint32_t>c.zi, lo = wide_lo(y), hi = wide_hi(y)
-    cdef const float *x = widen_x(xin, xw, n)
-    if prec != 0:
-        # The loops below then divide the quotients by 1 (exact).
-        x = quotients(x, xw, n, &s, 0, prec, rounds_x(<ftype_t *>xin, prec))
-        mul = 1
-        r = 1
     if qtype_t is int32_t or qtype_t is uint32_t:
         if out == OUT_DIRECT:
             for j in range(n):

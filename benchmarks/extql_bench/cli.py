@@ -109,7 +109,8 @@ def argv_of(args: argparse.Namespace) -> list[str]:
     out: list[str] = []
     for name, flag in (("sizes", "--sizes"), ("threads", "--threads"), ("repeat", "--repeat"),
                        ("ops", "--ops"), ("types", "--types"),
-                       ("granularities", "--granularity"), ("tables", "--tables"),
+                       ("granularities", "--granularity"), ("floats", "--float"),
+                       ("tables", "--tables"),
                        ("isa", "--isa")):
         value = getattr(args, name, None)
         if value is None or value == []:

@@ -118,6 +118,8 @@ def test_float16_rows_are_exact(tmp_path):
     onnxruntime's QuantizeLinear / DequantizeLinear where it has a kernel."""
     rows = _rows(tmp_path, "--float", "float16", "bfloat16", "--types", "int8", "uint16",
                  "--granularity", "tensor", "nchw56", "block32")
+    command = json.loads((tmp_path / "rows.json").read_text())["command"]
+    assert "--float float16 bfloat16" in command
     floats = ["float16", "bfloat16"] if ort_io.has_typed_ortvalues() else ["float16"]
     assert sorted({r["float"] for r in rows}) == sorted(floats)
     assert len(rows) == 2 * 2 * 3 * len(floats)
