@@ -221,3 +221,12 @@ def run_node(op: str, x, scale, zp=None, *, threads: int = 0, **kw) -> np.ndarra
     sess = session(model, threads=threads)
     (y,) = run(sess, feeds, [dtype], [np.asarray(x).shape])  # (run narrows a widened output)
     return y
+
+
+def unaligned(a: np.ndarray) -> np.ndarray:
+    """A copy of a at an odd address (np.frombuffer one byte into a buffer):
+    not aligned to its element size when that is more than one byte."""
+    raw = bytearray(a.nbytes + 1)
+    out = np.frombuffer(memoryview(raw)[1:], dtype=a.dtype).reshape(a.shape)
+    out[...] = a
+    return out

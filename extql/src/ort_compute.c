@@ -164,19 +164,23 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
       k->convert_scales != NULL) {
     /* Scales of float16 / bfloat16, or rounded to the precision of the
      * division: converted once into float32 (the kernels take float32). */
-    float *converted = (float *)malloc(fs.count * sizeof(float));
+    float *converted = (float *)malloc((fs.count ? fs.count : 1) * sizeof(float));
+    int rc;
     if (converted == NULL) {
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
       goto done;
     }
+    rc = k->convert_scales(fs.type, k->kind == OP_QUANTIZE ? prec : EXTQL_ORT_FLOAT, ps,
+                           converted, (int64_t)fs.count);
+    /* The converted scales replace ps, which may be a staged copy. */
     free(staging.copies[1]);
     staging.copies[1] = converted;
-    if (k->convert_scales(fs.type, k->kind == OP_QUANTIZE ? prec : EXTQL_ORT_FLOAT, ps,
-                          converted, (int64_t)fs.count) != 0) {
-      st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernels do not know scale type %d", fs.type);
+    ps = converted;
+    if (rc != 0) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernels do not know scale type %d",
+                      fs.type);
       goto done;
     }
-    ps = converted;
   }
   if (misaligned(py, y_size)) {
     staging.copies[3] = py = malloc(fx.count * y_size);

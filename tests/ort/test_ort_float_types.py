@@ -11,9 +11,10 @@ import onnxruntime as ort
 import pytest
 from contract import BF16, REAL_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto
-from ortutil import DQ, NO_ARENA, Q, node_model, run
+from ortutil import DQ, NO_ARENA, Q, node_model, run, unaligned
 
 import extql
+from extql import ort_io
 
 CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         BF16: TensorProto.BFLOAT16}
@@ -136,3 +137,36 @@ def test_output_dtype_the_inputs_do_not_give_is_a_clear_error(op, attrs, message
     with pytest.raises(Exception, match=message) as info:
         _session(model, LEVELS[0], 1)
     assert "Extended" in str(info.value) and "output_dtype" in str(info.value)
+
+
+# (bfloat16 buffers can be bound from Python from onnxruntime 1.20 on.)
+@pytest.mark.parametrize(("op", "s_type"), [(Q, "float16"), (DQ, "float16")] + (
+    [(Q, "bfloat16")] if ort_io.has_typed_ortvalues() else []))
+def test_unaligned_float16_buffers(op, s_type):
+    """float16 / bfloat16 x, scale and output at odd addresses: the shim
+    stages them through aligned copies and converts the staged scale."""
+    rng = np.random.default_rng(12)
+    fdt = REAL_TYPES[s_type]
+    x = (rng.standard_normal((3, 200)) * 40).astype(np.float32).astype(fdt)
+    s = np.array([0.37, 1.1, 3.3], np.float32).astype(fdt)
+    z = np.array([1, -2, 5], np.int16)
+    if op == DQ:
+        x = quantize(x, s, z, axis=0)
+        want = dequantize(x, s, z, axis=0)
+    else:
+        want = quantize(x, s, z, axis=0)
+    model, _, out_dtype = node_model(op, x, s, z, axis=0, params="input")
+    sess = _session(model, LEVELS[-1], 1)
+    binding = sess.io_binding()
+    alive = []  # the arrays and OrtValues must outlive the run
+    for key, value in zip(("x", "s", "z"), (x, s, z), strict=True):
+        u = unaligned(value)
+        assert not u.flags.aligned
+        ov = ort_io.ortvalue(u)
+        alive.append((u, ov))
+        binding.bind_ortvalue_input(key, ov)
+    out = unaligned(np.zeros(x.shape, out_dtype))
+    ov = ort_io.ortvalue(out)
+    binding.bind_ortvalue_output("y", ov)
+    sess.run_with_iobinding(binding)
+    assert_same_bits(out, want, f"{op} {s_type} unaligned")
