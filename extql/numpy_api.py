@@ -75,7 +75,7 @@ def _float_type(op: str, name: str, value: Any) -> int:
     return code
 
 
-def _scales(op: str, scale: np.ndarray, stype: int, prec: int) -> np.ndarray:
+def _scales(scale: np.ndarray, stype: int, prec: int) -> np.ndarray:
     """The scale as float32, rounded to the precision of the division (the
     kernels take float32 scales)."""
     if stype == prec == FLOAT_CODES[np.dtype(np.float32)]:
@@ -265,7 +265,7 @@ def quantize_linear(
         xtype,
         prec,
         _bytes(x_arr),
-        _dense(_scales(op, scale, stype, prec)).reshape(-1),
+        _dense(_scales(scale, stype, prec)).reshape(-1),
         None if zp is None else _bytes(zp),
         _bytes(y),
         x_arr.size,
@@ -395,7 +395,7 @@ def dequantize_linear(
         qt.onnx,
         ytype,
         _bytes(x_arr),
-        _dense(_scales(op, scale, stype, f32)).reshape(-1),
+        _dense(_scales(scale, stype, f32)).reshape(-1),
         None if zp is None else _bytes(zp),
         _bytes(y),
         x_arr.size,

@@ -22,6 +22,7 @@ from ortutil import (
     run_node,
     session,
     tensor,
+    unaligned,
     value_info,
 )
 
@@ -338,13 +339,6 @@ def test_bfloat16_io_binding():
     assert_same_bits(d, dequantize(y, s, zp), "bfloat16 dequantize")
 
 
-def _unaligned(a: np.ndarray) -> np.ndarray:
-    raw = bytearray(a.nbytes + 1)
-    out = np.frombuffer(memoryview(raw)[1:], dtype=a.dtype).reshape(a.shape)
-    out[...] = a
-    return out
-
-
 @pytest.mark.parametrize("name", list(TYPES))
 def test_unaligned_buffers(name):
     """Regression (found by the ASan/UBSan run): onnxruntime hands the
@@ -373,12 +367,12 @@ def test_unaligned_buffers(name):
         # no reference of its own).
         alive = []
         for key, value in zip(("x", "s", "z"), inputs, strict=True):
-            u = _unaligned(value)
+            u = unaligned(value)
             assert value.itemsize == 1 or not u.flags.aligned
             ov = ort_io.ortvalue(u)
             alive.append((u, ov))
             binding.bind_ortvalue_input(key, ov)
-        out = _unaligned(np.zeros(x.shape, out_dtype))
+        out = unaligned(np.zeros(x.shape, out_dtype))
         ov = ort_io.ortvalue(out)
         binding.bind_ortvalue_output("y", ov)
         sess.run_with_iobinding(binding)
