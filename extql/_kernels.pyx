@@ -1752,7 +1752,7 @@ cdef inline int dequantize_to(int qtype, const void *x, const float *scale,
     return 0
 
 
-cdef inline int prec_code(int ftype, int prec) noexcept nogil:
+cdef inline int prec_code(int prec) noexcept nogil:
     """The rounding of the quotient: 0 (float32, none), EXTQL_FLOAT16 or
     EXTQL_BFLOAT16; -1 for a code that is none of the three."""
     if prec == EXTQL_FLOAT32:
@@ -1767,11 +1767,12 @@ cdef public int extql_quantize_typed_range_ex(
         const void *zero_point, void *y, int64_t D, int64_t inner,
         int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil:
     cdef int st = 1 if flags & EXTQL_STREAM else 0
-    cdef int p = prec_code(xtype, prec)
+    cdef int p
     if use_avx2():
         return quantize_typed_range_ex_avx2(qtype, xtype, prec, x, scale,
                                             zero_point, y, D, inner, block,
                                             start, stop, flags)
+    p = prec_code(prec)
     if p < 0:
         return -1
     if xtype == EXTQL_FLOAT32:
@@ -1874,7 +1875,7 @@ cdef public int extql_quantize_typed(
         int64_t block, int nthreads) noexcept nogil:
     cdef int64_t t, chunk
     cdef int nt, flags
-    if not known_type(qtype) or float_size(xtype) == 0 or prec_code(xtype, prec) < 0:
+    if not known_type(qtype) or float_size(xtype) == 0 or prec_code(prec) < 0:
         return -1
     flags = stream_flags(n * type_size(qtype))
     nt = threads_for(n, nthreads)
@@ -1935,7 +1936,7 @@ cdef public int extql_convert_scales(int stype, int prec, const void *src,
     rounded to prec when that is float16 / bfloat16 (a quantize divides by
     the scale in that precision).  -1 for an unknown code."""
     cdef int64_t i, k, m
-    cdef int p = prec_code(stype, prec)
+    cdef int p = prec_code(prec)
     if p < 0 or float_size(stype) == 0:
         return -1
     i = 0
