@@ -230,3 +230,28 @@ def unaligned(a: np.ndarray) -> np.ndarray:
     out = np.frombuffer(memoryview(raw)[1:], dtype=a.dtype).reshape(a.shape)
     out[...] = a
     return out
+
+
+def run_unaligned(sess: ort.InferenceSession, feeds: dict[str, np.ndarray],
+                  out_dtype: np.dtype, out_shape: tuple[int, ...]) -> np.ndarray:
+    """Run with every input and the one output bound at odd addresses
+    (unaligned copies; elements of more than one byte are then misaligned)
+    and return the output."""
+    binding = sess.io_binding()
+    # An OrtValue made from NumPy does not own the memory: every array and
+    # OrtValue bound must outlive the run (onnxruntime < 1.20 keeps no
+    # reference of its own).
+    alive = []
+    for key, value in feeds.items():
+        u = unaligned(value)
+        assert value.itemsize == 1 or not u.flags.aligned
+        ov = ort_io.ortvalue(u)
+        alive.append((u, ov))
+        binding.bind_ortvalue_input(key, ov)
+    out = unaligned(np.zeros(out_shape, out_dtype))
+    assert np.dtype(out_dtype).itemsize == 1 or not out.flags.aligned
+    ov = ort_io.ortvalue(out)
+    alive.append((out, ov))
+    binding.bind_ortvalue_output(sess.get_outputs()[0].name, ov)
+    sess.run_with_iobinding(binding)
+    return out

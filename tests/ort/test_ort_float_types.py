@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from contract import BF16, REAL_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto
-from ortutil import DQ, NO_ARENA, Q, node_model, run, unaligned
+from ortutil import DQ, NO_ARENA, Q, node_model, run, run_unaligned
 
 import extql
 from extql import ort_io
@@ -156,17 +156,6 @@ def test_unaligned_float16_buffers(op, s_type):
     else:
         want = quantize(x, s, z, axis=0)
     model, _, out_dtype = node_model(op, x, s, z, axis=0, params="input")
-    sess = _session(model, LEVELS[-1], 1)
-    binding = sess.io_binding()
-    alive = []  # the arrays and OrtValues must outlive the run
-    for key, value in zip(("x", "s", "z"), (x, s, z), strict=True):
-        u = unaligned(value)
-        assert not u.flags.aligned
-        ov = ort_io.ortvalue(u)
-        alive.append((u, ov))
-        binding.bind_ortvalue_input(key, ov)
-    out = unaligned(np.zeros(x.shape, out_dtype))
-    ov = ort_io.ortvalue(out)
-    binding.bind_ortvalue_output("y", ov)
-    sess.run_with_iobinding(binding)
+    out = run_unaligned(_session(model, LEVELS[-1], 1), {"x": x, "s": s, "z": z}, out_dtype,
+                        x.shape)
     assert_same_bits(out, want, f"{op} {s_type} unaligned")

@@ -20,9 +20,9 @@ from ortutil import (
     node_model,
     run,
     run_node,
+    run_unaligned,
     session,
     tensor,
-    unaligned,
     value_info,
 )
 
@@ -360,20 +360,6 @@ def test_unaligned_buffers(name):
         (DQ, (quantize(x, s, zp, 0), s, zp), dequantize(quantize(x, s, zp, 0), s, zp, 0)),
     ):
         model, _, out_dtype = node_model(op, *inputs, axis=0, params="input")
-        sess = session(model)
-        binding = sess.io_binding()
-        # An OrtValue made from NumPy does not own the memory: every array
-        # and OrtValue bound must outlive the run (onnxruntime < 1.20 keeps
-        # no reference of its own).
-        alive = []
-        for key, value in zip(("x", "s", "z"), inputs, strict=True):
-            u = unaligned(value)
-            assert value.itemsize == 1 or not u.flags.aligned
-            ov = ort_io.ortvalue(u)
-            alive.append((u, ov))
-            binding.bind_ortvalue_input(key, ov)
-        out = unaligned(np.zeros(x.shape, out_dtype))
-        ov = ort_io.ortvalue(out)
-        binding.bind_ortvalue_output("y", ov)
-        sess.run_with_iobinding(binding)
+        out = run_unaligned(session(model), dict(zip(("x", "s", "z"), inputs, strict=True)),
+                            out_dtype, x.shape)
         assert_same_bits(out, want, f"{op} {name} unaligned")
