@@ -36,27 +36,31 @@
 /* Convert elements [0, n) of src (in_size bytes each) into dst (out_size
  * bytes each): the low bytes, or the element zero-extended.  -1 for sizes
  * that are not those of a quantize or dequantize. */
+/* One conversion: each IN element's low bytes (or the element zero-extended)
+ * as an OUT element. */
+#define COPY_LOOP(IN, OUT) \
+  for (i = 0; i < n; i++) ((OUT *)dst)[i] = (OUT)((const IN *)src)[i]
+
 static int copy_baseline(int in_size, int out_size, const void *src, void *dst, int64_t n) {
   int64_t i;
-  if (in_size == 4 && out_size == 1) {
-    for (i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const uint32_t *)src)[i];
-  } else if (in_size == 4 && out_size == 2) {
-    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = (uint16_t)((const uint32_t *)src)[i];
-  } else if (in_size == 4 && out_size == 4) {
-    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i];
-  } else if (in_size == 1 && out_size == 4) {
-    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint8_t *)src)[i];
-  } else if (in_size == 2 && out_size == 4) {
-    for (i = 0; i < n; i++) ((uint32_t *)dst)[i] = ((const uint16_t *)src)[i];
-  } else if (in_size == 2 && out_size == 1) {
-    for (i = 0; i < n; i++) ((uint8_t *)dst)[i] = (uint8_t)((const uint16_t *)src)[i];
-  } else if (in_size == 2 && out_size == 2) {
-    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = ((const uint16_t *)src)[i];
-  } else if (in_size == 1 && out_size == 2) {
-    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = ((const uint8_t *)src)[i];
-  } else {
+  if (in_size == 4 && out_size == 1)
+    COPY_LOOP(uint32_t, uint8_t);
+  else if (in_size == 4 && out_size == 2)
+    COPY_LOOP(uint32_t, uint16_t);
+  else if (in_size == 4 && out_size == 4)
+    COPY_LOOP(uint32_t, uint32_t);
+  else if (in_size == 2 && out_size == 1)
+    COPY_LOOP(uint16_t, uint8_t);
+  else if (in_size == 2 && out_size == 2)
+    COPY_LOOP(uint16_t, uint16_t);
+  else if (in_size == 2 && out_size == 4)
+    COPY_LOOP(uint16_t, uint32_t);
+  else if (in_size == 1 && out_size == 2)
+    COPY_LOOP(uint8_t, uint16_t);
+  else if (in_size == 1 && out_size == 4)
+    COPY_LOOP(uint8_t, uint32_t);
+  else
     return -1;
-  }
   return 0;
 }
 
