@@ -50,6 +50,7 @@ _EXPORTED = [
     "extql_quantize_typed",
     "extql_dequantize_typed",
     "extql_convert_scales",
+    "extql_unpack",
     "extql_quantize",
     "extql_dequantize",
     "extql_get_num_threads",

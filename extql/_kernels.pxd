@@ -30,11 +30,13 @@ cdef public int extql_convert_scales(
 cdef public int extql_quantize_typed(
     int qtype, int xtype, int prec, const void *x, const float *scale,
     const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
-    int64_t block, int nthreads) noexcept nogil
+    int64_t block, int nthreads, int flags) noexcept nogil
 cdef public int extql_dequantize_typed(
     int qtype, int ytype, const void *x, const float *scale,
     const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
-    int64_t block, int nthreads) noexcept nogil
+    int64_t block, int nthreads, int flags) noexcept nogil
+cdef public int extql_unpack(
+    int qtype, const void *src, void *dst, int64_t n) noexcept nogil
 cdef public int extql_quantize(
     int qtype, const float *x, const float *scale, const void *zero_point,
     void *y, int64_t n, int64_t D, int64_t inner, int nthreads) noexcept nogil

@@ -51,6 +51,7 @@ cdef extern from "extql_kernels.h":
         EXTQL_UINT32
         EXTQL_BFLOAT16
         EXTQL_STREAM
+        EXTQL_UNPACKED
         EXTQL_FLOAT32
     int64_t STREAM_MIN_BYTES "EXTQL_STREAM_MIN_BYTES"
     int stream_flags "EXTQL_STREAM_FLAGS"(int64_t out_bytes) noexcept nogil
@@ -64,6 +65,8 @@ cdef extern from "extql_types.h":
     # The type table (extql/_typetable.py, generated into C): element sizes
     # and the saturation bounds, as doubles.
     int qtype_size "extql_qtype_size"(int code) noexcept nogil
+    int subbyte_of "extql_subbyte"(int code, int *bits, int *lo,
+                                   int *hi) noexcept nogil
     const double INT8_LO "EXTQL_INT8_LO"
     const double INT8_HI "EXTQL_INT8_HI"
     const double UINT8_LO "EXTQL_UINT8_LO"
@@ -1681,14 +1684,180 @@ cdef inline void dequantize_any(const qtype_t *x, const float *scale,
 
 
 # ---------------------------------------------------------------------------
+# Sub-byte types: int4 / uint4 / int2 / uint2 through the 8-bit type
+# ---------------------------------------------------------------------------
+#
+# A sub-byte quantize is the quantize to the 8-bit type of the same
+# signedness (the carrier), clamped again to the narrow range: the carrier's
+# result is clamp(round(x / s) + zp, lo8, hi8) (NaN: lo8), and as the
+# narrow range and its zero point lie inside the carrier's, clamping that to
+# [lo, hi] gives clamp(round(x / s) + zp, lo, hi) (NaN: lo) -- the narrow
+# type's formula.  A dequantize widens the elements exactly into the carrier
+# first.  Both go through a buffer of SUB_CHUNK carrier elements on the
+# stack, so the drivers above run unchanged.  In memory the elements are
+# packed 8 // bits per byte, element k of a byte in its bits [k * bits,
+# (k + 1) * bits) (ONNX's layout), or with EXTQL_UNPACKED one per byte in
+# the low bits (ml_dtypes' layout).  The zero point is always given as
+# carrier elements (extql_unpack).
+
+cdef enum:
+    SUB_CHUNK = 8192
+
+ctypedef fused byte_t:
+    int8_t
+    uint8_t
+
+
+cdef inline byte_t clamp_byte(byte_t v, byte_t lo, byte_t hi) noexcept nogil:
+    v = v if v > lo else lo
+    return v if v < hi else hi
+
+
+cdef inline void pack_values(const byte_t *v, uint8_t *dst, int64_t m,
+                             int bits, int per, int lo,
+                             int hi) noexcept nogil:
+    """m carrier elements clamped to [lo, hi] and packed per to a byte (the
+    last byte's unused high bits 0)."""
+    cdef int64_t j, k, full = m // per
+    cdef byte_t bl = <byte_t>lo, bh = <byte_t>hi
+    cdef uint8_t mask = <uint8_t>((1 << bits) - 1), acc
+    if per == 1:
+        for j in range(m):
+            dst[j] = <uint8_t>clamp_byte(v[j], bl, bh) & mask
+        return
+    if per == 2:
+        for j in range(full):
+            dst[j] = ((<uint8_t>clamp_byte(v[2 * j], bl, bh) & 15)
+                      | ((<uint8_t>clamp_byte(v[2 * j + 1], bl, bh) & 15) << 4))
+    else:
+        for j in range(full):
+            dst[j] = ((<uint8_t>clamp_byte(v[4 * j], bl, bh) & 3)
+                      | ((<uint8_t>clamp_byte(v[4 * j + 1], bl, bh) & 3) << 2)
+                      | ((<uint8_t>clamp_byte(v[4 * j + 2], bl, bh) & 3) << 4)
+                      | ((<uint8_t>clamp_byte(v[4 * j + 3], bl, bh) & 3) << 6))
+    if m > full * per:
+        acc = 0
+        for k in range(m - full * per):
+            acc |= (<uint8_t>clamp_byte(v[full * per + k], bl, bh) & mask) << (k * bits)
+        dst[full] = acc
+
+
+cdef inline byte_t field(uint8_t b, int k, int bits, byte_t *like) noexcept nogil:
+    """Element k of the byte b (bits wide), sign-extended for int8_t: moved
+    to the top of the byte, then shifted down arithmetically or not."""
+    cdef uint8_t top = <uint8_t>(b << (8 - bits - k * bits))
+    if byte_t is int8_t:
+        return <int8_t>(<int8_t>top >> (8 - bits))
+    else:
+        return <uint8_t>(top >> (8 - bits))
+
+
+cdef inline void unpack_values(const uint8_t *src, byte_t *v, int64_t m,
+                               int bits, int per) noexcept nogil:
+    """m elements packed per to a byte into carrier elements."""
+    cdef int64_t j, k, full = m // per
+    if per == 1:
+        for j in range(m):
+            v[j] = field(src[j], 0, bits, v)
+        return
+    if per == 2:
+        for j in range(full):
+            v[2 * j] = field(src[j], 0, 4, v)
+            v[2 * j + 1] = field(src[j], 1, 4, v)
+    else:
+        for j in range(full):
+            v[4 * j] = field(src[j], 0, 2, v)
+            v[4 * j + 1] = field(src[j], 1, 2, v)
+            v[4 * j + 2] = field(src[j], 2, 2, v)
+            v[4 * j + 3] = field(src[j], 3, 2, v)
+    for k in range(m - full * per):
+        v[full * per + k] = field(src[full], <int>k, bits, v)
+
+
+cdef inline void *based_at(void *buf, int64_t i) noexcept nogil:
+    """A pointer p with p + i == buf (for 1-byte elements): the drivers
+    index their output (or input) by the element's place in the tensor, and
+    the buffer holds the elements from i on.  (As an address computation,
+    since buf - i may lie outside any object.)"""
+    return <void *>(<size_t>buf - <size_t>i)
+
+
+cdef int quantize_subbyte(int qtype, const ftype_t *x, const float *scale,
+                          const void *zp, void *y, int64_t D, int64_t inner,
+                          int64_t block, int64_t start, int64_t stop,
+                          int prec, bint unpacked) noexcept nogil:
+    """Quantize elements [start, stop) to a sub-byte type (start a multiple
+    of the elements per byte; stop too unless it is the tensor's end)."""
+    cdef int bits, lo, hi, per
+    cdef int64_t i = start, e
+    cdef int8_t buf[SUB_CHUNK]
+    cdef uint8_t *out = <uint8_t *>y
+    if not subbyte_of(qtype, &bits, &lo, &hi):
+        return -1
+    per = 1 if unpacked else 8 // bits
+    if start % per != 0:
+        return -1
+    while i < stop:
+        # Passes end on multiples of SUB_CHUNK, so that they stay aligned
+        # to the tiles.
+        e = (i // SUB_CHUNK + 1) * SUB_CHUNK
+        e = e if e < stop else stop
+        if lo < 0:
+            quantize_any(x, scale, <const int8_t *>zp,
+                         <int8_t *>based_at(buf, i), D, inner, block, i, e,
+                         0, prec)
+            pack_values(<const int8_t *>buf, out + i // per, e - i, bits, per,
+                        lo, hi)
+        else:
+            quantize_any(x, scale, <const uint8_t *>zp,
+                         <uint8_t *>based_at(buf, i), D, inner, block, i, e,
+                         0, prec)
+            pack_values(<const uint8_t *>buf, out + i // per, e - i, bits,
+                        per, lo, hi)
+        i = e
+    return 0
+
+
+cdef int dequantize_subbyte(int qtype, const void *x, const float *scale,
+                            const void *zp, ftype_t *y, int64_t D,
+                            int64_t inner, int64_t block, int64_t start,
+                            int64_t stop, int st, bint unpacked) noexcept nogil:
+    """Dequantize elements [start, stop) of a sub-byte type (start a
+    multiple of the elements per byte)."""
+    cdef int bits, lo, hi, per
+    cdef int64_t i = start, e
+    cdef int8_t buf[SUB_CHUNK]
+    cdef const uint8_t *src = <const uint8_t *>x
+    if not subbyte_of(qtype, &bits, &lo, &hi):
+        return -1
+    per = 1 if unpacked else 8 // bits
+    if start % per != 0:
+        return -1
+    while i < stop:
+        e = (i // SUB_CHUNK + 1) * SUB_CHUNK
+        e = e if e < stop else stop
+        if lo < 0:
+            unpack_values(src + i // per, <int8_t *>buf, e - i, bits, per)
+            dequantize_any(<const int8_t *>based_at(buf, i), scale,
+                           <const int8_t *>zp, y, D, inner, block, i, e, st)
+        else:
+            unpack_values(src + i // per, <uint8_t *>buf, e - i, bits, per)
+            dequantize_any(<const uint8_t *>based_at(buf, i), scale,
+                           <const uint8_t *>zp, y, D, inner, block, i, e, st)
+        i = e
+    return 0
+
+
+# ---------------------------------------------------------------------------
 # C entry points (src/extql_kernels.h)
 # ---------------------------------------------------------------------------
 
 cdef inline int quantize_to(int qtype, const ftype_t *x, const float *scale,
                             const void *zp, void *y, int64_t D, int64_t inner,
                             int64_t block, int64_t start, int64_t stop,
-                            int st, int prec) noexcept nogil:
-    """quantize_any with y and the zero point of the type qtype."""
+                            int st, int prec, bint unpacked) noexcept nogil:
+    """quantize_any with y and the zero point of the type qtype (a sub-byte
+    type: packed, or one per byte when unpacked)."""
     if qtype == EXTQL_INT8:
         quantize_any(x, scale, <const int8_t *>zp, <int8_t *>y, D, inner,
                      block, start, stop, st, prec)
@@ -1714,15 +1883,17 @@ cdef inline int quantize_to(int qtype, const ftype_t *x, const float *scale,
         quantize_any(x, scale, <const bfloat16_t *>zp, <bfloat16_t *>y, D,
                      inner, block, start, stop, st, prec)
     else:
-        return -1
+        return quantize_subbyte(qtype, x, scale, zp, y, D, inner, block,
+                                start, stop, prec, unpacked)
     return 0
 
 
 cdef inline int dequantize_to(int qtype, const void *x, const float *scale,
                               const void *zp, ftype_t *y, int64_t D,
                               int64_t inner, int64_t block, int64_t start,
-                              int64_t stop, int st) noexcept nogil:
-    """dequantize_any with x and the zero point of the type qtype."""
+                              int64_t stop, int st, bint unpacked) noexcept nogil:
+    """dequantize_any with x and the zero point of the type qtype (a
+    sub-byte type: packed, or one per byte when unpacked)."""
     if qtype == EXTQL_INT8:
         dequantize_any(<const int8_t *>x, scale, <const int8_t *>zp, y, D,
                        inner, block, start, stop, st)
@@ -1748,7 +1919,8 @@ cdef inline int dequantize_to(int qtype, const void *x, const float *scale,
         dequantize_any(<const bfloat16_t *>x, scale, <const bfloat16_t *>zp,
                        y, D, inner, block, start, stop, st)
     else:
-        return -1
+        return dequantize_subbyte(qtype, x, scale, zp, y, D, inner, block,
+                                  start, stop, st, unpacked)
     return 0
 
 
@@ -1767,6 +1939,7 @@ cdef public int extql_quantize_typed_range_ex(
         const void *zero_point, void *y, int64_t D, int64_t inner,
         int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil:
     cdef int st = 1 if flags & EXTQL_STREAM else 0
+    cdef bint up = (flags & EXTQL_UNPACKED) != 0
     cdef int p
     if use_avx2():
         return quantize_typed_range_ex_avx2(qtype, xtype, prec, x, scale,
@@ -1777,13 +1950,13 @@ cdef public int extql_quantize_typed_range_ex(
         return -1
     if xtype == EXTQL_FLOAT32:
         return quantize_to(qtype, <const float *>x, scale, zero_point, y, D,
-                           inner, block, start, stop, st, p)
+                           inner, block, start, stop, st, p, up)
     if xtype == EXTQL_FLOAT16:
         return quantize_to(qtype, <const float16_t *>x, scale, zero_point, y,
-                           D, inner, block, start, stop, st, p)
+                           D, inner, block, start, stop, st, p, up)
     if xtype == EXTQL_BFLOAT16:
         return quantize_to(qtype, <const bfloat16_t *>x, scale, zero_point, y,
-                           D, inner, block, start, stop, st, p)
+                           D, inner, block, start, stop, st, p, up)
     return -1
 
 
@@ -1801,19 +1974,20 @@ cdef public int extql_dequantize_typed_range_ex(
         const void *zero_point, void *y, int64_t D, int64_t inner,
         int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil:
     cdef int st = 1 if flags & EXTQL_STREAM else 0
+    cdef bint up = (flags & EXTQL_UNPACKED) != 0
     if use_avx2():
         return dequantize_typed_range_ex_avx2(qtype, ytype, x, scale,
                                               zero_point, y, D, inner, block,
                                               start, stop, flags)
     if ytype == EXTQL_FLOAT32:
         return dequantize_to(qtype, x, scale, zero_point, <float *>y, D,
-                             inner, block, start, stop, st)
+                             inner, block, start, stop, st, up)
     if ytype == EXTQL_FLOAT16:
         return dequantize_to(qtype, x, scale, zero_point, <float16_t *>y, D,
-                             inner, block, start, stop, st)
+                             inner, block, start, stop, st, up)
     if ytype == EXTQL_BFLOAT16:
         return dequantize_to(qtype, x, scale, zero_point, <bfloat16_t *>y, D,
-                             inner, block, start, stop, st)
+                             inner, block, start, stop, st, up)
     return -1
 
 
@@ -1844,7 +2018,16 @@ cdef public int extql_dequantize_range(
 
 # ---------------------------------------------------------------------------
 cdef inline bint known_type(int qtype) noexcept nogil:
-    return qtype_size(qtype) != 0
+    cdef int bits, lo, hi
+    return qtype_size(qtype) != 0 or subbyte_of(qtype, &bits, &lo, &hi)
+
+
+cdef inline int64_t elements_per_byte(int qtype, int flags) noexcept nogil:
+    """8 // bits for a packed sub-byte type, else 1."""
+    cdef int bits, lo, hi
+    if flags & EXTQL_UNPACKED or not subbyte_of(qtype, &bits, &lo, &hi):
+        return 1
+    return 8 // bits
 
 
 cdef inline int threads_for(int64_t n, int nthreads) noexcept nogil:
@@ -1872,12 +2055,13 @@ cdef inline int64_t float_size(int ftype) noexcept nogil:
 cdef public int extql_quantize_typed(
         int qtype, int xtype, int prec, const void *x, const float *scale,
         const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
-        int64_t block, int nthreads) noexcept nogil:
+        int64_t block, int nthreads, int flags) noexcept nogil:
     cdef int64_t t, chunk
-    cdef int nt, flags
+    cdef int nt
     if not known_type(qtype) or float_size(xtype) == 0 or prec_code(prec) < 0:
         return -1
-    flags = stream_flags(n * type_size(qtype))
+    # (Packed sub-byte outputs are never streamed: type_size is 0.)
+    flags = (flags & EXTQL_UNPACKED) | stream_flags(n * type_size(qtype))
     nt = threads_for(n, nthreads)
     if nt == 1:
         return extql_quantize_typed_range_ex(
@@ -1897,18 +2081,18 @@ cdef public int extql_quantize(
         void *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
     return extql_quantize_typed(qtype, EXTQL_FLOAT32, EXTQL_FLOAT32, x, scale,
-                                zero_point, y, n, D, inner, 0, nthreads)
+                                zero_point, y, n, D, inner, 0, nthreads, 0)
 
 
 cdef public int extql_dequantize_typed(
         int qtype, int ytype, const void *x, const float *scale,
         const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
-        int64_t block, int nthreads) noexcept nogil:
+        int64_t block, int nthreads, int flags) noexcept nogil:
     cdef int64_t t, chunk
-    cdef int nt, flags
+    cdef int nt
     if not known_type(qtype) or float_size(ytype) == 0:
         return -1
-    flags = stream_flags(n * float_size(ytype))
+    flags = (flags & EXTQL_UNPACKED) | stream_flags(n * float_size(ytype))
     nt = threads_for(n, nthreads)
     if nt == 1:
         return extql_dequantize_typed_range_ex(
@@ -1927,7 +2111,7 @@ cdef public int extql_dequantize(
         float *y, int64_t n, int64_t D, int64_t inner,
         int nthreads) noexcept nogil:
     return extql_dequantize_typed(qtype, EXTQL_FLOAT32, x, scale, zero_point,
-                                  y, n, D, inner, 0, nthreads)
+                                  y, n, D, inner, 0, nthreads, 0)
 
 
 cdef public int extql_convert_scales(int stype, int prec, const void *src,
@@ -1954,6 +2138,21 @@ cdef public int extql_convert_scales(int stype, int prec, const void *src,
             for k in range(i, i + m):
                 dst[k] = round_bf16(dst[k])
         i += m
+    return 0
+
+
+cdef public int extql_unpack(int qtype, const void *src, void *dst,
+                             int64_t n) noexcept nogil:
+    """n elements of the packed sub-byte type qtype as carrier elements (one
+    int8 / uint8 per element, the form the kernels take zero points in).
+    -1 for a code that is not a sub-byte type."""
+    cdef int bits, lo, hi
+    if not subbyte_of(qtype, &bits, &lo, &hi):
+        return -1
+    if lo < 0:
+        unpack_values(<const uint8_t *>src, <int8_t *>dst, n, bits, 8 // bits)
+    else:
+        unpack_values(<const uint8_t *>src, <uint8_t *>dst, n, bits, 8 // bits)
     return 0
 
 
@@ -1985,10 +2184,13 @@ cdef public int extql_have_openmp() noexcept nogil:
 # Python entry points: validated, contiguous arrays from extql.numpy_api
 # ---------------------------------------------------------------------------
 
+UNPACKED = EXTQL_UNPACKED
+
+
 def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
              const float[::1] scale, const uint8_t[::1] zero_point,
              uint8_t[::1] y, int64_t n, int64_t D, int64_t inner,
-             int nthreads=0, int64_t block=0):
+             int nthreads=0, int64_t block=0, int flags=0):
     """Quantize the n elements of the byte buffer ``x`` (float32, float16
     or bfloat16: ``xtype``) into the byte buffer ``y`` (element type
     ``qtype``), the quotient in the precision ``prec``.
@@ -1996,8 +2198,11 @@ def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
     ``zero_point`` is a byte view of an array of the type ``qtype``, or None;
     ``scale`` is float32, already rounded to ``prec`` (convert_scales).
     ``block`` > 0: blocked along D, the scale and zero point of shape
-    [outer, ceil(D / block), inner].  Called by extql.numpy_api, which has
-    checked every length; the GIL is released for the whole loop.
+    [outer, ceil(D / block), inner].  A sub-byte ``qtype`` (int4, uint4,
+    int2, uint2) writes y packed, or one element per byte with ``flags``
+    UNPACKED, and takes its zero point as int8 / uint8 elements.  Called by
+    extql.numpy_api, which has checked every length; the GIL is released
+    for the whole loop.
     """
     cdef const void *xp = NULL
     cdef const void *zp = NULL
@@ -2011,7 +2216,7 @@ def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
         zp = &zero_point[0]
     with nogil:
         rc = extql_quantize_typed(qtype, xtype, prec, xp, &scale[0], zp, yp, n,
-                                  D, inner, block, nthreads)
+                                  D, inner, block, nthreads, flags)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype}, {xtype} "
                         f"or precision {prec}")
@@ -2020,10 +2225,10 @@ def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
 def dequantize(int qtype, int ytype, const uint8_t[::1] x,
                const float[::1] scale, const uint8_t[::1] zero_point,
                uint8_t[::1] y, int64_t n, int64_t D, int64_t inner,
-               int nthreads=0, int64_t block=0):
+               int nthreads=0, int64_t block=0, int flags=0):
     """Dequantize the n elements of the byte buffer ``x`` (element type
-    ``qtype``) into the byte buffer ``y`` (float32, float16 or bfloat16:
-    ``ytype``)."""
+    ``qtype``; sub-byte types as for quantize) into the byte buffer ``y``
+    (float32, float16 or bfloat16: ``ytype``)."""
     cdef const void *xp = NULL
     cdef const void *zp = NULL
     cdef void *yp = NULL
@@ -2036,7 +2241,7 @@ def dequantize(int qtype, int ytype, const uint8_t[::1] x,
         zp = &zero_point[0]
     with nogil:
         rc = extql_dequantize_typed(qtype, ytype, xp, &scale[0], zp, yp, n, D,
-                                    inner, block, nthreads)
+                                    inner, block, nthreads, flags)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown element type {qtype} or {ytype}")
 
@@ -2053,6 +2258,21 @@ def convert_scales(int stype, int prec, const uint8_t[::1] src,
         rc = extql_convert_scales(stype, prec, &src[0], &dst[0], n)
     if rc != 0:
         raise TypeError(f"extql kernel: unknown scale type {stype} or precision {prec}")
+
+
+def unpack(int qtype, const uint8_t[::1] src, uint8_t[::1] dst):
+    """The packed sub-byte elements of ``src`` as int8 / uint8 elements into
+    ``dst`` (one per byte; its length is the element count)."""
+    cdef int64_t n = dst.shape[0]
+    cdef int bits, lo, hi
+    if not subbyte_of(qtype, &bits, &lo, &hi):
+        raise TypeError(f"extql kernel: {qtype} is not a sub-byte type")
+    if src.shape[0] < (n * bits + 7) // 8:
+        raise ValueError(f"extql kernel: {src.shape[0]} bytes hold fewer than {n} elements")
+    if n == 0:
+        return
+    with nogil:
+        extql_unpack(qtype, &src[0], &dst[0], n)
 
 
 def stream_min_bytes():

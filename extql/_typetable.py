@@ -1,4 +1,4 @@
-"""The table of the eight quantized element types, the one place they are written.
+"""The table of the quantized element types, the one place they are written.
 
 Plain data with no imports, so that the build can read it without numpy or
 ml_dtypes: ``extql/types.py`` turns it into :class:`extql.types.QType` objects
@@ -37,10 +37,19 @@ MICROSOFT_TYPES: tuple[str, ...] = ("int8", "uint8", "int16", "uint16")
 #: among the eight; its int32 ``x - zero_point`` wraps in 32 bits.
 MICROSOFT_DEQUANTIZE_TYPES: tuple[str, ...] = ("int32",)
 
-#: The sub-byte types ``com.microsoft`` QuantizeLinear / DequantizeLinear
-#: also take, which are not extql types (the kernels have no int4): name,
-#: ONNX ``TensorProto.DataType`` code, lo, hi.
-SUBBYTE_ROWS: tuple[tuple[str, int, int, int], ...] = (
-    ("int4", 22, -8, 7),
-    ("uint4", 21, 0, 15),
+#: The packed sub-byte types: int4 / uint4 (ONNX opset 21) and int2 / uint2
+#: (opset 25): name, ONNX ``TensorProto.DataType`` code, bits, lo, hi.  ONNX
+#: tensors pack 8 // bits of them per byte, element k of a byte in its bits
+#: [k * bits, (k + 1) * bits); NumPy (ml_dtypes) holds one per byte, in the
+#: low bits.  The kernels compute them through the 8-bit type of their
+#: signedness, which holds every value.
+SUBBYTE_ROWS: tuple[tuple[str, int, int, int, int], ...] = (
+    ("int4", 22, 4, -8, 7),
+    ("uint4", 21, 4, 0, 15),
+    ("int2", 26, 2, -2, 1),
+    ("uint2", 25, 2, 0, 3),
 )
+
+#: The sub-byte types ``com.microsoft`` QuantizeLinear / DequantizeLinear
+#: also take.
+MICROSOFT_SUBBYTE_TYPES: tuple[str, ...] = ("int4", "uint4")

@@ -67,7 +67,7 @@ import onnx.inliner
 
 from . import fallback_bodies as bodies
 from .tools.graph import walk_nodes
-from .types import BY_ONNX, DOMAIN, OP_NAMES, QTYPES
+from .types import DOMAIN, OP_NAMES, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
 
 __all__ = [
     "QUANTIZE",
@@ -283,15 +283,17 @@ def dispatcher_proto(
 
 
 def variant(zero_point_type: int | None) -> str:
-    """The fallback variant for a zero point's ONNX type code: its type name,
-    or ``"default"`` for None (no zero point).  Raises ``ValueError`` for a
-    type that is not one of the eight."""
+    """The variant for a zero point's ONNX type code: its type name, or
+    ``"default"`` for None (no zero point).  Raises ``ValueError`` for a
+    type that is not a quantized type.  (The sub-byte types' names are
+    variants of the operators but not of the fallback functions:
+    :data:`VARIANTS`.)"""
     if zero_point_type is None:
         return "default"
-    qt = BY_ONNX.get(zero_point_type)
+    qt = QUANTIZED_BY_ONNX.get(zero_point_type)
     if qt is None:
         raise ValueError(
             f"zero point type {onnx.helper.tensor_dtype_to_string(zero_point_type)} is not one "
-            f"of {', '.join(QTYPES)}"
+            f"of {', '.join(QUANTIZED)}"
         )
     return qt.name

@@ -16,15 +16,23 @@ import numpy as np
 
 from . import _kernels
 from .numpy_out import output_array
-from .types import FLOAT_CODES, FLOAT_DTYPES, QTYPES, QType, qtype_of
+from .types import (
+    FLOAT_CODES,
+    FLOAT_DTYPES,
+    QTYPES,
+    QUANTIZED,
+    QType,
+    SubByteType,
+    quantized_type_of,
+)
 
 __all__ = ["quantize_linear", "dequantize_linear", "set_num_threads", "get_num_threads"]
 
 QUANTIZE = "ExtendedQuantizeLinear"
 DEQUANTIZE = "ExtendedDequantizeLinear"
-_TYPE_NAMES = ", ".join(QTYPES)
+_TYPE_NAMES = ", ".join(QUANTIZED)
 _FLOAT_NAMES = "float32, float16, bfloat16"
-_BY_CODE = {t.onnx: t for t in QTYPES.values()}
+_BY_CODE = {t.onnx: t for t in QUANTIZED.values()}
 
 
 def _has_dtype(value: Any) -> bool:
@@ -195,6 +203,16 @@ def _bytes(arr: np.ndarray) -> np.ndarray:
     return _dense(arr).reshape(-1).view(np.uint8)
 
 
+def _zero_point_bytes(zp: np.ndarray | None, qt: QType | SubByteType) -> np.ndarray | None:
+    """The zero point as the kernels take it: its bytes, a sub-byte type's
+    values as int8 / uint8 (exact: the carrier holds every value)."""
+    if zp is None:
+        return None
+    if isinstance(qt, SubByteType):
+        zp = zp.astype(qt.carrier.dtype)
+    return _bytes(zp)
+
+
 def quantize_linear(
     x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1,
     block_size: int = 0, output_dtype: Any = None, precision: Any = None,
@@ -204,9 +222,10 @@ def quantize_linear(
 
     ``x`` and ``y_scale`` are float32, float16 or ``ml_dtypes.bfloat16``
     (Python numbers: float32).  The zero point's dtype (int8, uint8, int16,
-    uint16, int32, uint32, float16 or ``ml_dtypes.bfloat16``) is the output
-    type; without one the output is ``output_dtype``, else uint8, with zero
-    point 0.  A scalar (or one-element) scale quantizes per tensor, a 1-D
+    uint16, int32, uint32, float16, ``ml_dtypes.bfloat16``, or the sub-byte
+    ``ml_dtypes.int4``, ``uint4``, ``int2``, ``uint2``, one element per
+    byte) is the output type; without one the output is ``output_dtype``,
+    else uint8, with zero point 0.  A scalar (or one-element) scale quantizes per tensor, a 1-D
     scale per axis ``axis``.  Integers: NaN gives the lowest value, +-inf
     saturate.  float16 / bfloat16: ``x / s + zp`` in float32, saturated to the
     largest finite value, rounded to nearest even; NaN stays NaN.
@@ -247,7 +266,7 @@ def quantize_linear(
                 "for example np.int8(0)"
             )
         zp = np.asarray(y_zero_point)
-        qt = qtype_of(zp.dtype)
+        qt = quantized_type_of(zp.dtype)
         if qt is None:
             raise TypeError(f"{op}: y_zero_point must be one of {_TYPE_NAMES}, got {zp.dtype}")
         if want is not None and want is not qt:
@@ -266,23 +285,24 @@ def quantize_linear(
         prec,
         _bytes(x_arr),
         _dense(_scales(scale, stype, prec)).reshape(-1),
-        None if zp is None else _bytes(zp),
+        _zero_point_bytes(zp, qt),
         _bytes(y),
         x_arr.size,
         D,
         inner,
         block=block,
+        flags=_kernels.UNPACKED,
     )
     return y
 
 
-def _quantized_type(op: str, value: Any) -> QType:
-    """One of the eight types, given as a dtype or an ONNX code."""
+def _quantized_type(op: str, value: Any) -> QType | SubByteType:
+    """One of the quantized types, given as a dtype or an ONNX code."""
     try:
         qt = _BY_CODE.get(operator.index(value))
     except TypeError:
         try:
-            qt = qtype_of(np.dtype(value))
+            qt = quantized_type_of(np.dtype(value))
         except TypeError:
             qt = None
     if qt is None:
@@ -290,7 +310,7 @@ def _quantized_type(op: str, value: Any) -> QType:
     return qt
 
 
-def _python_number(op: str, v: Any, qt: QType) -> int | float:
+def _python_number(op: str, v: Any, qt: QType | SubByteType) -> int | float:
     """A zero-point element as a Python int or float (exact)."""
     try:
         return operator.index(v)  # int, bool, NumPy integers
@@ -306,7 +326,7 @@ def _python_number(op: str, v: Any, qt: QType) -> int | float:
     )
 
 
-def _to_float_type(v: int | float, qt: QType) -> Any:
+def _to_float_type(v: int | float, qt: QType | SubByteType) -> Any:
     """v in float16 / bfloat16 (inf when out of range, NaN for NaN)."""
     try:
         d = float(v)
@@ -316,7 +336,7 @@ def _to_float_type(v: int | float, qt: QType) -> Any:
         return np.array(d, dtype=np.float64).astype(qt.dtype)[()]
 
 
-def _dequantize_zero_point(op: str, value: Any, qt: QType) -> np.ndarray:
+def _dequantize_zero_point(op: str, value: Any, qt: QType | SubByteType) -> np.ndarray:
     """The zero point as an array of x's type; a Python number is taken as
     that type when it fits exactly."""
     if _has_dtype(value):
@@ -356,8 +376,9 @@ def dequantize_linear(
 ) -> np.ndarray:
     """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
 
-    ``x`` is one of the eight quantized types (bfloat16 as
-    ``ml_dtypes.bfloat16``), the zero point (optional, default 0) has x's
+    ``x`` is one of the quantized types (bfloat16 as
+    ``ml_dtypes.bfloat16``; int4, uint4, int2, uint2 as ml_dtypes' types,
+    one element per byte), the zero point (optional, default 0) has x's
     dtype and the scale's shape, the scale is float32, float16 or bfloat16.
     The difference is exact and rounds once to float32 before one float32
     multiply; the result has x's shape and the type ``output_dtype`` (a float
@@ -377,7 +398,7 @@ def dequantize_linear(
             f"{op}: x must be a NumPy array of one of {_TYPE_NAMES}, got {type(x).__name__}"
         )
     x_arr = np.asarray(x)
-    qt = qtype_of(x_arr.dtype)
+    qt = quantized_type_of(x_arr.dtype)
     if qt is None:
         raise TypeError(f"{op}: x must be one of {_TYPE_NAMES}, got {x_arr.dtype}")
     scale, stype = _floating(op, "x_scale", x_scale)
@@ -396,12 +417,13 @@ def dequantize_linear(
         ytype,
         _bytes(x_arr),
         _dense(_scales(scale, stype, f32)).reshape(-1),
-        None if zp is None else _bytes(zp),
+        _zero_point_bytes(zp, qt),
         _bytes(y),
         x_arr.size,
         D,
         inner,
         block=block,
+        flags=_kernels.UNPACKED,
     )
     return y
 

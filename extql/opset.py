@@ -54,12 +54,21 @@ import onnx
 import onnx.defs
 from onnxscript.values import Opset
 
-from .types import DOMAIN, LEGACY_DOMAIN, MS_DEQUANTIZE_NAMES, MS_DOMAIN, MS_QUANTIZE_NAMES, QTYPES
+from .types import (
+    DOMAIN,
+    LEGACY_DOMAIN,
+    MS_DEQUANTIZE_NAMES,
+    MS_DOMAIN,
+    MS_QUANTIZE_NAMES,
+    QUANTIZED,
+)
 
 __all__ = ["quark", "vai", "register_schemas", "QUANTIZE_TYPES"]
 
-#: Type strings of the zero point / quantized tensor.
-QUANTIZE_TYPES = [f"tensor({name})" for name in QTYPES]
+#: Type strings of the zero point / quantized tensor: every quantized type
+#: the installed onnx has (int2 / uint2 from onnx 1.20).
+QUANTIZE_TYPES = [f"tensor({name})" for name in QUANTIZED
+                  if hasattr(onnx.TensorProto, name.upper())]
 #: quantize's x and scale, dequantize's scale and output.
 REAL_TYPES = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
 #: The attributes (name, default, meaning); dequantize has the first three.

@@ -14,8 +14,7 @@ DequantizeLinear, which AMD Quark writes for its 8/16-bit nodes and which
 the same kernels (the operators agree there; float16 x and scale divided in
 float32, as onnxruntime does there), int32 dequantize with the
 difference wrapping in 32 bits as onnxruntime computes it, and int4/uint4
-through the kernels' int8/uint8 (which hold every value; quantize then
-saturates to the 4-bit range: the same bits, as the kernels have no int4).
+with float32 x and scale.
 """
 
 from __future__ import annotations
@@ -100,23 +99,15 @@ def _subbyte(a: np.ndarray) -> SubByteType | None:
     return SUBBYTE.get(a.dtype.name)
 
 
-def quantize_subbyte(x, scale, zero_point: np.ndarray, axis: int, sub: SubByteType):
-    """com.microsoft QuantizeLinear to int4 / uint4: the kernels' quantize to
-    the 8-bit carrier (same rounding, NaN to the low end), saturated to the
-    4-bit range -- a clamp inside a clamp, so the bits of a 4-bit kernel."""
-    q = quantize_linear(np.asarray(x, np.float32), np.asarray(scale, np.float32),
-                        zero_point.astype(sub.carrier.dtype), axis=axis)
-    return np.clip(q, sub.lo, sub.hi).astype(zero_point.dtype)
+def quantize_subbyte(x, scale, zero_point: np.ndarray, axis: int):
+    """com.microsoft QuantizeLinear to int4 / uint4: x and scale as float32."""
+    return quantize_linear(np.asarray(x, np.float32), np.asarray(scale, np.float32),
+                           zero_point, axis=axis)
 
 
 def dequantize_subbyte(x: np.ndarray, scale, zero_point: np.ndarray | None, axis: int):
-    """com.microsoft DequantizeLinear of int4 / uint4: the kernels' dequantize
-    of the same values in the 8-bit carrier (exact widening)."""
-    sub = _subbyte(x)
-    assert sub is not None
-    carrier = sub.carrier.dtype
-    zp = None if zero_point is None else np.asarray(zero_point).astype(carrier)
-    return dequantize_linear(x.astype(carrier), np.asarray(scale, np.float32), zp, axis=axis)
+    """com.microsoft DequantizeLinear of int4 / uint4: a float32 scale."""
+    return dequantize_linear(x, np.asarray(scale, np.float32), zero_point, axis=axis)
 
 
 class _MicrosoftQuantize(OpRun):
@@ -130,7 +121,7 @@ class _MicrosoftQuantize(OpRun):
             # onnxruntime's contrib operator divides float16 x and scale in
             # float32.
             return (quantize_linear(x, y_scale, zp, axis=int(axis), precision=np.float32),)
-        return (quantize_subbyte(x, y_scale, np.asarray(zp), int(axis), sub),)
+        return (quantize_subbyte(x, y_scale, np.asarray(zp), int(axis)),)
 
 
 class _MicrosoftDequantize(OpRun):

@@ -1,4 +1,4 @@
-"""The eight quantized element types: NumPy dtypes, ONNX codes and ranges.
+"""The quantized element types: NumPy dtypes, ONNX codes and ranges.
 
 The Python view of the type table ``extql/_typetable.py`` (the one place the
 types are written; the C header ``extql/src/extql_types.h`` is generated from
@@ -19,6 +19,7 @@ from ._typetable import (
     DEFAULT_TYPE,
     FLOAT_TYPES,
     MICROSOFT_DEQUANTIZE_TYPES,
+    MICROSOFT_SUBBYTE_TYPES,
     MICROSOFT_TYPES,
     QTYPE_ROWS,
     SUBBYTE_ROWS,
@@ -43,6 +44,9 @@ __all__ = [
     "MS_DEQUANTIZE_TYPES",
     "SubByteType",
     "SUBBYTE",
+    "QUANTIZED",
+    "QUANTIZED_BY_ONNX",
+    "quantized_type_of",
     "FLOAT_CODES",
     "FLOAT_DTYPES",
 ]
@@ -104,14 +108,24 @@ DEFAULT_QTYPE: QType = QTYPES[DEFAULT_TYPE]
 
 @dataclass(frozen=True)
 class SubByteType:
-    """int4 / uint4: taken by the com.microsoft operators, not by extql's
-    kernels; ``carrier`` is the 8-bit type of the same signedness, which
-    holds every value (and through which the kernels compute these)."""
+    """int4 / uint4 / int2 / uint2: packed ``8 // bits`` per byte in ONNX
+    tensors, one per byte (``dtype``, ml_dtypes' type) in NumPy.  The
+    kernels compute them through ``carrier``, the 8-bit type of the same
+    signedness, which holds every value."""
 
     name: str
     onnx: int
+    bits: int
     lo: int
     hi: int
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(getattr(ml_dtypes, self.name))
+
+    @property
+    def is_float(self) -> bool:
+        return False
 
     @property
     def carrier(self) -> QType:
@@ -119,14 +133,18 @@ class SubByteType:
                    key=lambda t: t.dtype.itemsize)
 
 
-#: int4 and uint4 by name.
+#: int4, uint4, int2 and uint2 by name.
 SUBBYTE: dict[str, SubByteType] = {row[0]: SubByteType(*row) for row in SUBBYTE_ROWS}
+#: Every quantized type extql computes: the eight, then the sub-byte ones.
+QUANTIZED: dict[str, QType | SubByteType] = {**QTYPES, **SUBBYTE}
+#: The same by ONNX code.
+QUANTIZED_BY_ONNX: dict[int, QType | SubByteType] = {t.onnx: t for t in QUANTIZED.values()}
 _CODE: dict[str, int] = {**{n: t.onnx for n, t in QTYPES.items()},
                          **{n: t.onnx for n, t in SUBBYTE.items()}}
 #: Names of the zero point / output types of com.microsoft QuantizeLinear
 #: (onnxruntime's CPU kernels), and of the x / zero point types of its
 #: DequantizeLinear.
-MS_QUANTIZE_NAMES: tuple[str, ...] = (*MICROSOFT_TYPES, *SUBBYTE)
+MS_QUANTIZE_NAMES: tuple[str, ...] = (*MICROSOFT_TYPES, *MICROSOFT_SUBBYTE_TYPES)
 MS_DEQUANTIZE_NAMES: tuple[str, ...] = (*MS_QUANTIZE_NAMES, *MICROSOFT_DEQUANTIZE_TYPES)
 #: ONNX codes of the types whose com.microsoft Q/DQ mean the Extended operators' bits.
 MS_EXACT_TYPES: frozenset[int] = frozenset(QTYPES[n].onnx for n in MICROSOFT_TYPES)
@@ -140,6 +158,19 @@ def qtype_of(dtype: np.dtype | type) -> QType | None:
     """The QType of a NumPy dtype, or None when it is not one of the eight."""
     try:
         return _BY_DTYPE.get(np.dtype(dtype))
+    except TypeError:
+        return None
+
+
+_QUANTIZED_BY_DTYPE: dict[np.dtype, QType | SubByteType] = {
+    t.dtype: t for t in QUANTIZED.values()
+}
+
+
+def quantized_type_of(dtype: np.dtype | type) -> QType | SubByteType | None:
+    """The type of a NumPy dtype among :data:`QUANTIZED`, or None."""
+    try:
+        return _QUANTIZED_BY_DTYPE.get(np.dtype(dtype))
     except TypeError:
         return None
 

@@ -25,10 +25,19 @@ TYPES: dict[str, tuple[np.dtype, float, float]] = {
 }
 INT_TYPES = [n for n in TYPES if not n.startswith(("float", "bfloat"))]
 FLOAT_TYPES = ["float16", "bfloat16"]
+#: The sub-byte types (ONNX's int4 / uint4 / int2 / uint2; one element per
+#: byte in NumPy): name -> (dtype, low, high), as TYPES.
+SUBBYTE_TYPES: dict[str, tuple[np.dtype, float, float]] = {
+    "int4": (np.dtype(ml_dtypes.int4), -8, 7),
+    "uint4": (np.dtype(ml_dtypes.uint4), 0, 15),
+    "int2": (np.dtype(ml_dtypes.int2), -2, 1),
+    "uint2": (np.dtype(ml_dtypes.uint2), 0, 3),
+}
+_ALL = {**TYPES, **SUBBYTE_TYPES}
 
 
 def type_name(dtype: np.dtype) -> str:
-    for name, (dt, _, _) in TYPES.items():
+    for name, (dt, _, _) in _ALL.items():
         if dt == np.dtype(dtype):
             return name
     raise KeyError(dtype)
@@ -95,7 +104,7 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
         zero_point = np.zeros(scale.shape, dtype)
     zp = np.asarray(zero_point)
     name = type_name(zp.dtype)
-    dt, lo, hi = TYPES[name]
+    dt, lo, hi = _ALL[name]
     s = _along(scale, x.ndim, axis)
     z = _along(zp, x.ndim, axis)
     with np.errstate(all="ignore"):

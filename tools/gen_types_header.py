@@ -32,14 +32,62 @@ def load_rows(table: Path = TABLE) -> tuple[tuple[str, int, int, float, float], 
     return tuple(module.QTYPE_ROWS)
 
 
+def load_subbyte_rows(table: Path = TABLE) -> tuple[tuple[str, int, int, int, int], ...]:
+    """The sub-byte rows of the type table file (name, code, bits, lo, hi)."""
+    spec = importlib.util.spec_from_file_location("_extql_typetable", table)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{table}: cannot be read")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.SUBBYTE_ROWS)
+
+
 def _c_double(value: float) -> str:
     """A C double literal that reads back as exactly ``value``."""
     text = repr(float(value))
     return text if ("e" in text or "." in text) else text + ".0"
 
 
-def header_text(rows: tuple[tuple[str, int, int, float, float], ...]) -> str:
-    """The header for the table rows."""
+def _subbyte_text(sub: tuple[tuple[str, int, int, int, int], ...]) -> str:
+    """The sub-byte part of the header."""
+    if not sub:
+        return ""
+    width = max(len(r[0]) for r in sub)
+    enum = ",\n".join(f"  EXTQL_{r[0].upper():<{width}} = {r[1]}" for r in sub)
+    cases = "\n".join(
+        f"    case {r[1]}: *bits = {r[2]}; *lo = {r[3]}; *hi = {r[4]}; return 1;" for r in sub
+    )
+    xrows = " \\\n".join(
+        f"  X({r[0].upper()}, \"{r[0]}\", {r[1]}, {r[2]}, {r[3]}, {r[4]})" for r in sub
+    )
+    names = ", ".join(r[0] for r in sub)
+    return f"""
+/* The packed sub-byte types: 8 / bits elements per byte, element k of a byte
+   in its bits [k * bits, (k + 1) * bits) (ONNX's layout). */
+enum {{
+{enum}
+}};
+
+/* 1 for a sub-byte type code, with its bits and its range [lo, hi]; else 0. */
+static inline int extql_subbyte(int code, int *bits, int *lo, int *hi) {{
+  switch (code) {{
+{cases}
+    default: return 0;
+  }}
+}}
+
+#define EXTQL_N_SUBBYTE {len(sub)}
+#define EXTQL_SUBBYTE_NAMES "{names}"
+
+/* X(NAME, "name", onnx code, bits, lo, hi) for every sub-byte type. */
+#define EXTQL_FOR_EACH_SUBBYTE(X) \\
+{xrows}
+"""
+
+
+def header_text(rows: tuple[tuple[str, int, int, float, float], ...],
+                subbyte: tuple[tuple[str, int, int, int, int], ...] = ()) -> str:
+    """The header for the table rows (and the sub-byte rows)."""
     names = ", ".join(r[0] for r in rows)
     width = max(len(r[0]) for r in rows)
     enum = ",\n".join(f"  EXTQL_{r[0].upper():<{width}} = {r[1]}" for r in rows)
@@ -56,7 +104,7 @@ def header_text(rows: tuple[tuple[str, int, int, float, float], ...]) -> str:
     )
     return f"""\
 /*
- * extql_types.h - the eight quantized element types, for C.
+ * extql_types.h - the quantized element types, for C.
  *
  * GENERATED from extql/_typetable.py by tools/gen_types_header.py (setup.py
  * runs it at build time); edit the table, not this file.
@@ -92,14 +140,14 @@ static inline int extql_qtype_size(int code) {{
  * finite float16 / bfloat16 value), as doubles. */
 #define EXTQL_FOR_EACH_QTYPE(X) \\
 {xrows}
-
+{_subbyte_text(subbyte)}
 #endif /* EXTQL_TYPES_H */
 """
 
 
 def write_header(header: Path = HEADER, table: Path = TABLE) -> bool:
     """Write the header when its text differs; True when it was written."""
-    text = header_text(load_rows(table))
+    text = header_text(load_rows(table), load_subbyte_rows(table))
     if header.exists() and header.read_text() == text:
         return False
     header.write_text(text)
@@ -108,14 +156,14 @@ def write_header(header: Path = HEADER, table: Path = TABLE) -> bool:
 
 def main(argv: list[str]) -> int:
     if argv == ["--check"]:
-        want = header_text(load_rows())
+        want = header_text(load_rows(), load_subbyte_rows())
         if not HEADER.exists() or HEADER.read_text() != want:
             print(f"{HEADER.relative_to(ROOT)} differs from {TABLE.relative_to(ROOT)}; "
                   "run python tools/gen_types_header.py", file=sys.stderr)
             return 1
         return 0
     if argv == ["--print"]:
-        print(header_text(load_rows()), end="")
+        print(header_text(load_rows(), load_subbyte_rows()), end="")
         return 0
     if argv:
         print(__doc__, file=sys.stderr)

@@ -37,6 +37,11 @@ extern "C" {
  * the results are the same bits either way (variants without such stores
  * ignore it). */
 #define EXTQL_STREAM 1
+/* EXTQL_UNPACKED: the sub-byte types (int4, uint4, int2, uint2) one element
+ * per byte, in its low bits (ml_dtypes' layout), instead of packed 8 / bits
+ * per byte, element k of a byte in its bits [k * bits, (k + 1) * bits)
+ * (ONNX's layout). */
+#define EXTQL_UNPACKED 2
 /* Outputs of at least this many bytes are streamed by extql_quantize /
  * extql_dequantize and by the onnxruntime ops; EXTQL_STREAM_FLAGS(bytes) is
  * the flags they use for an output of that size. */
@@ -75,7 +80,14 @@ int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
  * (ONNX's block_size): the scale and zero point are dense [outer,
  * ceil(D / block), inner] and element (o, d, i) uses entry (o, d / block, i);
  * block 0 is per tensor / per axis as above.  Returns 0, or -1 for an
- * unknown type or precision code. */
+ * unknown type or precision code.
+ *
+ * qtype may be a sub-byte type (EXTQL_INT4, EXTQL_UINT4, EXTQL_INT2,
+ * EXTQL_UINT2): then the zero point is given as int8 / uint8 elements, one
+ * per element (extql_unpack), and the quantized tensor is packed unless
+ * flags has EXTQL_UNPACKED; start must be a multiple of the elements per
+ * byte, and so must stop unless it is the tensor's end (ranges that share a
+ * byte would race; -1 otherwise). */
 int extql_quantize_typed_range_ex(int qtype, int xtype, int prec, const void *x,
                                   const float *scale, const void *zero_point, void *y,
                                   int64_t D, int64_t inner, int64_t block, int64_t start,
@@ -91,6 +103,11 @@ int extql_dequantize_typed_range_ex(int qtype, int ytype, const void *x, const f
  * an unknown code. */
 int extql_convert_scales(int stype, int prec, const void *src, float *dst, int64_t n);
 
+/* n packed elements of the sub-byte type qtype as int8 / uint8 elements
+ * (sign-extended for int4 / int2) into dst.  0, or -1 when qtype is not a
+ * sub-byte type. */
+int extql_unpack(int qtype, const void *src, void *dst, int64_t n);
+
 /* The whole tensor of n elements, in chunks handed out dynamically to
  * nthreads OpenMP threads (nthreads <= 0: extql_get_num_threads()).  Tensors below
  * EXTQL_PARALLEL_MIN_ELEMENTS run on the calling thread. */
@@ -101,13 +118,14 @@ int extql_dequantize(int qtype, const void *x, const float *scale,
                      const void *zero_point, float *y, int64_t n, int64_t D,
                      int64_t inner, int nthreads);
 
-/* The same in the general form (extql_quantize_typed_range_ex). */
+/* The same in the general form (extql_quantize_typed_range_ex); flags:
+ * EXTQL_UNPACKED or 0 (the stores are chosen by the output's size). */
 int extql_quantize_typed(int qtype, int xtype, int prec, const void *x, const float *scale,
                          const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
-                         int64_t block, int nthreads);
+                         int64_t block, int nthreads, int flags);
 int extql_dequantize_typed(int qtype, int ytype, const void *x, const float *scale,
                            const void *zero_point, void *y, int64_t n, int64_t D,
-                           int64_t inner, int64_t block, int nthreads);
+                           int64_t inner, int64_t block, int nthreads, int flags);
 
 /* The thread count the kernels use by default: set by
  * extql_set_num_threads(), else the EXTQL_NUM_THREADS environment variable,

@@ -182,6 +182,26 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
       goto done;
     }
   }
+  if (pz != NULL && extql_is_subbyte(qtype)) {
+    /* A packed sub-byte zero point: unpacked once (the kernels take one
+     * int8 / uint8 element per zero point). */
+    void *unpacked = malloc(fz.count ? fz.count : 1);
+    int rc;
+    if (unpacked == NULL) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+      goto done;
+    }
+    rc = k->unpack == NULL ? -1 : k->unpack(qtype, pz, unpacked, (int64_t)fz.count);
+    /* The unpacked zero points replace pz, which may be a staged copy. */
+    free(staging.copies[2]);
+    staging.copies[2] = unpacked;
+    pz = unpacked;
+    if (rc != 0) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernels do not know element type %d",
+                      qtype);
+      goto done;
+    }
+  }
   if (misaligned(py, y_size)) {
     staging.copies[3] = py = malloc(fx.count * y_size);
     if (py == NULL) {

@@ -38,7 +38,8 @@ enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 /* One operator's work on one tensor.  kind OP_QUANTIZE: x of ftype, y of
  * qtype; OP_DEQUANTIZE: x of qtype, y of ftype (ftype float32, float16 or
  * bfloat16).  prec: quantize's precision of the division (the same three
- * codes); the scale is float32, already a value of prec.  The tensor is
+ * codes); the scale is float32, already a value of prec.  A sub-byte qtype's
+ * tensor is packed, its zero point unpacked (ExtqlUnpackFn).  The tensor is
  * [outer, D, inner] (per tensor: D = 1); block > 0: blocked along D (the
  * scale [outer, ceil(D / block), inner]); out_bytes is the size of the whole
  * output (for the choice of stores). */
@@ -59,6 +60,11 @@ typedef int (*ExtqlRangeFn)(const ExtqlWork *work, int64_t start, int64_t stop);
  * bfloat16) or not (float32); 0, or -1 for an unknown code. */
 typedef int (*ExtqlConvertFn)(int stype, int prec, const void *src, float *dst, int64_t n);
 
+/* n packed sub-byte elements of type qtype as int8 / uint8 elements (the
+ * form the range function takes a sub-byte zero point in); 0, or -1 for a
+ * type that is not sub-byte. */
+typedef int (*ExtqlUnpackFn)(int qtype, const void *src, void *dst, int64_t n);
+
 /* One operator name of a library. */
 typedef struct {
   int domain; /* index into ExtqlOpSet.domains */
@@ -78,6 +84,7 @@ typedef struct {
   int domain;
   ExtqlRangeFn range;
   ExtqlConvertFn convert_scales;
+  ExtqlUnpackFn unpack;
 } ExtqlOp;
 
 enum {
@@ -102,6 +109,9 @@ typedef struct {
    * precision) as float32 (extql_convert_scales), or NULL when the library
    * does not read scales. */
   ExtqlConvertFn convert_scales;
+  /* Sub-byte zero points as int8 / uint8 (extql_unpack), or NULL when the
+   * library takes no sub-byte types. */
+  ExtqlUnpackFn unpack;
   /* state */
   volatile long lock;
   ExtqlOp *ops;
@@ -115,6 +125,7 @@ typedef struct {
   int kind;
   ExtqlRangeFn range;
   ExtqlConvertFn convert_scales;
+  ExtqlUnpackFn unpack;
   int64_t axis;
   int64_t block;   /* the attribute block_size: 0, or blocked quantization */
   int output_dtype; /* the attribute output_dtype, 0 when absent */
@@ -137,10 +148,11 @@ EXTQL_INTERNAL OrtStatus *extql_ort_register(OrtSessionOptions *options, const O
                                              ExtqlOpSet *set);
 
 /* ort_ops.c */
-EXTQL_INTERNAL int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version);
+EXTQL_INTERNAL int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api);
 
 /* ort_messages.c */
 EXTQL_INTERNAL int extql_is_qtype(int type);
+EXTQL_INTERNAL int extql_is_subbyte(int type);
 EXTQL_INTERNAL size_t extql_elem_size(int type);
 EXTQL_INTERNAL const char *extql_type_name(int type, char *buf, size_t size);
 EXTQL_INTERNAL const char *extql_shape_str(const int64_t *dims, size_t rank, char *buf,

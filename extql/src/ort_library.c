@@ -39,7 +39,7 @@ static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
 static ExtqlOpSet LIBRARY = {
     DOMAINS, (int)(sizeof DOMAINS / sizeof DOMAINS[0]),
     NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
-    kernels_range, extql_convert_scales, 0, NULL, 0, NULL};
+    kernels_range, extql_convert_scales, extql_unpack, 0, NULL, 0, NULL};
 
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {

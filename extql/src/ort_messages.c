@@ -12,11 +12,18 @@
 #include "extql_types.h"
 #include "ort_internal.h"
 
-int extql_is_qtype(int type) { return extql_qtype_size(type) != 0; }
+int extql_is_subbyte(int type) {
+  int bits, lo, hi;
+  return extql_subbyte(type, &bits, &lo, &hi);
+}
 
-/* The size of one element of a quantized type, or 4 (float32). */
+int extql_is_qtype(int type) { return extql_qtype_size(type) != 0 || extql_is_subbyte(type); }
+
+/* The size of one element of a quantized type (1 for the packed sub-byte
+ * types: their alignment), or 4 (float32). */
 size_t extql_elem_size(int type) {
   int size = extql_qtype_size(type);
+  if (size == 0 && extql_is_subbyte(type)) size = 1;
   return size != 0 ? (size_t)size : 4;
 }
 
@@ -29,6 +36,10 @@ const char *extql_type_name(int type, char *buf, size_t size) {
 #define EXTQL_NAME(NAME, name, code, size_, lo, hi) \
   if (type == (code)) return name;
   EXTQL_FOR_EACH_QTYPE(EXTQL_NAME)
+#undef EXTQL_NAME
+#define EXTQL_NAME(NAME, name, code, bits, lo, hi) \
+  if (type == (code)) return name;
+  EXTQL_FOR_EACH_SUBBYTE(EXTQL_NAME)
 #undef EXTQL_NAME
   if (type > 0 && type < (int)(sizeof others / sizeof others[0]) && others[type] != NULL)
     return others[type];

@@ -3,8 +3,8 @@
  *
  * Types.  Each operator is registered as several OrtCustomOps of one name:
  * typed ones (quantize: x float, scale float, zero point T -> y T;
- * dequantize: x T, scale S, zero point T -> y S, T one of the eight types, S
- * float32, float16 or bfloat16) and fallbacks.  onnxruntime infers a node's
+ * dequantize: x T, scale S, zero point T -> y S, T one of the eight types or
+ * a sub-byte one, S float32, float16 or bfloat16) and fallbacks.  onnxruntime infers a node's
  * output type from the first registration whose input types match the node,
  * so the typed ones give every form its type: the zero point's type, or -
  * with no zero point (two inputs or an empty third name), where the uint8
@@ -39,9 +39,17 @@
 
 /* The float types of the scale (and dequantize's y). */
 #define N_FLOATS 3
+/* The sub-byte types registered: int4 and uint4 (the table's first two),
+ * from the first C API version (onnxruntime release) whose custom operators
+ * take them: 1.18 fails the whole registration ("tensor type 22 is not
+ * supported"), 1.20 registers them but rejects such an input ("Type
+ * 'tensor(int4)' ... is invalid"), 1.21 runs them.  No release takes int2 /
+ * uint2 in a custom operator (1.32 rejects them as 1.20 does int4). */
+#define N_SUBBYTE_REGISTERED 2
+#define EXTQL_INT4_API 21
 /* Registrations per operator name: at most the typed ones of every scale
  * type and the fallbacks (dequantize: one per scale type and the untyped). */
-#define OPS_PER_NAME (N_FLOATS * EXTQL_N_QTYPES + N_FLOATS + 1)
+#define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_SUBBYTE_REGISTERED) + N_FLOATS + 1)
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
@@ -62,6 +70,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   k->kind = op->kind;
   k->range = op->range;
   k->convert_scales = op->convert_scales;
+  k->unpack = op->unpack;
 
   /* The label: operator and node name (onnxruntime's own messages name the
    * node, so the user can find it). */
@@ -166,6 +175,7 @@ static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int st
   op->domain = set->names[n].domain;
   op->range = set->range;
   op->convert_scales = set->convert_scales;
+  op->unpack = set->unpack;
   op->qtype = qtype;
   op->form = form;
   op->base.version = version;
@@ -188,13 +198,19 @@ static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int st
 }
 
 /* Fill set->ops (allocated here, kept for the life of the process); -1 when
- * out of memory. */
-int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version) {
-  static const int codes[EXTQL_N_QTYPES] = {
+ * out of memory.  runtime_api: the C API version of the running onnxruntime
+ * (0: not known), which decides whether int4 / uint4 are registered. */
+int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api) {
+  static const int codes[EXTQL_N_QTYPES + EXTQL_N_SUBBYTE] = {
 #define EXTQL_CODE(NAME, name, code, size, lo, hi) code,
-      EXTQL_FOR_EACH_QTYPE(EXTQL_CODE)
+      EXTQL_FOR_EACH_QTYPE(EXTQL_CODE) EXTQL_FOR_EACH_SUBBYTE(EXTQL_CODE)
 #undef EXTQL_CODE
   };
+  /* The sub-byte types only for a library that unpacks their zero points,
+   * on a runtime that takes them. */
+  int n_codes = EXTQL_N_QTYPES + (set->unpack != NULL && runtime_api >= EXTQL_INT4_API
+                                      ? N_SUBBYTE_REGISTERED
+                                      : 0);
   static const int floats[N_FLOATS] = {EXTQL_ORT_FLOAT, EXTQL_FLOAT16, EXTQL_BFLOAT16};
   int n, t, f, i = 0;
   ExtqlOp *ops = (ExtqlOp *)calloc((size_t)set->n_names * OPS_PER_NAME, sizeof *ops);
@@ -208,7 +224,7 @@ int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version) {
     int quantize = set->names[n].kind == OP_QUANTIZE;
     for (f = 0; f < (quantize ? 1 : N_FLOATS); f++) {
       init_op(&ops[i++], set, n, EXTQL_UINT8, floats[f], EXTQL_FORM_TYPED, version);
-      for (t = 0; t < EXTQL_N_QTYPES; t++)
+      for (t = 0; t < n_codes; t++)
         if (codes[t] != EXTQL_UINT8)
           init_op(&ops[i++], set, n, codes[t], floats[f], EXTQL_FORM_TYPED, version);
     }

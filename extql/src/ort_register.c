@@ -66,12 +66,13 @@ static OrtStatus *too_old(const OrtApiBase *base, const char *version) {
   return api1->CreateStatus(EXTQL_ORT_FAIL, msg);
 }
 
-/* Create the set's registrations and domains (under its lock). */
-static OrtStatus *build_domains(const OrtApi *api, ExtqlOpSet *set) {
+/* Create the set's registrations and domains (under its lock); level is the
+ * runtime's C API version (0: not known). */
+static OrtStatus *build_domains(const OrtApi *api, ExtqlOpSet *set, uint32_t level) {
   OrtStatus *st = NULL;
   OrtCustomOpDomain **dom;
   int d, i;
-  if (set->ops == NULL && extql_ort_init_ops(set, EXTQL_ORT_CUSTOM_OP_VERSION) != 0)
+  if (set->ops == NULL && extql_ort_init_ops(set, EXTQL_ORT_CUSTOM_OP_VERSION, level) != 0)
     return api->CreateStatus(EXTQL_ORT_FAIL, "extql: out of memory");
   dom = (OrtCustomOpDomain **)calloc((size_t)set->n_domains, sizeof *dom);
   if (dom == NULL) return api->CreateStatus(EXTQL_ORT_FAIL, "extql: out of memory");
@@ -112,7 +113,7 @@ OrtStatus *extql_ort_register(OrtSessionOptions *options, const OrtApiBase *base
   if (api == NULL) return too_old(base, version);
 
   lock_acquire(&set->lock);
-  if (set->handles == NULL) st = build_domains(api, set);
+  if (set->handles == NULL) st = build_domains(api, set, level);
   lock_release(&set->lock);
   if (st != NULL) return st;
 

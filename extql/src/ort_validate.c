@@ -110,6 +110,8 @@ static int is_float_type(int type) {
 }
 
 #define EXTQL_FLOAT_NAMES "float32, float16, bfloat16"
+/* Every quantized type: the eight, then the sub-byte ones. */
+#define EXTQL_ALL_QTYPE_NAMES EXTQL_QTYPE_NAMES ", " EXTQL_SUBBYTE_NAMES
 
 /* Check the element types; *out_type gets the type of y and *prec (quantize)
  * the precision of the division: the attribute precision, else the scale's
@@ -132,7 +134,7 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
                         extql_type_name(x_type, b1, sizeof b1));
     if (zp_type != 0 && !extql_is_qtype(zp_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                        "y_zero_point must be one of " EXTQL_QTYPE_NAMES ", got %s",
+                        "y_zero_point must be one of " EXTQL_ALL_QTYPE_NAMES ", got %s",
                         extql_type_name(zp_type, b1, sizeof b1));
     if (zp_type != 0 && output_dtype != 0 && output_dtype != zp_type)
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
@@ -144,7 +146,7 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
   } else {
     if (x_type != 0 && !extql_is_qtype(x_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                        "x must be one of " EXTQL_QTYPE_NAMES ", got %s",
+                        "x must be one of " EXTQL_ALL_QTYPE_NAMES ", got %s",
                         extql_type_name(x_type, b1, sizeof b1));
     if (zp_type != 0 && x_type != 0 && zp_type != x_type)
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
@@ -344,7 +346,7 @@ OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                    (kind == OP_QUANTIZE ? !extql_is_qtype((int)out) : !is_float_type((int)out))))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute output_dtype must be one of %s, got %s",
-                      kind == OP_QUANTIZE ? EXTQL_QTYPE_NAMES : EXTQL_FLOAT_NAMES,
+                      kind == OP_QUANTIZE ? EXTQL_ALL_QTYPE_NAMES : EXTQL_FLOAT_NAMES,
                       out > 0 && out <= 64 ? extql_type_name((int)out, b1, sizeof b1) : "a code that is no type");
   if (prec != 0 && (prec < 0 || prec > 64 || !is_float_type((int)prec)))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,

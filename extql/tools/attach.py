@@ -114,6 +114,12 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
             )
         _refuse_float_types(ext, types)
         variant_of[id(ext.node)] = fallbacks.variant(zero_point_type(ext, types))
+        if variant_of[id(ext.node)] not in fallbacks.VARIANTS:
+            raise ValueError(
+                f"{ext.label}: {variant_of[id(ext.node)]}: the fallback functions do not "
+                "implement the sub-byte types yet (extql's onnxruntime library and NumPy API "
+                "run them)"
+            )
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
     # Runtimes that ignore ``overload`` run one (type-generic) function for
     # every node of an operator, and its output type comes from the zero

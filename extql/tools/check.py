@@ -13,8 +13,10 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from ..types import BY_ONNX, MS_DEQUANTIZE_TYPES, MS_QUANTIZE_TYPES
+from ..types import MS_DEQUANTIZE_TYPES, MS_QUANTIZE_TYPES, QUANTIZED_BY_ONNX
 from .graph import ExtNode, TypeInfo, type_name
+
+_QUANTIZED_NAMES = ", ".join(t.name for t in QUANTIZED_BY_ONNX.values())
 
 __all__ = ["check_node", "raise_first_problem"]
 
@@ -81,10 +83,10 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
             problems.append(f"attribute 'precision' must be one of {REAL_NAMES}, it is "
                             f"{_code_name(attr.i)}")
         elif attr.name == "output_dtype" and attr.i not in (
-                BY_ONNX if ext.quantize else REAL_CODES):
+                QUANTIZED_BY_ONNX if ext.quantize else REAL_CODES):
             problems.append(
                 f"attribute 'output_dtype' must be one of "
-                f"{', '.join(BY_ONNX[c].name for c in BY_ONNX) if ext.quantize else REAL_NAMES}"
+                f"{_QUANTIZED_NAMES if ext.quantize else REAL_NAMES}"
                 f", it is {_code_name(attr.i)}")
     x_name, s_name = node.input[0], node.input[1]
     z_name = node.input[2] if ext.has_zero_point else None
@@ -99,7 +101,7 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
         allowed = MS_QUANTIZE_TYPES if ext.quantize else MS_DEQUANTIZE_TYPES
         floats = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16"}
     else:
-        allowed = set(BY_ONNX)
+        allowed = set(QUANTIZED_BY_ONNX)
         floats = dict(REAL_CODES)
     names = ", ".join(sorted(tname(c) for c in allowed))
     float_names = " or ".join(floats.values()) if len(floats) < 3 else "one of " + REAL_NAMES

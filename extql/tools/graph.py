@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..types import BY_ONNX, EXTENDED_OPS, MS_DOMAIN, MS_QDQ, QTYPES
+from ..types import EXTENDED_OPS, MS_DOMAIN, MS_QDQ, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
 
 __all__ = [
     "ExtNode",
@@ -278,11 +278,11 @@ def zero_point_type(ext: ExtNode, types: dict[str, TypeInfo]) -> int | None:
             f"{node.input[2]!r}; give the model a value_info (or graph input type) for it, "
             "or make it an initializer"
         )
-    if info.elem_type not in BY_ONNX:
+    if info.elem_type not in QUANTIZED_BY_ONNX:
         raise ValueError(
             f"{ext.label}: the zero point {node.input[2]!r} has type "
             f"{helper.tensor_dtype_to_string(info.elem_type)}, which is not one of "
-            f"{', '.join(QTYPES)}"
+            f"{', '.join(QUANTIZED)}"
         )
     return info.elem_type
 

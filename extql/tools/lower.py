@@ -47,6 +47,10 @@ _OFFICIAL_Q = {
     "default": _Official(10, 13),
     "int16": _Official(21, 21),
     "uint16": _Official(21, 21),
+    "int4": _Official(21, 21),
+    "uint4": _Official(21, 21),
+    "int2": _Official(25, 25),
+    "uint2": _Official(25, 25),
 }
 _OFFICIAL_DQ = {
     "int8": _Official(10, 13),
@@ -55,6 +59,10 @@ _OFFICIAL_DQ = {
     "int16": _Official(21, 21),
     "uint16": _Official(21, 21),
     "int32": _Official(10, 13),  # only without a zero point or with an all-zero one
+    "int4": _Official(21, 21),
+    "uint4": _Official(21, 21),
+    "int2": _Official(25, 25),
+    "uint2": _Official(25, 25),
 }
 
 
@@ -75,12 +83,13 @@ def lower_to_standard(
     scale) are lowered by the same rules; a com.microsoft node that the
     model's opset cannot express (16-bit below opset 21) stays as it is.
 
-    Lowered: quantize to int8/uint8 (and without a zero point) and int16/uint16;
-    dequantize of int8/uint8/int16/uint16, and of int32 without a zero point or
-    with a constant all-zero one (the official int32 dequantize computes the
-    difference in 32 bits).  Per-tensor needs ai.onnx opset >= 10 (21 for the
-    16-bit types), per-axis >= 13 (21).  Everything else is left as it is; the
-    reason for each node left is appended to ``report`` (when given) and
+    Lowered: quantize to int8/uint8 (and without a zero point), int16/uint16
+    and the sub-byte int4/uint4/int2/uint2; dequantize of the same types, and
+    of int32 without a zero point or with a constant all-zero one (the
+    official int32 dequantize computes the difference in 32 bits).
+    Per-tensor needs ai.onnx opset >= 10 (21 for the 16-bit types and
+    int4/uint4, 25 for int2/uint2), per-axis >= 13 (the same).  Everything
+    else is left as it is; the reason for each node left is appended to ``report`` (when given) and
     issued as a warning when the model's opset is too old.  The model's
     opset is never changed (raising it could change the meaning of other
     nodes); a model without any ai.onnx import gets opset 21.  Fallback

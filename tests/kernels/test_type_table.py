@@ -17,7 +17,7 @@ from onnx import TensorProto
 from ortutil import node_model, session
 
 import extql
-from extql._typetable import QTYPE_ROWS
+from extql._typetable import QTYPE_ROWS, SUBBYTE_ROWS
 from extql.types import (
     MS_DEQUANTIZE_NAMES,
     MS_DEQUANTIZE_TYPES,
@@ -52,9 +52,13 @@ def _limits(name: str) -> tuple[float, float]:
     return float(info.min), float(info.max)
 
 
-def _header_rows() -> dict[str, tuple[int, int, float, float]]:
+def _header_rows(subbyte: bool = False) -> dict[str, tuple[int, int, float, float]]:
+    """The X(...) rows of the header: the eight (element size in bytes), or
+    the sub-byte ones (bits)."""
     text = HEADER.read_text()
-    rows = re.findall(r'X\((\w+), "(\w+)", (\d+), (\d+), (\S+), (\S+)\)', text)
+    start = text.index("EXTQL_FOR_EACH_SUBBYTE")
+    part = text[start:] if subbyte else text[:start]
+    rows = re.findall(r'X\((\w+), "(\w+)", (\d+), (\d+), (\S+), (\S+)\)', part)
     enum = dict(re.findall(r"EXTQL_(\w+)\s*= (\d+)", text))
     out = {}
     for upper, name, code, size, lo, hi in rows:
@@ -64,17 +68,32 @@ def _header_rows() -> dict[str, tuple[int, int, float, float]]:
 
 
 def test_the_built_header_is_generated_from_the_table():
-    assert HEADER.read_text() == _generator().header_text(QTYPE_ROWS)
+    assert HEADER.read_text() == _generator().header_text(QTYPE_ROWS, SUBBYTE_ROWS)
 
 
 def test_the_generator_rewrites_a_stale_header(tmp_path):
     """A header that is not the table's is rewritten; a current one is left alone."""
     gen = _generator()
     header = tmp_path / "extql_types.h"
-    header.write_text(gen.header_text(QTYPE_ROWS).replace("= 3,", "= 4,"))
+    want = gen.header_text(QTYPE_ROWS, SUBBYTE_ROWS)
+    header.write_text(want.replace("= 3,", "= 4,"))
     assert gen.write_header(header) is True
-    assert header.read_text() == gen.header_text(QTYPE_ROWS)
+    assert header.read_text() == want
     assert gen.write_header(header) is False  # already current: left alone
+
+
+def test_the_header_holds_the_sub_byte_types():
+    """The sub-byte rows: ONNX's codes, bits and ml_dtypes' ranges."""
+    rows = _header_rows(subbyte=True)
+    assert list(rows) == ["int4", "uint4", "int2", "uint2"]
+    for name, (code, bits, lo, hi) in rows.items():
+        info = ml_dtypes.iinfo(getattr(ml_dtypes, name))
+        assert (lo, hi) == (info.min, info.max) and bits == info.bits, name
+        if hasattr(TensorProto, name.upper()):  # int2 / uint2 from onnx 1.20
+            assert code == getattr(TensorProto, name.upper()), name
+    text = HEADER.read_text()
+    assert f"#define EXTQL_N_SUBBYTE {len(rows)}" in text
+    assert '#define EXTQL_SUBBYTE_NAMES "int4, uint4, int2, uint2"' in text
 
 
 def test_the_header_holds_every_type_with_its_facts():
@@ -117,14 +136,16 @@ def test_the_shim_names_the_types_of_the_table():
 
 
 def test_the_sub_byte_types_of_the_table():
-    """int4 / uint4 (com.microsoft only): ONNX codes and ml_dtypes' ranges;
-    the 8-bit carrier the kernels compute them in holds every value."""
-    assert list(SUBBYTE) == ["int4", "uint4"]
+    """int4 / uint4 / int2 / uint2: ONNX codes and ml_dtypes' ranges; the
+    8-bit carrier the kernels compute them in holds every value."""
+    assert list(SUBBYTE) == ["int4", "uint4", "int2", "uint2"]
     for name, sub in SUBBYTE.items():
-        assert sub.onnx == getattr(TensorProto, name.upper())
+        # (onnx has int2 / uint2 from 1.20; the codes are ONNX's either way.)
+        assert sub.onnx == getattr(TensorProto, name.upper(), {"int2": 26, "uint2": 25}.get(name))
         dtype = getattr(ml_dtypes, name)
         held = [v for v in range(-20, 21) if int(np.array(v).astype(dtype).astype(int)) == v]
-        assert (sub.lo, sub.hi) == (min(held), max(held)) and len(held) == 16
+        assert (sub.lo, sub.hi) == (min(held), max(held)) and len(held) == 2**sub.bits
+        assert sub.dtype == np.dtype(dtype)
         carrier = np.iinfo(sub.carrier.dtype)
         assert carrier.min <= sub.lo and sub.hi <= carrier.max and sub.carrier.dtype.itemsize == 1
 

@@ -1,0 +1,347 @@
+"""The sub-byte types int4 / uint4 (QuantizeLinear-21) and int2 / uint2
+(QuantizeLinear-25) through the NumPy API and the kernels' packed layout,
+against the contract (tests/contract.py), ONNX's reference implementation and
+onnxruntime's own QuantizeLinear / DequantizeLinear, bit for bit, on both
+kernel variants (conftest.py runs this module once per variant).
+
+In NumPy the types are ml_dtypes' (one element per byte, in its low bits);
+in ONNX tensors they are packed 8 / bits per byte, element k of a byte in its
+bits [k * bits, (k + 1) * bits) -- the layout ``pack`` below writes from that
+sentence, which the kernels' packed output must match.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from contract import BF16, SUBBYTE_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from packaging.version import Version
+
+import extql
+from extql import _kernels
+
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+NAMES = list(SUBBYTE_TYPES)
+BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+CODE = {name: getattr(TensorProto, name.upper(), None) for name in NAMES}
+#: The first ai.onnx opset of each type.
+FIRST_OPSET = {"int4": 21, "uint4": 21, "int2": 25, "uint2": 25}
+ONNX_OPSET = onnx.defs.onnx_opset_version()
+ORT_VERSION = Version(ort.__version__)
+
+SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 3.5, 7.5, -8.5, 15.5, 1e30, -1e30,
+                    np.inf, -np.inf, np.nan, 1e-40, 2049.0], np.float32)
+
+# (x shape, axis, block size, kind): per tensor, per axis (middle and last
+# axis), blocked along the last axis (aligned power-of-two blocks, and a
+# ragged tail) and along a middle axis.
+LAYOUTS = [
+    ((3, 51), 1, 0, "tensor"),
+    ((2, 5, 7, 3), 1, 0, "axis"),
+    ((4, 37), -1, 0, "axis"),
+    ((4, 256), 1, 32, "blocked"),
+    ((3, 300), 1, 128, "blocked"),
+    ((6, 10, 7), 1, 3, "blocked"),
+]
+
+
+def pack(values: np.ndarray, bits: int) -> np.ndarray:
+    """ONNX's packed bytes of the integer values: 8 // bits per byte, element
+    k of a byte in its bits [k * bits, (k + 1) * bits), unused bits 0."""
+    per, mask = 8 // bits, (1 << bits) - 1
+    flat = np.asarray(values, np.int64).reshape(-1)
+    out = np.zeros(-(-flat.size // per), np.uint8)
+    for k in range(per):
+        part = flat[k::per] & mask
+        out[: part.size] |= (part << (k * bits)).astype(np.uint8)
+    return out
+
+
+def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype=F32):
+    a = axis % len(shape)
+    if kind == "tensor":
+        pshape: tuple[int, ...] = ()
+    elif kind == "axis":
+        pshape = (shape[a],)
+    else:
+        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 0.1, 1.0], np.float32), pshape)
+         * (1 + rng.random(pshape))).astype(np.float32).astype(s_dtype)
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    z = rng.integers(lo, hi, pshape, endpoint=True, dtype=np.int64).astype(dt)
+    return np.asarray(s), np.asarray(z)
+
+
+def _x(rng, shape, dtype=F32, spread: float = 6.0) -> np.ndarray:
+    x = (rng.standard_normal(shape) * spread).astype(np.float32)
+    flat = x.reshape(-1)
+    k = min(flat.size, SPECIAL.size)
+    flat[rng.choice(flat.size, k, replace=False)] = SPECIAL[:k]
+    with np.errstate(over="ignore"):
+        return x.astype(dtype)
+
+
+def _expanded(v: np.ndarray, shape, axis: int, block: int) -> np.ndarray:
+    if not block:
+        return v
+    a = axis % len(shape)
+    return expand_blocks(v, a, block, shape[a])
+
+
+def _seed(*parts) -> int:
+    return abs(hash(parts)) % 2**32
+
+
+# --------------------------------------------------------------------------
+# NumPy API against the contract
+
+
+@pytest.mark.parametrize("x_type", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
+def test_quantize_against_contract(x_type, name, shape, axis, block, kind):
+    dtype = {"float32": F32, "float16": F16, "bfloat16": BF16}[x_type]
+    rng = np.random.default_rng(_seed(x_type, name, shape, block))
+    s, z = _params(rng, name, shape, axis, block, kind, dtype)
+    x = _x(rng, shape, dtype)
+    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block)
+    assert y.dtype == SUBBYTE_TYPES[name][0]
+    want = quantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
+                    axis=axis % len(shape))
+    assert_same_bits(y, want, f"Q {x_type} -> {name} {kind}")
+    # ml_dtypes' layout: the value in the low bits, the others 0.
+    assert not (y.view(np.uint8) >> BITS[name]).any()
+
+
+@pytest.mark.parametrize("s_type", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
+def test_dequantize_against_contract(s_type, name, shape, axis, block, kind):
+    dtype = {"float32": F32, "float16": F16, "bfloat16": BF16}[s_type]
+    rng = np.random.default_rng(_seed(s_type, name, shape, block, "dq"))
+    s, z = _params(rng, name, shape, axis, block, kind, dtype)
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    x = rng.integers(lo, hi, shape, endpoint=True).astype(dt)
+    y = extql.dequantize_linear(x, s, z, axis=axis, block_size=block)
+    assert y.dtype == dtype
+    want = dequantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
+                      axis=axis % len(shape))
+    assert_same_bits(y, want, f"DQ {name} s {s_type} {kind}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_saturation_and_nan(name):
+    """Out of range values saturate to the type's range, NaN gives its low end,
+    and the zero point shifts before the clamp."""
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    x = np.array([np.nan, np.inf, -np.inf, 1e9, -1e9, 0.5, 1.5, -0.5], np.float32)
+    y = extql.quantize_linear(x, np.float32(1), np.asarray(hi, dt))
+    assert y.astype(int).tolist() == [lo, hi, lo, hi, lo, hi, hi, hi]
+    y = extql.quantize_linear(x, np.float32(1), np.asarray(lo, dt))
+    assert y.astype(int).tolist() == [lo, hi, lo, hi, lo, lo, min(lo + 2, hi), lo]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_zero_point_from_python_numbers_and_output_dtype(name):
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    x = np.array([hi - lo, 0, lo - hi], np.int64).astype(np.float32)
+    y = extql.quantize_linear(x, np.float32(1), output_dtype=dt)
+    assert y.dtype == dt
+    assert y.astype(int).tolist() == [hi, max(lo, 0), lo]
+    q = np.array([lo, hi], dt)
+    assert extql.dequantize_linear(q, np.float32(2), lo).tolist() == [0.0, 2.0 * (hi - lo)]
+    with pytest.raises(ValueError, match=f"not representable as {name}"):
+        extql.dequantize_linear(q, np.float32(2), hi + 1)
+    with pytest.raises(TypeError, match="output_dtype .* must be the zero point's type"):
+        extql.quantize_linear(x, np.float32(1), np.int8(0), output_dtype=dt)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_tensors_every_split(name, threads):
+    """Tensors the kernels split across threads and into passes (8192
+    elements), blocked along the last axis and per axis, with odd lengths."""
+    rng = np.random.default_rng(_seed(name, threads))
+    extql.set_num_threads(threads)
+    try:
+        for shape, axis, block, kind in [((3, 100_003), 1, 0, "tensor"),
+                                         ((1025, 256), 1, 32, "blocked"),
+                                         ((517, 131), 0, 0, "axis"),
+                                         ((3, 7, 9, 1041), 1, 0, "axis")]:
+            s, z = _params(rng, name, shape, axis, block, kind)
+            x = _x(rng, shape)
+            y = extql.quantize_linear(x, s, z, axis=axis, block_size=block)
+            se, ze = _expanded(s, shape, axis, block), _expanded(z, shape, axis, block)
+            assert_same_bits(y, quantize(x, se, ze, axis=axis), f"Q {name} {kind} t={threads}")
+            d = extql.dequantize_linear(y, s, z, axis=axis, block_size=block)
+            assert_same_bits(d, dequantize(y, se, ze, axis=axis),
+                             f"DQ {name} {kind} t={threads}")
+    finally:
+        extql.set_num_threads(None)
+
+
+# --------------------------------------------------------------------------
+# The packed layout (what the onnxruntime library reads and writes)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 127, 8191, 8193, 70_001])
+def test_packed_layout_is_onnxs(name, n):
+    """The kernels' packed output is ONNX's layout (odd tails included), and
+    packed input reads back to the same values."""
+    rng = np.random.default_rng(_seed(name, n))
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    bits = BITS[name]
+    x = _x(rng, (n,))
+    s = np.array([0.7], np.float32)
+    z = np.array([rng.integers(lo, hi, endpoint=True)], np.int64)
+    carrier = np.int8 if lo < 0 else np.uint8
+    want = quantize(x, s[0], z.astype(dt)[0])
+    y = np.zeros(-(-n * bits // 8), np.uint8)
+    _kernels.quantize(CODE_OF[name], 1, 1, x.view(np.uint8), s, z.astype(carrier).view(np.uint8),
+                      y, n, 1, n)
+    np.testing.assert_array_equal(y, pack(want, bits))
+    unpacked = np.zeros(n, np.uint8)
+    _kernels.unpack(CODE_OF[name], y, unpacked)
+    np.testing.assert_array_equal(unpacked.view(carrier).astype(np.int64), want.astype(np.int64))
+    d = np.zeros(n, np.float32)
+    _kernels.dequantize(CODE_OF[name], 1, y, s, z.astype(carrier).view(np.uint8),
+                        d.view(np.uint8), n, 1, n)
+    assert_same_bits(d, dequantize(want, s[0], z.astype(dt)[0]), f"packed DQ {name} {n}")
+
+
+def test_packed_ranges_must_start_on_a_byte():
+    """A packed range that does not start on a byte boundary would share its
+    first byte with another range: the kernel refuses it."""
+    x = np.zeros(8, np.float32)
+    y = np.zeros(4, np.uint8)
+    import ctypes
+
+    lib = ctypes.CDLL(extql.get_library_path())
+    fn = lib.extql_quantize_typed_range_ex
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [
+        ctypes.c_int]
+    s = np.ones(1, np.float32)
+    args = (x.ctypes.data, s.ctypes.data, None, y.ctypes.data, 1, 8, 0)
+    assert fn(CODE_OF["int4"], 1, 1, *args, 1, 8, 0) == -1
+    assert fn(CODE_OF["int4"], 1, 1, *args, 2, 8, 0) == 0
+    assert fn(CODE_OF["int2"], 1, 1, *args, 2, 8, 0) == -1
+
+
+CODE_OF = {"int4": 22, "uint4": 21, "int2": 26, "uint2": 25}
+
+
+def test_codes_are_onnxs():
+    for name in NAMES:
+        if CODE[name] is not None:
+            assert CODE_OF[name] == CODE[name]
+        assert extql.types.SUBBYTE[name].onnx == CODE_OF[name]
+
+
+# --------------------------------------------------------------------------
+# Against the official operators: onnx.reference and onnxruntime
+
+
+def _initializer(name: str, value: np.ndarray) -> onnx.TensorProto:
+    value = np.asarray(value)
+    if value.dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4),
+                       np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2)):
+        code = CODE[value.dtype.name]
+        return helper.make_tensor(name, code, value.shape, value.astype(np.int64).reshape(-1))
+    if value.dtype == BF16:
+        return helper.make_tensor(name, TensorProto.BFLOAT16, value.shape,
+                                  value.view(np.uint16).tobytes(), raw=True)
+    return onnx.numpy_helper.from_array(value, name)
+
+
+def _official_qdq(name, opset, shape, s, z, axis, block):
+    """QuantizeLinear -> y (the official op), and y read as float through a
+    DequantizeLinear with scale 1 and zero point 0 (onnxruntime's Python API
+    hands no sub-byte output over); and DequantizeLinear of y."""
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], **attrs),
+             helper.make_node("DequantizeLinear", ["q", "one", "zero"], ["values"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"], **attrs)]
+    inits = [_initializer("s", s), _initializer("z", z),
+             helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+             helper.make_tensor("zero", CODE[name], [], [0])]
+    x_code = {F32: TensorProto.FLOAT, F16: TensorProto.FLOAT16, BF16: TensorProto.BFLOAT16}
+    s_code = x_code[np.asarray(s).dtype]
+    out_code = s_code
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("values", TensorProto.FLOAT, shape),
+         helper.make_tensor_value_info("dq", out_code, shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                             ir_version=10 if opset < 25 else 11)
+
+
+def _ort_runs(model) -> ort.InferenceSession | None:
+    try:
+        return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - onnxruntime's own exception types
+        return None
+
+
+#: (opset, type) pairs this onnx has: opsets 21, 23, 24, 25 from each type's first.
+OFFICIAL = [(opset, name) for name in NAMES for opset in (21, 23, 24, 25)
+            if FIRST_OPSET[name] <= opset <= ONNX_OPSET and CODE[name] is not None]
+#: The first onnxruntime release whose own operators run the type.
+ORT_FIRST = {4: Version("1.19"), 2: Version("1.24")}
+
+
+@pytest.mark.parametrize(("opset", "name"), OFFICIAL)
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
+def test_against_the_official_operators(opset, name, shape, axis, block, kind):
+    """extql's quantize and dequantize give the bits of onnxruntime's own
+    operators (where onnxruntime runs the type) and of ONNX's reference
+    implementation, with float32 x and scale.  The two official ones
+    disagree where x / s is NaN, +-inf or |x / s| >= 2^31: onnx.reference
+    converts the rounded quotient to int32 before it adds the zero point
+    (+inf and 1e30 become the low end, NaN the low end or -- the sum
+    wrapping around -- the high end); onnxruntime saturates and takes NaN to
+    the low end, as the contract does (docs/differences.rst)."""
+    rng = np.random.default_rng(_seed(opset, name, shape, block))
+    s, z = _params(rng, name, shape, axis, block, kind)
+    x = _x(rng, shape)
+    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block)
+    dq = extql.dequantize_linear(y, s, z, axis=axis, block_size=block)
+    a = axis % len(shape)
+    with np.errstate(all="ignore"):
+        ratio = x / np.broadcast_to(_along_x(_expanded(s, shape, axis, block), shape, a), shape)
+    beyond = ~(np.abs(ratio) < 2.0**31)  # NaN too
+    assert beyond.any() and not beyond.all()  # both kinds of element are judged
+    model = _official_qdq(name, opset, shape, s, z, a, block)
+    ref_values, ref_dq = (np.asarray(v) for v in ReferenceEvaluator(model).run(None, {"x": x}))
+    assert_same_bits(y.astype(np.float32)[~beyond], ref_values[~beyond],
+                     f"Q {name} {kind} opset {opset} vs onnx.reference")
+    assert_same_bits(dq[~beyond], ref_dq[~beyond],
+                     f"DQ {name} {kind} opset {opset} vs onnx.reference")
+    sess = _ort_runs(model)
+    if sess is None:
+        assert ORT_VERSION < ORT_FIRST[BITS[name]], (
+            f"onnxruntime {ort.__version__} does not run {name} at opset {opset}")
+        return
+    values, got_dq = sess.run(None, {"x": x})
+    assert_same_bits(y.astype(np.float32), values, f"Q {name} {kind} opset {opset} vs onnxruntime")
+    assert_same_bits(dq, got_dq, f"DQ {name} {kind} opset {opset} vs onnxruntime")
+    # Where the two official implementations differ, it is only there.
+    assert not (ref_values != values)[~beyond].any()
+
+
+def _along_x(v: np.ndarray, shape, axis: int) -> np.ndarray:
+    """A per-tensor, per-axis or expanded blocked parameter broadcastable to x."""
+    v = np.asarray(v)
+    if v.ndim == len(shape) and v.ndim >= 2:
+        return v
+    if v.size == 1:
+        return v.reshape(())
+    view = [1] * len(shape)
+    view[axis] = v.shape[0]
+    return v.reshape(view)
