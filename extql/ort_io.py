@@ -19,6 +19,12 @@ the same results bit for bit:
 An output that onnxruntime allocates itself (``IOBinding.bind_output``) is
 read as NumPy on every release, bfloat16 included, by :func:`to_numpy`.
 
+The sub-byte types (int4, uint4, int2, uint2: ml_dtypes arrays of one
+element per byte) are packed in an OrtValue, 8 / bits per byte, so an
+OrtValue cannot share their memory: :func:`ortvalue` packs a copy (an
+input), :func:`subbyte_output` allocates an output, and :func:`to_numpy`
+unpacks either (:func:`pack` / :func:`unpack`).
+
 onnxruntime and onnx are imported only by the functions that use them, so
 ``import extql`` stays light.
 """
@@ -31,12 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from .types import QTYPES
+from .types import QTYPES, SUBBYTE, SubByteType
 
 __all__ = [
     "WIDENED_SUFFIX",
     "has_typed_ortvalues",
     "ortvalue",
+    "subbyte_output",
+    "pack",
+    "unpack",
     "bind_inputs",
     "bind_outputs",
     "to_numpy",
@@ -69,6 +78,49 @@ def _is_bfloat16(array: Any) -> bool:
     return getattr(array, "dtype", None) == _BF16
 
 
+_SUBBYTE_BY_DTYPE: dict[np.dtype, SubByteType] = {t.dtype: t for t in SUBBYTE.values()}
+_SUBBYTE_BY_NAME: dict[str, SubByteType] = {f"tensor({t.name})": t for t in SUBBYTE.values()}
+
+
+def pack(array: np.ndarray) -> np.ndarray:
+    """The ONNX bytes of a sub-byte array (ml_dtypes int4 / uint4 / int2 /
+    uint2): 8 / bits elements per byte, element k of a byte in its bits
+    [k * bits, (k + 1) * bits), the last byte's unused bits 0."""
+    t = _SUBBYTE_BY_DTYPE[np.dtype(array.dtype)]
+    per, mask = 8 // t.bits, (1 << t.bits) - 1
+    # ml_dtypes keeps each value in the low bits of its byte.
+    flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8) & mask
+    flat = np.concatenate([flat, np.zeros(-flat.size % per, np.uint8)])
+    groups = flat.reshape(-1, per)
+    out = np.zeros(groups.shape[0], np.uint8)
+    for k in range(per):
+        out |= groups[:, k] << (k * t.bits)
+    return out
+
+
+def unpack(packed: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """The sub-byte array of ``shape`` and ``dtype`` whose ONNX bytes are
+    ``packed`` (the inverse of :func:`pack`)."""
+    t = _SUBBYTE_BY_DTYPE[np.dtype(dtype)]
+    per, mask = 8 // t.bits, (1 << t.bits) - 1
+    n = int(np.prod(shape, dtype=np.int64))
+    parts = [(packed >> (k * t.bits)) & mask for k in range(per)]
+    flat = np.stack(parts, axis=1).reshape(-1)[:n].astype(np.uint8)
+    return flat.view(t.dtype).reshape(shape)
+
+
+def _packed_ortvalue(shape: tuple[int, ...], t: SubByteType) -> Any:
+    import onnxruntime as ort
+
+    return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), t.onnx)
+
+
+def subbyte_output(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    """An OrtValue onnxruntime can write a sub-byte output of ``shape`` into
+    (bind it with ``bind_ortvalue_output``; read it with :func:`to_numpy`)."""
+    return _packed_ortvalue(shape, _SUBBYTE_BY_DTYPE[np.dtype(dtype)])
+
+
 def ortvalue(array: np.ndarray) -> Any:
     """An OrtValue over ``array``'s own memory (so an output bound with it is
     written in place); bfloat16 is typed ``BFLOAT16``.
@@ -76,12 +128,20 @@ def ortvalue(array: np.ndarray) -> Any:
     The array must be C-contiguous and must outlive every run that uses the
     OrtValue (older onnxruntime releases keep no reference to it).  Raises
     ``ValueError`` for a non-contiguous array and ``RuntimeError`` for
-    bfloat16 on an onnxruntime without typed OrtValues.
+    bfloat16 on an onnxruntime without typed OrtValues.  A sub-byte array
+    is packed into a new OrtValue (a copy: an input only).
     """
     import onnxruntime as ort
 
     if not array.flags.c_contiguous:
         raise ValueError("extql.ort_io: an OrtValue needs a C-contiguous array")
+    sub = _SUBBYTE_BY_DTYPE.get(array.dtype)
+    if sub is not None:
+        ov = _packed_ortvalue(array.shape, sub)
+        data = pack(array)
+        if data.size:
+            ctypes.memmove(ov.data_ptr(), data.ctypes.data, data.size)
+        return ov
     if _is_bfloat16(array):
         if not has_typed_ortvalues():
             raise RuntimeError(
@@ -109,9 +169,13 @@ def bind_inputs(binding: Any, feeds: Mapping[str, Any]) -> list[Any]:
 def bind_outputs(binding: Any, outputs: Mapping[str, np.ndarray]) -> list[Any]:
     """Bind preallocated C-contiguous arrays as outputs of an ``IOBinding``:
     a run writes them in place.  Returns the OrtValues that must stay alive
-    until the run is over."""
+    until the run is over.  (A sub-byte output cannot be written in place:
+    bind :func:`subbyte_output`.)"""
     alive: list[Any] = []
     for name, array in outputs.items():
+        if array.dtype in _SUBBYTE_BY_DTYPE:
+            raise ValueError(f"extql.ort_io: output {name!r} is {array.dtype}, which an "
+                             "OrtValue holds packed: bind subbyte_output(...) instead")
         ov = ortvalue(array)
         alive += [array, ov]
         binding.bind_ortvalue_output(name, ov)
@@ -121,7 +185,16 @@ def bind_outputs(binding: Any, outputs: Mapping[str, np.ndarray]) -> list[Any]:
 def to_numpy(value: Any) -> np.ndarray:
     """An OrtValue on the CPU (an output onnxruntime allocated) as a NumPy
     array; bfloat16 is copied out of onnxruntime's buffer as
-    ``ml_dtypes.bfloat16``, which ``OrtValue.numpy()`` cannot convert."""
+    ``ml_dtypes.bfloat16``, which ``OrtValue.numpy()`` cannot convert, and
+    the packed sub-byte types are unpacked into ml_dtypes' types."""
+    sub = _SUBBYTE_BY_NAME.get(value.data_type())
+    if sub is not None:
+        shape = tuple(value.shape())
+        n = int(np.prod(shape, dtype=np.int64))
+        packed = np.empty(-(-n * sub.bits // 8), np.uint8)
+        if packed.size:
+            ctypes.memmove(packed.ctypes.data, value.data_ptr(), packed.size)
+        return unpack(packed, sub.dtype, shape)
     if value.data_type() != "tensor(bfloat16)":
         return value.numpy()
     shape = tuple(value.shape())

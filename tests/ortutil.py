@@ -43,6 +43,11 @@ ONNX_OF = {
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.float64): TensorProto.DOUBLE,
 }
+#: The sub-byte types by name (int2 / uint2 where onnx has them).
+SUBBYTE = {"int4": TensorProto.INT4, "uint4": TensorProto.UINT4,
+           **{n: getattr(TensorProto, n.upper()) for n in ("int2", "uint2")
+              if hasattr(TensorProto, n.upper())}}
+ONNX_OF.update({np.dtype(getattr(ml_dtypes, n)): c for n, c in SUBBYTE.items()})
 DTYPE_OF = {v: k for k, v in ONNX_OF.items()}
 ORT_TYPE = {
     TensorProto.FLOAT: "tensor(float)",
@@ -69,6 +74,9 @@ def tensor(name: str, value: np.ndarray) -> TensorProto:
         return helper.make_tensor(
             name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
         )
+    if value.dtype.name in SUBBYTE:  # onnx packs them
+        return helper.make_tensor(name, SUBBYTE[value.dtype.name], value.shape,
+                                  value.astype(np.int64).reshape(-1))
     return onnx.numpy_helper.from_array(np.array(value, order="C"), name)  # keeps 0-d
 
 
@@ -121,17 +129,23 @@ def run(
     """
     binding = sess.io_binding()
     alive = ort_io.bind_inputs(binding, feeds)  # kept until the run is over
-    bufs, narrow = {}, []
+    bufs, narrow, packed = {}, [], {}
     for out, dtype, shape in zip(sess.get_outputs(), out_dtypes, out_shapes, strict=True):
         dtype = np.dtype(dtype)
+        if dtype.name in SUBBYTE:
+            packed[out.name] = ort_io.subbyte_output(shape, dtype)
+            binding.bind_ortvalue_output(out.name, packed[out.name])
+            continue
         widened = dtype == BF16 and out.type == "tensor(float)"
         bufs[out.name] = np.empty(shape, dtype=np.float32 if widened else dtype)
         narrow.append(widened)
     alive += ort_io.bind_outputs(binding, bufs)
     sess.run_with_iobinding(binding)
-    # The bound buffers were written in place.
-    return [ort_io.narrow_bfloat16(b) if w else b
-            for b, w in zip(bufs.values(), narrow, strict=True)]
+    # The bound buffers were written in place; packed ones are unpacked.
+    plain = iter([ort_io.narrow_bfloat16(b) if w else b
+                  for b, w in zip(bufs.values(), narrow, strict=True)])
+    return [ort_io.to_numpy(packed[o.name]) if o.name in packed else next(plain)
+            for o in sess.get_outputs()]
 
 
 def bfloat16_io_fallback(
@@ -208,6 +222,9 @@ def node_model(
     else:
         outputs = [value_info("y", out_type, x.shape if declare_output else None)]
     model = make_model(nodes, inputs, outputs, inits, domains=(domain,))
+    sub = [v.dtype.name for v in values.values() if v.dtype.name in SUBBYTE]
+    if sub:  # int4 needs IR 10, int2 IR 11 (and opset 25)
+        model.ir_version = 11 if any(n.endswith("2") for n in sub) else 10
     if not typed:
         model, feeds = ort_io.bfloat16_inputs_as_initializers(model, feeds)
         if bf16_out:

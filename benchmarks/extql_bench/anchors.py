@@ -8,18 +8,19 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import QType
+from extql.types import QType, SubByteType
 
 from .config import DQ, Q
 
-#: onnxruntime's own QuantizeLinear / DequantizeLinear (opset 21) types.
-ORT_Q_TYPES = ("int8", "uint8", "int16", "uint16")
-ORT_DQ_TYPES = ("int8", "uint8", "int16", "uint16", "int32")
+#: onnxruntime's own QuantizeLinear / DequantizeLinear (opset 21) types
+#: (int4 / uint4 from onnxruntime 1.19).
+ORT_Q_TYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4")
+ORT_DQ_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4")
 
 ANCHOR_NAME = {"ort": "onnxruntime {}", "cast": "Cast"}
 
 
-def anchor_kind(op: str, qt: QType) -> str | None:
+def anchor_kind(op: str, qt: QType | SubByteType) -> str | None:
     """``cast`` (float16 / bfloat16), ``ort`` (a type onnxruntime's own op
     takes) or None (no onnxruntime op to compare with)."""
     if qt.is_float:
@@ -44,7 +45,7 @@ def _per_axis(a: np.ndarray, s: np.ndarray, zp: np.ndarray, axis: int):
     return s, zp
 
 
-def numpy_quantize(x: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType,
+def numpy_quantize(x: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType | SubByteType,
                    axis: int) -> np.ndarray:
     """The NumPy expression of quantize (the anchor of the numpy table)."""
     s, zp = _per_axis(x, s, zp, axis)
@@ -56,7 +57,7 @@ def numpy_quantize(x: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType,
     return np.clip(np.rint(x / s) + zp, qt.lo, qt.hi).astype(qt.dtype)
 
 
-def numpy_dequantize(q: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType,
+def numpy_dequantize(q: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType | SubByteType,
                      axis: int) -> np.ndarray:
     """The NumPy expression of dequantize."""
     s, zp = _per_axis(q, s, zp, axis)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from extql.cli.args import thread_count
 from extql.cli.errors import CliError, writable_output
-from extql.types import QTYPES
+from extql.types import QTYPES, QUANTIZED, SUBBYTE
 
 from .config import (
     DQ,
@@ -48,8 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="interleaved samples per contender; the median is reported (default 15)")
     p.add_argument("--ops", nargs="+", choices=[Q, DQ, "q", "dq"], metavar="OP",
                    help="Q and/or DQ (default both)")
-    p.add_argument("--types", nargs="+", choices=list(QTYPES), metavar="TYPE",
-                   help=f"quantized types (default all: {', '.join(QTYPES)})")
+    p.add_argument("--types", nargs="+", choices=list(QUANTIZED), metavar="TYPE",
+                   help=f"quantized types (default the eight: {', '.join(QTYPES)}; also "
+                        f"{', '.join(SUBBYTE)}, packed in the onnxruntime table)")
     p.add_argument("--granularity", nargs="+", choices=GRANULARITIES, dest="granularities",
                    metavar="G", help=f"{', '.join(GRANULARITIES)} (default all)")
     p.add_argument("--float", nargs="+", choices=FLOATS, dest="floats", metavar="FLOAT",

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from extql import ort_io
-from extql.types import DOMAIN, FLOAT_CODES, QTYPES, QType
+from extql.types import DOMAIN, FLOAT_CODES, QTYPES, SUBBYTE, QType, SubByteType
 
 from .config import Q
 from .data import axis as axis_of
@@ -41,12 +41,17 @@ class Ort:
         self.bf16 = QTYPES["bfloat16"].dtype
         # Older onnxruntime releases (1.18 for one) cannot bind a bfloat16 buffer.
         self.can_bind_bf16 = ort_io.has_typed_ortvalues()
+        self.version = tuple(int(p) for p in ort.__version__.split(".")[:2])
 
-    def unmeasurable(self, qt: QType) -> str | None:
+    def unmeasurable(self, qt: QType | SubByteType) -> str | None:
         """Why a type cannot be measured with this onnxruntime, or None."""
         if qt.name == "bfloat16" and not self.can_bind_bf16:
             return ("not measured: this onnxruntime cannot bind bfloat16 buffers "
                     "(no OrtValue.ortvalue_from_numpy_with_onnx_type)")
+        if qt.name in ("int2", "uint2"):
+            return "not measured: onnxruntime's custom operators take no int2 / uint2"
+        if qt.name in SUBBYTE and self.version < (1, 21):
+            return "not measured: onnxruntime's custom operators take int4 from 1.21"
         return None
 
     def _tensor(self, name: str, value: np.ndarray) -> Any:
@@ -62,7 +67,7 @@ class Ort:
         self,
         kind: str,
         op: str,
-        qt: QType,
+        qt: QType | SubByteType,
         granularity: str,
         scale: np.ndarray,
         zp: np.ndarray,
@@ -130,14 +135,30 @@ class Ort:
 
     def runner(self, sess: Any, x: np.ndarray, y: np.ndarray) -> Callable[[], None]:
         """A no-argument function that runs the session from x into y (both
-        bound once, so a call is the session's work and nothing else)."""
+        bound once, so a call is the session's work and nothing else); its
+        ``output()`` is the output as NumPy (y itself, or a sub-byte output
+        unpacked from the OrtValue it is written to: packed, it cannot be
+        y's memory)."""
         binding = sess.io_binding()
         # The OrtValues wrap the arrays' memory; keep them alive with the closure.
-        alive = ort_io.bind_inputs(binding, {"x": x}) + ort_io.bind_outputs(binding, {"y": y})
+        alive = ort_io.bind_inputs(binding, {"x": x})
+        if y.dtype.name in SUBBYTE:
+            packed = ort_io.subbyte_output(y.shape, y.dtype)
+            binding.bind_ortvalue_output("y", packed)
+            alive.append(packed)
+
+            def output() -> np.ndarray:
+                return ort_io.to_numpy(packed)
+        else:
+            alive += ort_io.bind_outputs(binding, {"y": y})
+
+            def output() -> np.ndarray:
+                return y
         run = sess.run_with_iobinding
 
         def call() -> None:
             run(binding)
 
         call.keep = (alive, binding)  # type: ignore[attr-defined]
+        call.output = output  # type: ignore[attr-defined]
         return call

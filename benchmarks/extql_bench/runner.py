@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import FLOAT_CODES, QTYPES
+from extql.types import FLOAT_CODES, QTYPES, QUANTIZED, SUBBYTE
 
 from . import anchors
 from .config import BenchConfig, Q, size_label
@@ -98,13 +98,13 @@ def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax, block=0) -> str:
 
     y.fill(0)
     ext()
-    got = y.copy()
+    got = ext.output().copy()
     # onnxruntime's QuantizeLinear divides float16 by float16 in float32 for
     # some types: with a float16 / bfloat16 side the NumPy API judges.
     if anc is not None and kind == "ort" and scale.dtype == np.float32:
         y.fill(0)
         anc()
-        return "=ort" if same_bits(got, y) else "MISMATCH vs onnxruntime"
+        return "=ort" if same_bits(got, anc.output()) else "MISMATCH vs onnxruntime"
     if op == Q:
         want = quantize_linear(x, scale, zp, axis=ax, block_size=block)
     else:
@@ -133,7 +133,7 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
     o = Ort()
     set_isa(_kernels.isa())  # the copy runs the variant the kernels run
     for op, fname, tname in itertools.product(cfg.ops, cfg.floats, cfg.types):
-        qt, fdt = QTYPES[tname], REAL_DTYPES[fname]
+        qt, fdt = QUANTIZED[tname], REAL_DTYPES[fname]
         for gran, sizes in _size_groups(cfg):
             scale = data.scale(qt, gran, sizes[0], fdt)
             zp = data.zero_point(qt, gran, sizes[0])
@@ -152,8 +152,9 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                     continue
                 ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads,
                                      "extql", cfg.spin)
-                copy_sess = o.session(o.model("copy", op, qt, gran, scale, zp), threads,
-                                      "copy", cfg.spin)
+                # The copy kernel moves whole bytes: no packed sub-byte rows.
+                copy_sess = None if tname in SUBBYTE else o.session(
+                    o.model("copy", op, qt, gran, scale, zp), threads, "copy", cfg.spin)
                 anc_sess, note = None, None
                 if kind is not None:
                     try:
@@ -176,7 +177,8 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                             anc = None
                     if anc is not None:
                         funcs.append(anc)
-                    funcs.append(o.runner(copy_sess, x, y))
+                    if copy_sess is not None:
+                        funcs.append(o.runner(copy_sess, x, y))
                     exact = None
                     if cfg.check:
                         exact = _check(ext, anc, kind, y, x, qt, op, scale, zp, axis(gran),
@@ -186,7 +188,8 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                         "ort", op, tname, gran, n, threads, times[0],
                         anchor_name=anchors.anchor_name(op, kind),
                         anchor=times[1] if anc is not None else None,
-                        copy=times[-1], exact=exact, note=note, float=fname,
+                        copy=times[-1] if copy_sess is not None else None, exact=exact,
+                        note=note, float=fname,
                     ))
                     del ext, anc, funcs
                 del ext_sess, anc_sess, copy_sess
@@ -201,7 +204,7 @@ def run_numpy_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
             numpy_api.set_num_threads(threads)
             for op in cfg.ops:
                 for tname in cfg.types:
-                    qt = QTYPES[tname]
+                    qt = QUANTIZED[tname]
                     for gran in cfg.side_granularities:
                         scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
                         ax = axis(gran)
@@ -232,12 +235,14 @@ def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
     o = Ort()
     for op in cfg.ops:
         for tname in cfg.types:
-            qt = QTYPES[tname]
+            qt = QUANTIZED[tname]
             for gran in cfg.side_granularities:
                 scale, zp = data.scale(qt, gran), data.zero_point(qt, gran)
                 for threads in _thread_counts(cfg):
                     model = o.model("extql", op, qt, gran, scale, zp)
                     why = o.unmeasurable(qt)
+                    if why is None and tname in SUBBYTE:
+                        why = "not measured: the fallback functions have no sub-byte types"
                     if why is None and attach is None:
                         why = "not measured: extql.attach_fallbacks is not available in this build"
                     if why:
@@ -253,10 +258,11 @@ def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                         exact = None
                         if cfg.check:
                             nat()
-                            got = y.copy()
+                            got = nat.output().copy()
                             y.fill(0)
                             fb()
-                            exact = "=fallback" if same_bits(got, y) else "MISMATCH vs fallback"
+                            exact = ("=fallback" if same_bits(got, fb.output())
+                                     else "MISMATCH vs fallback")
                         tn, tf = time_interleaved([nat, fb], cfg.side_repeat, cfg.min_sample)
                         _emit(cfg, out, Result("fallback", op, tname, gran, n, threads, tn,
                                                anchor_name="fallback model", anchor=tf,

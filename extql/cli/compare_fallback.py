@@ -14,6 +14,7 @@ import argparse
 import numpy as np
 
 from . import json_output, session
+from .errors import CliError
 from .model_io import serialisable
 from .progress import log
 
@@ -25,8 +26,8 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
     """Run the comparison for a model whose outputs with the library were
     ``native``; print and record it; return the exit status (1: a node differs).
     ``tmp`` is a directory for models too big to hand over as bytes."""
-    from ..tools import attach, graph
     from ..tools import compare as node_compare
+    from ..tools import graph
 
     nodes = node_compare.quantization_nodes(model)
     types = graph.infer_types(model)
@@ -40,7 +41,7 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
             target, feeds, session.stepped_options(target, session.library_options, args)))
         iso, feed_of, out_of = node_compare.isolated_nodes(model, kept, types)
         log(args, "running the same nodes through the fallback functions (no library) ...")
-        target = serialisable(attach.attach_fallbacks(iso), tmp, "nodes.onnx")
+        target = serialisable(_with_fallbacks(iso), tmp, "nodes.onnx")
         got = session.run_model(target, {alias: values[name] for alias, name in feed_of.items()},
                                 session.stepped_options(target, None, args))
         for q, (alias, name) in zip(kept, out_of.items(), strict=True):
@@ -49,7 +50,7 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
                 node_lines.append(f"{q.ext.label} (output {name!r}): {diff}")
     skipped = len(nodes) - len(kept)
     log(args, "running the whole model with the fallback functions (no library) ...")
-    target = serialisable(attach.attach_fallbacks(model), tmp, "fallback.onnx")
+    target = serialisable(_with_fallbacks(model), tmp, "fallback.onnx")
     fallback = session.run_model(target, feeds, session.stepped_options(target, None, args))
     whole = _differing_outputs(native, fallback)
     if node_lines:
@@ -75,6 +76,18 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
                        nodes_compared=len(kept), nodes_not_compared=skipped,
                        whole_model_differences=whole)
     return 1 if node_lines else 0
+
+
+def _with_fallbacks(model):
+    """The model with its fallback functions; a node they do not implement
+    (blocked, float16 / bfloat16, sub-byte types) is the user's answer, not
+    an internal error: the comparison cannot be made."""
+    from ..tools import attach
+
+    try:
+        return attach.attach_fallbacks(model)
+    except ValueError as exc:
+        raise CliError(f"--compare-fallback cannot compare this model: {exc}") from None
 
 
 def _differing_outputs(native: dict, fallback: dict) -> list[str]:

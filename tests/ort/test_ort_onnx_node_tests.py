@@ -7,9 +7,13 @@ The Extended ops must stay backward compatible with the official ones, so
 every case whose types, granularity (blocked quantization included) and
 attributes extql shares must give ONNX's expected output bit for bit (and the
 independent contract's).  Cases are left out only for what extql does not
-have: float8 / int4 / int2 / float4 types, a non-float32 x or scale and the
-opset-21+ attributes output_dtype / precision / saturate; test_collected
-checks that every left-out case has such a reason.
+have: float8 / float4 types, float8e8m0 / int32 scales, and an output_dtype
+that differs from the type the inputs give (onnxruntime types a custom
+operator's output from its inputs); test_collected checks that every
+left-out case has such a reason.  int4 / uint4 run in onnxruntime where its
+custom operators take them (1.21 on); int2 / uint2, which none does, run the
+Extended node through onnx.reference with extql.reference.OPS (the same
+kernels).
 """
 
 from __future__ import annotations
@@ -19,12 +23,29 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
-from contract import BF16, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    BF16,
+    SUBBYTE_TYPES,
+    TYPES,
+    assert_same_bits,
+    dequantize,
+    expand_blocks,
+    quantize,
+)
 from onnx import TensorProto, numpy_helper
-from ortutil import DQ, Q, run_node
+from onnx.reference import ReferenceEvaluator
+from ortutil import DQ, Q, node_model, run_node
+from packaging.version import Version
 
-SUPPORTED = {np.dtype(dt) for dt, _, _ in TYPES.values()}
+import extql
+
+SUBBYTE = {np.dtype(dt) for dt, _, _ in SUBBYTE_TYPES.values()}
+SUPPORTED = {np.dtype(dt) for dt, _, _ in TYPES.values()} | SUBBYTE
+#: Sub-byte types extql's onnxruntime library runs with this onnxruntime.
+ORT_SUBBYTE = ({np.dtype(SUBBYTE_TYPES[n][0]) for n in ("int4", "uint4")}
+               if Version(ort.__version__) >= Version("1.21") else set())
 OFFICIAL = {"QuantizeLinear": Q, "DequantizeLinear": DQ}
 
 
@@ -83,7 +104,7 @@ def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | Non
     x, scale = arrays[0], arrays[1]
     quantized = x if node.op_type == "DequantizeLinear" else arrays[len(inputs)]
     if quantized.dtype not in SUPPORTED:
-        return f"quantized type {quantized.dtype} is not one of extql's eight"
+        return f"quantized type {quantized.dtype} is not one of extql's types"
     if node.op_type == "QuantizeLinear" and x.dtype not in REALS:
         return f"x of type {x.dtype} (extql quantizes float32, float16, bfloat16)"
     if scale.dtype not in REALS:
@@ -130,8 +151,15 @@ def test_onnx_node_case(case):
     zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
     form = "given" if zp is not None else "absent"
     attrs = _attrs(node)
-    y = run_node(op, x, scale, zp, zp_form=form, axis=axis, block_size=block or None,
-                 attrs=attrs)
+    quantized = x if op == DQ else expected
+    kw = {"zp_form": form, "axis": axis, "block_size": block or None, "attrs": attrs}
+    if quantized.dtype in SUBBYTE - ORT_SUBBYTE:
+        # A sub-byte type onnxruntime's custom operators do not take.
+        model, feeds, _ = node_model(op, x, scale, zp, **kw)
+        model.opset_import[0].version = 25
+        y = ReferenceEvaluator(model, new_ops=extql.reference.OPS).run(None, feeds)[0]
+    else:
+        y = run_node(op, x, scale, zp, **kw)
     assert_same_bits(y, expected.astype(y.dtype) if y.dtype != expected.dtype else expected,
                      f"{name}: vs ONNX's expected output")
     a = 1 if axis is None else axis

@@ -19,7 +19,7 @@ import onnxruntime as ort
 import pytest
 from contract import SUBBYTE_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto, helper
-from ortutil import DOMAIN, DQ, NO_ARENA, Q
+from ortutil import DOMAIN, DQ, NO_ARENA, Q, run_node
 from packaging.version import Version
 
 import extql
@@ -196,3 +196,21 @@ def test_int4_from_onnxruntime_1_21():
     else:
         with pytest.raises(Exception, match=r"int4"):
             _session(model, LEVELS[0], 1)
+
+
+@needs_int4
+@pytest.mark.parametrize("name", list(CODE))
+@pytest.mark.parametrize("params", ["const", "input"])
+def test_subbyte_graph_inputs_and_outputs(name, params):
+    """int4 tensors bound from Python (packed by extql.ort_io): a quantize's
+    output and a dequantize's x and zero point as graph inputs."""
+    rng = np.random.default_rng(11)
+    shape = (3, 8, 5)
+    s, z = _params(rng, name, shape, 1, 0, np.dtype(np.float32))
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    x.reshape(-1)[: SPECIAL.size] = SPECIAL
+    y = run_node(Q, x, s, z, axis=1, params=params, threads=2)
+    assert y.dtype == z.dtype
+    assert_same_bits(y, quantize(x, s, z, axis=1), f"Q {name} graph output")
+    d = run_node(DQ, y, s, z, axis=1, params=params, threads=2)
+    assert_same_bits(d, dequantize(y, s, z, axis=1), f"DQ {name} graph input")
