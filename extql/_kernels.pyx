@@ -52,6 +52,7 @@ cdef extern from "extql_kernels.h":
         EXTQL_BFLOAT16
         EXTQL_STREAM
         EXTQL_UNPACKED
+        EXTQL_NO_SATURATE
         EXTQL_FLOAT32
     int64_t STREAM_MIN_BYTES "EXTQL_STREAM_MIN_BYTES"
     int stream_flags "EXTQL_STREAM_FLAGS"(int64_t out_bytes) noexcept nogil
@@ -67,6 +68,15 @@ cdef extern from "extql_types.h":
     int qtype_size "extql_qtype_size"(int code) noexcept nogil
     int subbyte_of "extql_subbyte"(int code, int *bits, int *lo,
                                    int *hi) noexcept nogil
+    ctypedef struct SmallFloat "ExtqlSmallFloat":
+        int bits, ebits, mbits, bias, kind
+        float maxv
+    int smallfloat_of "extql_smallfloat"(int code, SmallFloat *f) noexcept nogil
+    enum:
+        SF_FN "EXTQL_SF_FN"
+        SF_FNUZ "EXTQL_SF_FNUZ"
+        SF_IEEE "EXTQL_SF_IEEE"
+        SF_NONE "EXTQL_SF_NONE"
     const double INT8_LO "EXTQL_INT8_LO"
     const double INT8_HI "EXTQL_INT8_HI"
     const double UINT8_LO "EXTQL_UINT8_LO"
@@ -144,6 +154,8 @@ cdef extern from *:
        the float arithmetic around it into double arithmetic. */
     #define EXTQL_TWO31 2147483648.0f
     #define EXTQL_TWO32 4294967296.0f
+    #include <math.h>
+    #define EXTQL_INF INFINITY
 
     /* Thread count: 0 means not chosen yet (see extql_get_num_threads). */
     static int extql_threads_setting = 0;
@@ -154,6 +166,7 @@ cdef extern from *:
         uint16_t bits
     const float TWO31 "EXTQL_TWO31"
     const float TWO32 "EXTQL_TWO32"
+    const float INF "EXTQL_INF"
     const int HAVE_OPENMP "EXTQL_HAVE_OPENMP"
     int extql_cores() noexcept nogil
     int threads_setting "extql_threads_setting"
@@ -199,6 +212,9 @@ cdef enum:
     OUT_STREAM = 2
 
 
+# The quantized side: the eight types, and float32 -- the carrier of the
+# float8 / float4 types, not a quantized type of its own: quantize gives
+# x / s + zp unsaturated and unrounded, dequantize takes float32 x.
 ctypedef fused qtype_t:
     int8_t
     uint8_t
@@ -208,6 +224,7 @@ ctypedef fused qtype_t:
     uint32_t
     float16_t
     bfloat16_t
+    float
 
 # The floating-point side: quantize's x, dequantize's y.
 ctypedef fused ftype_t:
@@ -282,6 +299,12 @@ cdef inline float dequantize_float(float x, float z, float s) noexcept nogil:
     return (x - z) * s
 
 
+cdef inline float dequantize_carrier(float x, float z, float s) noexcept nogil:
+    """The small floats through float32: (x - zp) * s, a zero point of 0
+    (either sign, as no zero point) leaving x as it is, -0 included."""
+    return (x if z == 0 else x - z) * s
+
+
 cdef inline float dequantize_wide(double x, double z, float s) noexcept nogil:
     """32-bit: x - zp is exact in double (|x - zp| < 2^33), rounded once to
     float32, times s."""
@@ -350,6 +373,8 @@ cdef inline float upper_bound(qtype_t *like) noexcept nogil:
         return <float>FLOAT16_HI
     elif qtype_t is bfloat16_t:
         return <float>BFLOAT16_HI
+    elif qtype_t is float:
+        return INF
     else:
         return 0
 
@@ -368,14 +393,18 @@ cdef inline bint is_wide(qtype_t *like) noexcept nogil:
 
 
 cdef inline bint is_float(qtype_t *like) noexcept nogil:
-    return qtype_t is float16_t or qtype_t is bfloat16_t
+    return qtype_t is float16_t or qtype_t is bfloat16_t or qtype_t is float
 
 
 cdef inline qtype_t zero_of(qtype_t *like) noexcept nogil:
-    """The zero point 0 of the type (used when no zero point is given)."""
+    """The zero point 0 of the type (used when no zero point is given).
+    The float32 carrier's is -0: quantize adds it, and v + (-0) is v for
+    every v, -0 included (dequantize_carrier takes it as no zero point)."""
     cdef qtype_t z
     if qtype_t is float16_t or qtype_t is bfloat16_t:
         z.bits = 0
+    elif qtype_t is float:
+        z = bits_f32(0x80000000u)
     else:
         z = 0
     return z
@@ -391,14 +420,14 @@ cdef inline float zero_float(qtype_t z) noexcept nogil:
 
 
 cdef inline int32_t zero_bits(qtype_t z) noexcept nogil:
-    if qtype_t is float16_t or qtype_t is bfloat16_t:
+    if qtype_t is float16_t or qtype_t is bfloat16_t or qtype_t is float:
         return 0
     else:
         return <int32_t>z
 
 
 cdef inline double zero_double(qtype_t z) noexcept nogil:
-    if qtype_t is float16_t or qtype_t is bfloat16_t:
+    if qtype_t is float16_t or qtype_t is bfloat16_t or qtype_t is float:
         return 0
     else:
         return <double>z
@@ -496,7 +525,7 @@ cdef inline void cols_layout(Cols *cl, float *buf, int64_t m, bint perz,
     cl.zi = NULL
     if not perz:
         return
-    if qtype_t is float16_t or qtype_t is bfloat16_t:
+    if qtype_t is float16_t or qtype_t is bfloat16_t or qtype_t is float:
         cl.zf = buf + m
     elif qtype_t is int32_t or qtype_t is uint32_t:
         cl.zi = <int32_t *>(buf + m)
@@ -621,7 +650,7 @@ cdef inline int64_t next_entry(int64_t k, int64_t m, int64_t P) noexcept nogil:
 cdef inline void store_tile(qtype_t *y, int32_t *ti, float *tf, int64_t n,
                             int stream) noexcept nogil:
     """The quantized tile into y: ti holds the integer types' values, tf the
-    float16 / bfloat16 ones (saturated, not yet rounded)."""
+    float ones (float16 / bfloat16: saturated, not yet rounded)."""
     if qtype_t is int8_t:
         store_i8(y, ti, n, stream)
     elif qtype_t is uint8_t:
@@ -634,6 +663,8 @@ cdef inline void store_tile(qtype_t *y, int32_t *ti, float *tf, int64_t n,
         store_f16(<uint16_t *>y, tf, n, stream)
     elif qtype_t is bfloat16_t:
         store_bf16(<uint16_t *>y, tf, n, stream)
+    elif qtype_t is float:
+        store_32(y, tf, n, stream)
     else:
         store_32(y, ti, n, stream)
 
@@ -756,7 +787,7 @@ cdef inline void quantize_tile_f32(const float *x, qtype_t *y, int64_t n,
         for j in range(n):
             ti[j] = <int32_t>quantize_wide(x[j] * r if mul else x[j] / s,
                                            fl, fh, zi, lo, hi)
-    elif qtype_t is float16_t or qtype_t is bfloat16_t:
+    elif qtype_t is float16_t or qtype_t is bfloat16_t or qtype_t is float:
         for j in range(n):
             tf[j] = saturate_float((x[j] * r if mul else x[j] / s) + zf, mx)
     else:
@@ -806,7 +837,7 @@ cdef inline void quantize_tile_cols(const ftype_t *xin, qtype_t *y, int64_t n,
         else:
             for j in range(n):
                 ti[j] = <int32_t>quantize_wide(x[j] / s[j], fl, fh, zi, lo, hi)
-    elif qtype_t is float16_t or qtype_t is bfloat16_t:
+    elif qtype_t is float16_t or qtype_t is bfloat16_t or qtype_t is float:
         if perz:
             for j in range(n):
                 tf[j] = saturate_float(x[j] / s[j] + zfs[j], mx)
@@ -869,7 +900,10 @@ cdef inline void dequantize_tile(const qtype_t *x, ftype_t *y, int64_t n,
                 dst[j] = dequantize_wide(<double>x[j], zd, s)
     else:
         load_tile(x, ti, tf, n)
-        if qtype_t is float16_t:
+        if qtype_t is float:
+            for j in range(n):
+                dst[j] = dequantize_carrier(x[j], zf, s)
+        elif qtype_t is float16_t:
             for j in range(n):
                 dst[j] = dequantize_float(tf[j], zf, s)
         elif qtype_t is bfloat16_t:
@@ -915,7 +949,14 @@ cdef inline void dequantize_tile_cols(const qtype_t *x, ftype_t *y, int64_t n,
                 dst[j] = dequantize_wide(<double>x[j], zd, s[j])
     else:
         load_tile(x, ti, tf, n)
-        if qtype_t is float16_t:
+        if qtype_t is float:
+            if perz:
+                for j in range(n):
+                    dst[j] = dequantize_carrier(x[j], zfs[j], s[j])
+            else:
+                for j in range(n):
+                    dst[j] = dequantize_carrier(x[j], zf, s[j])
+        elif qtype_t is float16_t:
             if perz:
                 for j in range(n):
                     dst[j] = dequantize_float(tf[j], zfs[j], s[j])
@@ -1774,12 +1815,13 @@ cdef inline void unpack_values(const uint8_t *src, byte_t *v, int64_t m,
         v[full * per + k] = field(src[full], <int>k, bits, v)
 
 
-cdef inline void *based_at(void *buf, int64_t i) noexcept nogil:
-    """A pointer p with p + i == buf (for 1-byte elements): the drivers
-    index their output (or input) by the element's place in the tensor, and
-    the buffer holds the elements from i on.  (As an address computation,
-    since buf - i may lie outside any object.)"""
-    return <void *>(<size_t>buf - <size_t>i)
+cdef inline void *based_at(void *buf, int64_t offset) noexcept nogil:
+    """A pointer p with p + offset bytes == buf: the drivers index their
+    output (or input) by the element's place in the tensor, and the buffer
+    holds the elements from element i on (offset = i * the element size).
+    (As an address computation, since buf - offset may lie outside any
+    object.)"""
+    return <void *>(<size_t>buf - <size_t>offset)
 
 
 cdef int quantize_subbyte(int qtype, const ftype_t *x, const float *scale,
@@ -1849,15 +1891,186 @@ cdef int dequantize_subbyte(int qtype, const void *x, const float *scale,
 
 
 # ---------------------------------------------------------------------------
+# Small floats: float8 (four types) and float4e2m1 through float32
+# ---------------------------------------------------------------------------
+#
+# A quantize to a small float computes v = x / s + zp in float32 with the
+# drivers above (the float32 carrier: no saturation, no rounding; float8
+# takes no zero point, as the official implementations do), then rounds v
+# once, to nearest even, into the small type: with saturate, a magnitude
+# beyond the largest finite value (infinity included) becomes that value;
+# without, it becomes infinity where the type has one (float8e5m2) and NaN
+# where it does not.  NaN stays NaN; float4e2m1, which has none and always
+# saturates, takes NaN to the zero of the other sign (as ml_dtypes, and so
+# ONNX's reference, convert it).  The one rounding is from float32: through
+# float16 first would round twice (a value just above a float8 tie would
+# land on the tie).  A dequantize widens the elements exactly into float32
+# first.  float4e2m1 is packed two per byte, as int4.
+
+cdef inline float pow2(int e) noexcept nogil:
+    """2^e for -126 <= e <= 127, exactly."""
+    return bits_f32(<uint32_t>(e + 127) << 23)
+
+
+cdef inline uint8_t to_small(float v, const SmallFloat *t,
+                             bint sat) noexcept nogil:
+    """v rounded to nearest even into the small float type t: its code."""
+    cdef uint32_t u = f32_bits(v)
+    cdef uint8_t sign = <uint8_t>((u >> 31) << (t.bits - 1))
+    cdef uint32_t au = u & 0x7FFFFFFFu
+    cdef float a = bits_f32(au), q, ulp
+    cdef int e, emin = 1 - t.bias
+    cdef uint32_t mant, field
+    if au > 0x7F800000u:  # NaN
+        if t.kind == SF_FNUZ:
+            return 0x80
+        if t.kind == SF_NONE:
+            return sign ^ <uint8_t>(1 << (t.bits - 1))
+        return sign | <uint8_t>((1 << (t.bits - 1)) - 1 if t.kind == SF_FN
+                                else 0x7E)
+    if au < 0x7F800000u:
+        # The spacing of the type at a: that of a's binade, or the subnormal
+        # one below the smallest normal exponent; a / ulp is exact, and
+        # rint rounds it to nearest even.
+        e = <int>(au >> 23) - 127
+        e = e if e > emin else emin
+        ulp = pow2(e - t.mbits)
+        q = rint(a / ulp) * ulp
+    else:
+        q = a  # infinity
+    if q > t.maxv:
+        if sat or t.kind == SF_NONE:
+            q = t.maxv
+        elif t.kind == SF_IEEE:
+            return sign | 0x7C
+        elif t.kind == SF_FNUZ:
+            return 0x80
+        else:
+            return sign | <uint8_t>((1 << (t.bits - 1)) - 1)
+    if q == 0:
+        return 0 if t.kind == SF_FNUZ else sign
+    e = <int>(f32_bits(q) >> 23) - 127
+    if e < emin:
+        # Subnormal: the exponent field 0, the mantissa the count of ulps.
+        return sign | <uint8_t>(<uint32_t>(q / pow2(emin - t.mbits)))
+    mant = (f32_bits(q) >> (23 - t.mbits)) & ((1u << t.mbits) - 1)
+    field = <uint32_t>(e + t.bias)
+    return sign | <uint8_t>((field << t.mbits) | mant)
+
+
+cdef inline float from_small(uint8_t b, const SmallFloat *t) noexcept nogil:
+    """The value of the code b of the small float type t, exactly."""
+    cdef int top = t.bits - 1
+    cdef uint32_t sign = <uint32_t>((b >> top) & 1) << 31
+    cdef uint32_t mag = b & ((1u << top) - 1)
+    cdef uint32_t field = mag >> t.mbits, mant = mag & ((1u << t.mbits) - 1)
+    cdef uint32_t emax_field = (1u << t.ebits) - 1
+    if t.kind == SF_FNUZ and b == 0x80:
+        return bits_f32(0x7FC00000u)
+    if t.kind == SF_FN and mag == (1u << top) - 1:
+        return bits_f32(sign | 0x7FC00000u)
+    if t.kind == SF_IEEE and field == emax_field:
+        return bits_f32(sign | (0x7F800000u if mant == 0 else 0x7FC00000u))
+    if field == 0:
+        return bits_f32(sign | f32_bits(<float>mant * pow2(1 - t.bias - t.mbits)))
+    return bits_f32(sign | (<uint32_t>(<int>field - t.bias + 127) << 23)
+                    | (mant << (23 - t.mbits)))
+
+
+cdef void to_small_codes(const float *v, uint8_t *dst, int64_t n,
+                         const SmallFloat *t, bint sat) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        dst[j] = to_small(v[j], t, sat)
+
+
+cdef void from_small_codes(const uint8_t *src, float *v, int64_t n,
+                           const SmallFloat *t) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        v[j] = from_small(src[j], t)
+
+
+cdef int quantize_smallfloat(int qtype, const ftype_t *x, const float *scale,
+                             const void *zp, void *y, int64_t D, int64_t inner,
+                             int64_t block, int64_t start, int64_t stop,
+                             int prec, bint unpacked, bint sat) noexcept nogil:
+    """Quantize elements [start, stop) to a small float type (float4e2m1
+    packed: start a multiple of 2; the zero point as float32)."""
+    cdef SmallFloat t
+    cdef int per
+    cdef int64_t i = start, e
+    cdef float buf[SUB_CHUNK]
+    cdef uint8_t codes[SUB_CHUNK]
+    cdef uint8_t *out = <uint8_t *>y
+    if not smallfloat_of(qtype, &t):
+        return -1
+    per = 1 if unpacked else 8 // t.bits
+    if start % per != 0:
+        return -1
+    if t.bits == 8:
+        # float8 takes no zero point (onnxruntime's and ONNX's reference
+        # QuantizeLinear ignore it): v = x / s, -0 included.
+        zp = NULL
+    while i < stop:
+        e = (i // SUB_CHUNK + 1) * SUB_CHUNK
+        e = e if e < stop else stop
+        quantize_any(x, scale, <const float *>zp,
+                     <float *>based_at(buf, i * <int64_t>sizeof(float)), D, inner,
+                     block, i, e, 0, prec)
+        if per == 1:
+            to_small_codes(buf, out + i, e - i, &t, sat)
+        else:
+            to_small_codes(buf, codes, e - i, &t, sat)
+            pack_values(<const uint8_t *>codes, out + i // per, e - i, t.bits,
+                        per, 0, (1 << t.bits) - 1)
+        i = e
+    return 0
+
+
+cdef int dequantize_smallfloat(int qtype, const void *x, const float *scale,
+                               const void *zp, ftype_t *y, int64_t D,
+                               int64_t inner, int64_t block, int64_t start,
+                               int64_t stop, int st, bint unpacked) noexcept nogil:
+    """Dequantize elements [start, stop) of a small float type."""
+    cdef SmallFloat t
+    cdef int per
+    cdef int64_t i = start, e
+    cdef float buf[SUB_CHUNK]
+    cdef uint8_t codes[SUB_CHUNK]
+    cdef const uint8_t *src = <const uint8_t *>x
+    if not smallfloat_of(qtype, &t):
+        return -1
+    per = 1 if unpacked else 8 // t.bits
+    if start % per != 0:
+        return -1
+    while i < stop:
+        e = (i // SUB_CHUNK + 1) * SUB_CHUNK
+        e = e if e < stop else stop
+        if per == 1:
+            from_small_codes(src + i, buf, e - i, &t)
+        else:
+            unpack_values(src + i // per, <uint8_t *>codes, e - i, t.bits, per)
+            from_small_codes(codes, buf, e - i, &t)
+        dequantize_any(<const float *>based_at(buf, i * <int64_t>sizeof(float)),
+                       scale, <const float *>zp, y, D, inner, block, i, e, st)
+        i = e
+    return 0
+
+
+# ---------------------------------------------------------------------------
 # C entry points (src/extql_kernels.h)
 # ---------------------------------------------------------------------------
 
 cdef inline int quantize_to(int qtype, const ftype_t *x, const float *scale,
                             const void *zp, void *y, int64_t D, int64_t inner,
                             int64_t block, int64_t start, int64_t stop,
-                            int st, int prec, bint unpacked) noexcept nogil:
+                            int st, int prec, bint unpacked,
+                            bint sat) noexcept nogil:
     """quantize_any with y and the zero point of the type qtype (a sub-byte
-    type: packed, or one per byte when unpacked)."""
+    type or float4e2m1: packed, or one per byte when unpacked; sat: the
+    small floats saturate)."""
+    cdef int bits, lo, hi
     if qtype == EXTQL_INT8:
         quantize_any(x, scale, <const int8_t *>zp, <int8_t *>y, D, inner,
                      block, start, stop, st, prec)
@@ -1882,9 +2095,12 @@ cdef inline int quantize_to(int qtype, const ftype_t *x, const float *scale,
     elif qtype == EXTQL_BFLOAT16:
         quantize_any(x, scale, <const bfloat16_t *>zp, <bfloat16_t *>y, D,
                      inner, block, start, stop, st, prec)
-    else:
+    elif subbyte_of(qtype, &bits, &lo, &hi):
         return quantize_subbyte(qtype, x, scale, zp, y, D, inner, block,
                                 start, stop, prec, unpacked)
+    else:
+        return quantize_smallfloat(qtype, x, scale, zp, y, D, inner, block,
+                                   start, stop, prec, unpacked, sat)
     return 0
 
 
@@ -1893,7 +2109,8 @@ cdef inline int dequantize_to(int qtype, const void *x, const float *scale,
                               int64_t inner, int64_t block, int64_t start,
                               int64_t stop, int st, bint unpacked) noexcept nogil:
     """dequantize_any with x and the zero point of the type qtype (a
-    sub-byte type: packed, or one per byte when unpacked)."""
+    sub-byte type or float4e2m1: packed, or one per byte when unpacked)."""
+    cdef int bits, lo, hi
     if qtype == EXTQL_INT8:
         dequantize_any(<const int8_t *>x, scale, <const int8_t *>zp, y, D,
                        inner, block, start, stop, st)
@@ -1918,9 +2135,12 @@ cdef inline int dequantize_to(int qtype, const void *x, const float *scale,
     elif qtype == EXTQL_BFLOAT16:
         dequantize_any(<const bfloat16_t *>x, scale, <const bfloat16_t *>zp,
                        y, D, inner, block, start, stop, st)
-    else:
+    elif subbyte_of(qtype, &bits, &lo, &hi):
         return dequantize_subbyte(qtype, x, scale, zp, y, D, inner, block,
                                   start, stop, st, unpacked)
+    else:
+        return dequantize_smallfloat(qtype, x, scale, zp, y, D, inner, block,
+                                     start, stop, st, unpacked)
     return 0
 
 
@@ -1940,6 +2160,7 @@ cdef public int extql_quantize_typed_range_ex(
         int64_t block, int64_t start, int64_t stop, int flags) noexcept nogil:
     cdef int st = 1 if flags & EXTQL_STREAM else 0
     cdef bint up = (flags & EXTQL_UNPACKED) != 0
+    cdef bint sat = (flags & EXTQL_NO_SATURATE) == 0
     cdef int p
     if use_avx2():
         return quantize_typed_range_ex_avx2(qtype, xtype, prec, x, scale,
@@ -1950,13 +2171,13 @@ cdef public int extql_quantize_typed_range_ex(
         return -1
     if xtype == EXTQL_FLOAT32:
         return quantize_to(qtype, <const float *>x, scale, zero_point, y, D,
-                           inner, block, start, stop, st, p, up)
+                           inner, block, start, stop, st, p, up, sat)
     if xtype == EXTQL_FLOAT16:
         return quantize_to(qtype, <const float16_t *>x, scale, zero_point, y,
-                           D, inner, block, start, stop, st, p, up)
+                           D, inner, block, start, stop, st, p, up, sat)
     if xtype == EXTQL_BFLOAT16:
         return quantize_to(qtype, <const bfloat16_t *>x, scale, zero_point, y,
-                           D, inner, block, start, stop, st, p, up)
+                           D, inner, block, start, stop, st, p, up, sat)
     return -1
 
 
@@ -2019,15 +2240,9 @@ cdef public int extql_dequantize_range(
 # ---------------------------------------------------------------------------
 cdef inline bint known_type(int qtype) noexcept nogil:
     cdef int bits, lo, hi
-    return qtype_size(qtype) != 0 or subbyte_of(qtype, &bits, &lo, &hi)
-
-
-cdef inline int64_t elements_per_byte(int qtype, int flags) noexcept nogil:
-    """8 // bits for a packed sub-byte type, else 1."""
-    cdef int bits, lo, hi
-    if flags & EXTQL_UNPACKED or not subbyte_of(qtype, &bits, &lo, &hi):
-        return 1
-    return 8 // bits
+    cdef SmallFloat t
+    return (qtype_size(qtype) != 0 or subbyte_of(qtype, &bits, &lo, &hi)
+            or smallfloat_of(qtype, &t))
 
 
 cdef inline int threads_for(int64_t n, int nthreads) noexcept nogil:
@@ -2060,8 +2275,9 @@ cdef public int extql_quantize_typed(
     cdef int nt
     if not known_type(qtype) or float_size(xtype) == 0 or prec_code(prec) < 0:
         return -1
-    # (Packed sub-byte outputs are never streamed: type_size is 0.)
-    flags = (flags & EXTQL_UNPACKED) | stream_flags(n * type_size(qtype))
+    # (Packed and small float outputs are never streamed: type_size is 0.)
+    flags = ((flags & (EXTQL_UNPACKED | EXTQL_NO_SATURATE))
+             | stream_flags(n * type_size(qtype)))
     nt = threads_for(n, nthreads)
     if nt == 1:
         return extql_quantize_typed_range_ex(
@@ -2143,16 +2359,30 @@ cdef public int extql_convert_scales(int stype, int prec, const void *src,
 
 cdef public int extql_unpack(int qtype, const void *src, void *dst,
                              int64_t n) noexcept nogil:
-    """n elements of the packed sub-byte type qtype as carrier elements (one
-    int8 / uint8 per element, the form the kernels take zero points in).
-    -1 for a code that is not a sub-byte type."""
-    cdef int bits, lo, hi
-    if not subbyte_of(qtype, &bits, &lo, &hi):
+    """n elements of a sub-byte or small float type as the kernels take its
+    zero points: a sub-byte type's (packed) as int8 / uint8, a small
+    float's (float4e2m1 packed) as float32.  -1 for another code."""
+    cdef int bits, lo, hi, m
+    cdef SmallFloat t
+    cdef int64_t i
+    cdef uint8_t codes[TILE]
+    if subbyte_of(qtype, &bits, &lo, &hi):
+        if lo < 0:
+            unpack_values(<const uint8_t *>src, <int8_t *>dst, n, bits, 8 // bits)
+        else:
+            unpack_values(<const uint8_t *>src, <uint8_t *>dst, n, bits, 8 // bits)
+        return 0
+    if not smallfloat_of(qtype, &t):
         return -1
-    if lo < 0:
-        unpack_values(<const uint8_t *>src, <int8_t *>dst, n, bits, 8 // bits)
-    else:
-        unpack_values(<const uint8_t *>src, <uint8_t *>dst, n, bits, 8 // bits)
+    if t.bits == 8:
+        from_small_codes(<const uint8_t *>src, <float *>dst, n, &t)
+        return 0
+    i = 0
+    while i < n:  # float4e2m1: two per byte, in tiles (i even)
+        m = <int>(TILE if TILE < n - i else n - i)
+        unpack_values(<const uint8_t *>src + i // 2, <uint8_t *>codes, m, 4, 2)
+        from_small_codes(codes, <float *>dst + i, m, &t)
+        i += m
     return 0
 
 
@@ -2185,6 +2415,7 @@ cdef public int extql_have_openmp() noexcept nogil:
 # ---------------------------------------------------------------------------
 
 UNPACKED = EXTQL_UNPACKED
+NO_SATURATE = EXTQL_NO_SATURATE
 
 
 def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
@@ -2260,15 +2491,21 @@ def convert_scales(int stype, int prec, const uint8_t[::1] src,
         raise TypeError(f"extql kernel: unknown scale type {stype} or precision {prec}")
 
 
-def unpack(int qtype, const uint8_t[::1] src, uint8_t[::1] dst):
-    """The packed sub-byte elements of ``src`` as int8 / uint8 elements into
-    ``dst`` (one per byte; its length is the element count)."""
-    cdef int64_t n = dst.shape[0]
+def unpack(int qtype, const uint8_t[::1] src, uint8_t[::1] dst, int64_t n):
+    """The n elements of ``src`` (a sub-byte or small float type, as in an
+    ONNX tensor) into ``dst`` as the kernels take zero points: int8 / uint8
+    for the sub-byte types, float32 for the small floats."""
     cdef int bits, lo, hi
-    if not subbyte_of(qtype, &bits, &lo, &hi):
-        raise TypeError(f"extql kernel: {qtype} is not a sub-byte type")
-    if src.shape[0] < (n * bits + 7) // 8:
-        raise ValueError(f"extql kernel: {src.shape[0]} bytes hold fewer than {n} elements")
+    cdef SmallFloat t
+    cdef int64_t size
+    if subbyte_of(qtype, &bits, &lo, &hi):
+        size = 1
+    elif smallfloat_of(qtype, &t):
+        bits, size = t.bits, 4
+    else:
+        raise TypeError(f"extql kernel: {qtype} is neither a sub-byte nor a small float type")
+    if src.shape[0] < (n * bits + 7) // 8 or dst.shape[0] < n * size:
+        raise ValueError(f"extql kernel: a buffer is too small for {n} elements")
     if n == 0:
         return
     with nogil:

@@ -50,6 +50,24 @@ SUBBYTE_ROWS: tuple[tuple[str, int, int, int, int], ...] = (
     ("uint2", 25, 2, 0, 3),
 )
 
+#: The small float types of QuantizeLinear-19 (float8) and -23 (float4):
+#: name (ONNX's), ONNX code, ml_dtypes' name, bits, exponent bits, mantissa
+#: bits, exponent bias, largest finite value, and the encoding of the special
+#: values:
+#:   "fn"   no infinities; NaN has every exponent and mantissa bit set;
+#:   "fnuz" no infinities, no negative zero; the one NaN is 0x80;
+#:   "ieee" infinities and NaNs as IEEE 754 (all exponent bits set);
+#:   "none" neither infinities nor NaN (float4e2m1).
+#: float4e2m1 is packed two per byte in ONNX tensors, as int4 is.  The
+#: kernels compute them through float32.
+SMALLFLOAT_ROWS: tuple[tuple[str, int, str, int, int, int, int, float, str], ...] = (
+    ("float8e4m3fn", 17, "float8_e4m3fn", 8, 4, 3, 7, 448.0, "fn"),
+    ("float8e4m3fnuz", 18, "float8_e4m3fnuz", 8, 4, 3, 8, 240.0, "fnuz"),
+    ("float8e5m2", 19, "float8_e5m2", 8, 5, 2, 15, 57344.0, "ieee"),
+    ("float8e5m2fnuz", 20, "float8_e5m2fnuz", 8, 5, 2, 16, 57344.0, "fnuz"),
+    ("float4e2m1", 23, "float4_e2m1fn", 4, 2, 1, 1, 6.0, "none"),
+)
+
 #: The sub-byte types ``com.microsoft`` QuantizeLinear / DequantizeLinear
 #: also take.
 MICROSOFT_SUBBYTE_TYPES: tuple[str, ...] = ("int4", "uint4")

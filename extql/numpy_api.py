@@ -21,7 +21,8 @@ from .types import (
     FLOAT_DTYPES,
     QTYPES,
     QUANTIZED,
-    QType,
+    QuantizedType,
+    SmallFloatType,
     SubByteType,
     quantized_type_of,
 )
@@ -203,13 +204,16 @@ def _bytes(arr: np.ndarray) -> np.ndarray:
     return _dense(arr).reshape(-1).view(np.uint8)
 
 
-def _zero_point_bytes(zp: np.ndarray | None, qt: QType | SubByteType) -> np.ndarray | None:
+def _zero_point_bytes(zp: np.ndarray | None, qt: QuantizedType) -> np.ndarray | None:
     """The zero point as the kernels take it: its bytes, a sub-byte type's
-    values as int8 / uint8 (exact: the carrier holds every value)."""
+    values as int8 / uint8 and a small float's as float32 (exact: the
+    carrier holds every value)."""
     if zp is None:
         return None
     if isinstance(qt, SubByteType):
         zp = zp.astype(qt.carrier.dtype)
+    elif isinstance(qt, SmallFloatType):
+        zp = zp.astype(np.float32)
     return _bytes(zp)
 
 
@@ -240,9 +244,17 @@ def quantize_linear(
     except ``ceil(D / block_size)`` along the axis, and element ``d`` of the
     axis uses block ``d // block_size``.
 
+    float8 (``ml_dtypes.float8_e4m3fn``, ``float8_e4m3fnuz``,
+    ``float8_e5m2``, ``float8_e5m2fnuz``) and ``ml_dtypes.float4_e2m1fn``:
+    ``x / s`` (float4: ``+ zp``) in float32, rounded once to nearest even
+    into the type; float8 takes no zero point (its value is ignored, as
+    onnxruntime's and ONNX's reference QuantizeLinear do).  ``saturate``
+    (float8 only, ONNX's attribute): out-of-range values and infinities
+    become the largest finite value; with ``saturate=False`` they become
+    infinity (float8e5m2) or NaN.  The other types always saturate.
+
     ``output_dtype``: the output type (a dtype or ONNX code), the zero
-    point's when both are given.  ``saturate``: ONNX's attribute, which
-    applies to float8 outputs only; the types here always saturate.
+    point's when both are given.
 
     ``out``: an array to write the result into (and return) instead of a new
     one -- writeable, C-contiguous, of the output's dtype and shape, not
@@ -291,12 +303,12 @@ def quantize_linear(
         D,
         inner,
         block=block,
-        flags=_kernels.UNPACKED,
+        flags=_kernels.UNPACKED | (0 if saturate else _kernels.NO_SATURATE),
     )
     return y
 
 
-def _quantized_type(op: str, value: Any) -> QType | SubByteType:
+def _quantized_type(op: str, value: Any) -> QuantizedType:
     """One of the quantized types, given as a dtype or an ONNX code."""
     try:
         qt = _BY_CODE.get(operator.index(value))
@@ -310,7 +322,7 @@ def _quantized_type(op: str, value: Any) -> QType | SubByteType:
     return qt
 
 
-def _python_number(op: str, v: Any, qt: QType | SubByteType) -> int | float:
+def _python_number(op: str, v: Any, qt: QuantizedType) -> int | float:
     """A zero-point element as a Python int or float (exact)."""
     try:
         return operator.index(v)  # int, bool, NumPy integers
@@ -326,7 +338,7 @@ def _python_number(op: str, v: Any, qt: QType | SubByteType) -> int | float:
     )
 
 
-def _to_float_type(v: int | float, qt: QType | SubByteType) -> Any:
+def _to_float_type(v: int | float, qt: QuantizedType) -> Any:
     """v in float16 / bfloat16 (inf when out of range, NaN for NaN)."""
     try:
         d = float(v)
@@ -336,7 +348,7 @@ def _to_float_type(v: int | float, qt: QType | SubByteType) -> Any:
         return np.array(d, dtype=np.float64).astype(qt.dtype)[()]
 
 
-def _dequantize_zero_point(op: str, value: Any, qt: QType | SubByteType) -> np.ndarray:
+def _dequantize_zero_point(op: str, value: Any, qt: QuantizedType) -> np.ndarray:
     """The zero point as an array of x's type; a Python number is taken as
     that type when it fits exactly."""
     if _has_dtype(value):
@@ -377,8 +389,9 @@ def dequantize_linear(
     """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
 
     ``x`` is one of the quantized types (bfloat16 as
-    ``ml_dtypes.bfloat16``; int4, uint4, int2, uint2 as ml_dtypes' types,
-    one element per byte), the zero point (optional, default 0) has x's
+    ``ml_dtypes.bfloat16``; int4, uint4, int2, uint2, float8 and float4e2m1
+    as ml_dtypes' types, one element per byte; a float8 zero point must be
+    0), the zero point (optional, default 0) has x's
     dtype and the scale's shape, the scale is float32, float16 or bfloat16.
     The difference is exact and rounds once to float32 before one float32
     multiply; the result has x's shape and the type ``output_dtype`` (a float
@@ -404,6 +417,12 @@ def dequantize_linear(
     scale, stype = _floating(op, "x_scale", x_scale)
     ytype = stype if output_dtype is None else _float_type(op, "output_dtype", output_dtype)
     zp = None if x_zero_point is None else _dequantize_zero_point(op, x_zero_point, qt)
+    if (zp is not None and isinstance(qt, SmallFloatType) and qt.is_float8
+            and np.any(zp.astype(np.float32) != 0)):
+        raise ValueError(
+            f"{op}: x_zero_point of {qt.name} must be 0 (a float8 dequantize takes no zero "
+            "point, as the official DequantizeLinear requires)"
+        )
     if block:
         D, inner = _blocked_granularity(op, x_arr.shape, scale, zp, axis, block)
     else:

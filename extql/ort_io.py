@@ -19,11 +19,12 @@ the same results bit for bit:
 An output that onnxruntime allocates itself (``IOBinding.bind_output``) is
 read as NumPy on every release, bfloat16 included, by :func:`to_numpy`.
 
-The sub-byte types (int4, uint4, int2, uint2: ml_dtypes arrays of one
-element per byte) are packed in an OrtValue, 8 / bits per byte, so an
-OrtValue cannot share their memory: :func:`ortvalue` packs a copy (an
+The packed types (int4, uint4, int2, uint2, float4e2m1: ml_dtypes arrays
+of one element per byte) are packed in an OrtValue, 8 / bits per byte, so
+an OrtValue cannot share their memory: :func:`ortvalue` packs a copy (an
 input), :func:`subbyte_output` allocates an output, and :func:`to_numpy`
-unpacks either (:func:`pack` / :func:`unpack`).
+unpacks either (:func:`pack` / :func:`unpack`).  float8 arrays cross as
+bfloat16 does, typed OrtValues over their bytes (onnxruntime >= 1.20).
 
 onnxruntime and onnx are imported only by the functions that use them, so
 ``import extql`` stays light.
@@ -37,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .types import QTYPES, SUBBYTE, SubByteType
+from .types import QTYPES, SMALLFLOAT, SUBBYTE, SmallFloatType, SubByteType
 
 __all__ = [
     "WIDENED_SUFFIX",
@@ -78,13 +79,21 @@ def _is_bfloat16(array: Any) -> bool:
     return getattr(array, "dtype", None) == _BF16
 
 
-_SUBBYTE_BY_DTYPE: dict[np.dtype, SubByteType] = {t.dtype: t for t in SUBBYTE.values()}
-_SUBBYTE_BY_NAME: dict[str, SubByteType] = {f"tensor({t.name})": t for t in SUBBYTE.values()}
+#: The types packed 8 / bits per byte (int4, uint4, int2, uint2, float4e2m1).
+_PACKED = [*SUBBYTE.values(), *(t for t in SMALLFLOAT.values() if t.bits < 8)]
+_SUBBYTE_BY_DTYPE: dict[np.dtype, SubByteType | SmallFloatType] = {t.dtype: t for t in _PACKED}
+_SUBBYTE_BY_NAME: dict[str, SubByteType | SmallFloatType] = {
+    f"tensor({t.name})": t for t in _PACKED}
+#: The float8 types: one byte each, as typed OrtValues.
+_FLOAT8_BY_DTYPE: dict[np.dtype, SmallFloatType] = {
+    t.dtype: t for t in SMALLFLOAT.values() if t.bits == 8}
+_FLOAT8_BY_NAME: dict[str, SmallFloatType] = {
+    f"tensor({t.name})": t for t in _FLOAT8_BY_DTYPE.values()}
 
 
 def pack(array: np.ndarray) -> np.ndarray:
-    """The ONNX bytes of a sub-byte array (ml_dtypes int4 / uint4 / int2 /
-    uint2): 8 / bits elements per byte, element k of a byte in its bits
+    """The ONNX bytes of a packed type's array (ml_dtypes int4 / uint4 / int2
+    / uint2 / float4_e2m1fn): 8 / bits elements per byte, element k of a byte in its bits
     [k * bits, (k + 1) * bits), the last byte's unused bits 0."""
     t = _SUBBYTE_BY_DTYPE[np.dtype(array.dtype)]
     per, mask = 8 // t.bits, (1 << t.bits) - 1
@@ -109,7 +118,7 @@ def unpack(packed: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> np.nd
     return flat.view(t.dtype).reshape(shape)
 
 
-def _packed_ortvalue(shape: tuple[int, ...], t: SubByteType) -> Any:
+def _packed_ortvalue(shape: tuple[int, ...], t: SubByteType | SmallFloatType) -> Any:
     import onnxruntime as ort
 
     return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), t.onnx)
@@ -142,6 +151,13 @@ def ortvalue(array: np.ndarray) -> Any:
         if data.size:
             ctypes.memmove(ov.data_ptr(), data.ctypes.data, data.size)
         return ov
+    f8 = _FLOAT8_BY_DTYPE.get(array.dtype)
+    if f8 is not None:
+        if not has_typed_ortvalues():
+            raise RuntimeError(
+                f"onnxruntime {ort.__version__} cannot bind a {f8.name} buffer from Python "
+                "(no OrtValue.ortvalue_from_numpy_with_onnx_type, onnxruntime >= 1.20)")
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint8), f8.onnx)
     if _is_bfloat16(array):
         if not has_typed_ortvalues():
             raise RuntimeError(
@@ -195,6 +211,13 @@ def to_numpy(value: Any) -> np.ndarray:
         if packed.size:
             ctypes.memmove(packed.ctypes.data, value.data_ptr(), packed.size)
         return unpack(packed, sub.dtype, shape)
+    f8 = _FLOAT8_BY_NAME.get(value.data_type())
+    if f8 is not None:
+        shape = tuple(value.shape())
+        buf = np.empty(int(np.prod(shape, dtype=np.int64)), np.uint8)
+        if buf.size:
+            ctypes.memmove(buf.ctypes.data, value.data_ptr(), buf.size)
+        return buf.view(f8.dtype).reshape(shape)
     if value.data_type() != "tensor(bfloat16)":
         return value.numpy()
     shape = tuple(value.shape())

@@ -22,6 +22,7 @@ from ._typetable import (
     MICROSOFT_SUBBYTE_TYPES,
     MICROSOFT_TYPES,
     QTYPE_ROWS,
+    SMALLFLOAT_ROWS,
     SUBBYTE_ROWS,
 )
 
@@ -44,8 +45,11 @@ __all__ = [
     "MS_DEQUANTIZE_TYPES",
     "SubByteType",
     "SUBBYTE",
+    "SmallFloatType",
+    "SMALLFLOAT",
     "QUANTIZED",
     "QUANTIZED_BY_ONNX",
+    "QuantizedType",
     "quantized_type_of",
     "FLOAT_CODES",
     "FLOAT_DTYPES",
@@ -135,10 +139,60 @@ class SubByteType:
 
 #: int4, uint4, int2 and uint2 by name.
 SUBBYTE: dict[str, SubByteType] = {row[0]: SubByteType(*row) for row in SUBBYTE_ROWS}
-#: Every quantized type extql computes: the eight, then the sub-byte ones.
-QUANTIZED: dict[str, QType | SubByteType] = {**QTYPES, **SUBBYTE}
+
+
+@dataclass(frozen=True)
+class SmallFloatType:
+    """float8e4m3fn, float8e4m3fnuz, float8e5m2, float8e5m2fnuz, float4e2m1
+    (ONNX's names; ``dtype`` is ml_dtypes' type, one element per byte in
+    NumPy; float4e2m1 is packed two per byte in ONNX tensors).  ``special``:
+    how infinities and NaN are encoded (``_typetable.SMALLFLOAT_ROWS``).
+    The kernels compute them through float32."""
+
+    name: str
+    onnx: int
+    ml_name: str
+    bits: int
+    ebits: int
+    mbits: int
+    bias: int
+    max: float
+    special: str
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(getattr(ml_dtypes, self.ml_name))
+
+    @property
+    def is_float(self) -> bool:
+        return True
+
+    @property
+    def is_float8(self) -> bool:
+        return self.bits == 8
+
+    @property
+    def lo(self) -> float:
+        return -self.max
+
+    @property
+    def hi(self) -> float:
+        return self.max
+
+
+#: Any quantized type.
+QuantizedType = QType | SubByteType | SmallFloatType
+
+#: The small float types by name (ONNX's: float8e4m3fn, ...).
+SMALLFLOAT: dict[str, SmallFloatType] = {
+    row[0]: SmallFloatType(*row) for row in SMALLFLOAT_ROWS
+}
+#: Every quantized type extql computes: the eight, the sub-byte ones, the
+#: small floats.
+QUANTIZED: dict[str, QuantizedType] = {
+    **QTYPES, **SUBBYTE, **SMALLFLOAT}
 #: The same by ONNX code.
-QUANTIZED_BY_ONNX: dict[int, QType | SubByteType] = {t.onnx: t for t in QUANTIZED.values()}
+QUANTIZED_BY_ONNX: dict[int, QuantizedType] = {t.onnx: t for t in QUANTIZED.values()}
 _CODE: dict[str, int] = {**{n: t.onnx for n, t in QTYPES.items()},
                          **{n: t.onnx for n, t in SUBBYTE.items()}}
 #: Names of the zero point / output types of com.microsoft QuantizeLinear
@@ -162,12 +216,12 @@ def qtype_of(dtype: np.dtype | type) -> QType | None:
         return None
 
 
-_QUANTIZED_BY_DTYPE: dict[np.dtype, QType | SubByteType] = {
+_QUANTIZED_BY_DTYPE: dict[np.dtype, QuantizedType] = {
     t.dtype: t for t in QUANTIZED.values()
 }
 
 
-def quantized_type_of(dtype: np.dtype | type) -> QType | SubByteType | None:
+def quantized_type_of(dtype: np.dtype | type) -> QuantizedType | None:
     """The type of a NumPy dtype among :data:`QUANTIZED`, or None."""
     try:
         return _QUANTIZED_BY_DTYPE.get(np.dtype(dtype))

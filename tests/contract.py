@@ -33,7 +33,18 @@ SUBBYTE_TYPES: dict[str, tuple[np.dtype, float, float]] = {
     "int2": (np.dtype(ml_dtypes.int2), -2, 1),
     "uint2": (np.dtype(ml_dtypes.uint2), 0, 3),
 }
-_ALL = {**TYPES, **SUBBYTE_TYPES}
+#: The small float types (ONNX's float8 types and float4e2m1): name ->
+#: (dtype, -max, max).  float8 quantize takes no zero point; out of range
+#: values saturate to +-max, or with saturate=False become what ml_dtypes'
+#: conversion (ONNX's table) makes of them: inf (float8e5m2) or NaN.
+SMALLFLOAT_TYPES: dict[str, tuple[np.dtype, float, float]] = {
+    name: (np.dtype(getattr(ml_dtypes, ml)), -float(ml_dtypes.finfo(getattr(ml_dtypes, ml)).max),
+           float(ml_dtypes.finfo(getattr(ml_dtypes, ml)).max))
+    for name, ml in [("float8e4m3fn", "float8_e4m3fn"), ("float8e4m3fnuz", "float8_e4m3fnuz"),
+                     ("float8e5m2", "float8_e5m2"), ("float8e5m2fnuz", "float8_e5m2fnuz"),
+                     ("float4e2m1", "float4_e2m1fn")]
+}
+_ALL = {**TYPES, **SUBBYTE_TYPES, **SMALLFLOAT_TYPES}
 
 
 def type_name(dtype: np.dtype) -> str:
@@ -85,7 +96,7 @@ def _round_to(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
-             precision=None) -> np.ndarray:
+             precision=None, saturate: bool = True) -> np.ndarray:
     """Expected ExtendedQuantizeLinear output.
 
     x and scale are float32, float16 or bfloat16.  The division is done in
@@ -113,6 +124,12 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
             # float32 has more than 2p + 2 bits of float16's / bfloat16's p:
             # the float32 quotient rounded again is the correctly rounded one.
             v = _round_to(v, prec)
+        if name in SMALLFLOAT_TYPES:
+            if name == "float4e2m1":  # (float8 takes no zero point)
+                v = np.add(v, z.astype(np.float32), dtype=np.float32)
+            if saturate or name == "float4e2m1":
+                v = np.where(np.isnan(v), v, np.clip(v, np.float32(lo), np.float32(hi)))
+            return np.asarray(v.astype(dt), dtype=dt).reshape(x.shape)  # one rounding
         if name in FLOAT_TYPES:
             v = np.add(v, z.astype(np.float32), dtype=np.float32)
             v = np.where(np.isnan(v), v, np.clip(v, np.float32(lo), np.float32(hi)))
@@ -138,11 +155,19 @@ def dequantize(x, scale, zero_point=None, axis: int = 1, output_dtype=None) -> n
     s = _along(scale, x.ndim, axis)
     z = _along(zp, x.ndim, axis)
     with np.errstate(all="ignore"):
-        if name in FLOAT_TYPES:
+        if name in SMALLFLOAT_TYPES:
+            # A zero point of 0 (float8's only one) leaves x as it is, -0 too.
+            zf = z.astype(np.float32)
+            xf = x.astype(np.float32)
+            d = np.where(zf == 0, xf, np.subtract(xf, zf, dtype=np.float32))
+        elif name in FLOAT_TYPES:
             d = np.subtract(x.astype(np.float32), z.astype(np.float32), dtype=np.float32)
         else:
             d = (x.astype(np.int64) - z.astype(np.int64)).astype(np.float32)
         return np.multiply(d, s, dtype=np.float32).reshape(x.shape).astype(out)
+
+
+_SMALL_DTYPES = {dt for dt, _, _ in SMALLFLOAT_TYPES.values()}
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -152,7 +177,7 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 
 def _isnan(a: np.ndarray) -> np.ndarray:
-    if a.dtype.kind == "f" or a.dtype == BF16:
+    if a.dtype.kind == "f" or a.dtype == BF16 or a.dtype in _SMALL_DTYPES:
         return np.isnan(a.astype(np.float32))
     return np.zeros(a.shape, bool)
 

@@ -43,11 +43,18 @@ ONNX_OF = {
     np.dtype(np.int64): TensorProto.INT64,
     np.dtype(np.float64): TensorProto.DOUBLE,
 }
-#: The sub-byte types by name (int2 / uint2 where onnx has them).
+#: The packed types by ml_dtypes' name (int2 / uint2 where onnx has them):
+#: int4, uint4, int2, uint2, float4e2m1.
 SUBBYTE = {"int4": TensorProto.INT4, "uint4": TensorProto.UINT4,
+           "float4_e2m1fn": TensorProto.FLOAT4E2M1,
            **{n: getattr(TensorProto, n.upper()) for n in ("int2", "uint2")
               if hasattr(TensorProto, n.upper())}}
-ONNX_OF.update({np.dtype(getattr(ml_dtypes, n)): c for n, c in SUBBYTE.items()})
+#: The float8 types by ml_dtypes' name (one byte each).
+FLOAT8 = {"float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
+          "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
+          "float8_e5m2": TensorProto.FLOAT8E5M2,
+          "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ}
+ONNX_OF.update({np.dtype(getattr(ml_dtypes, n)): c for n, c in {**SUBBYTE, **FLOAT8}.items()})
 DTYPE_OF = {v: k for k, v in ONNX_OF.items()}
 ORT_TYPE = {
     TensorProto.FLOAT: "tensor(float)",
@@ -74,9 +81,12 @@ def tensor(name: str, value: np.ndarray) -> TensorProto:
         return helper.make_tensor(
             name, TensorProto.BFLOAT16, value.shape, value.view(np.uint16).tobytes(), raw=True
         )
-    if value.dtype.name in SUBBYTE:  # onnx packs them
+    if value.dtype.name in SUBBYTE:  # packed, as ONNX stores them
         return helper.make_tensor(name, SUBBYTE[value.dtype.name], value.shape,
-                                  value.astype(np.int64).reshape(-1))
+                                  ort_io.pack(value).tobytes(), raw=True)
+    if value.dtype.name in FLOAT8:
+        return helper.make_tensor(name, FLOAT8[value.dtype.name], value.shape,
+                                  np.ascontiguousarray(value).view(np.uint8).tobytes(), raw=True)
     return onnx.numpy_helper.from_array(np.array(value, order="C"), name)  # keeps 0-d
 
 
@@ -222,9 +232,9 @@ def node_model(
     else:
         outputs = [value_info("y", out_type, x.shape if declare_output else None)]
     model = make_model(nodes, inputs, outputs, inits, domains=(domain,))
-    sub = [v.dtype.name for v in values.values() if v.dtype.name in SUBBYTE]
-    if sub:  # int4 needs IR 10, int2 IR 11 (and opset 25)
-        model.ir_version = 11 if any(n.endswith("2") for n in sub) else 10
+    new = [v.dtype.name for v in values.values() if v.dtype.name in {**SUBBYTE, **FLOAT8}]
+    if new:  # float8 needs IR 9, int4 IR 10, float4 IR 11 (and opset 23), int2 IR 11 (25)
+        model.ir_version = 11 if any(n.endswith(("2", "e2m1fn")) for n in new) else 10
     if not typed:
         model, feeds = ort_io.bfloat16_inputs_as_initializers(model, feeds)
         if bf16_out:

@@ -32,14 +32,75 @@ def load_rows(table: Path = TABLE) -> tuple[tuple[str, int, int, float, float], 
     return tuple(module.QTYPE_ROWS)
 
 
-def load_subbyte_rows(table: Path = TABLE) -> tuple[tuple[str, int, int, int, int], ...]:
-    """The sub-byte rows of the type table file (name, code, bits, lo, hi)."""
+def _table(table: Path):
     spec = importlib.util.spec_from_file_location("_extql_typetable", table)
     if spec is None or spec.loader is None:
         raise SystemExit(f"{table}: cannot be read")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return tuple(module.SUBBYTE_ROWS)
+    return module
+
+
+def load_subbyte_rows(table: Path = TABLE) -> tuple[tuple[str, int, int, int, int], ...]:
+    """The sub-byte rows of the type table file (name, code, bits, lo, hi)."""
+    return tuple(_table(table).SUBBYTE_ROWS)
+
+
+def load_smallfloat_rows(table: Path = TABLE) -> tuple[tuple, ...]:
+    """The small float rows of the type table file (float8, float4)."""
+    return tuple(_table(table).SMALLFLOAT_ROWS)
+
+
+#: The encodings of the small floats' special values, as C enumerators.
+_KINDS = {"fn": "EXTQL_SF_FN", "fnuz": "EXTQL_SF_FNUZ", "ieee": "EXTQL_SF_IEEE",
+          "none": "EXTQL_SF_NONE"}
+
+
+def _smallfloat_text(rows: tuple[tuple, ...]) -> str:
+    """The small float part of the header."""
+    if not rows:
+        return ""
+    width = max(len(r[0]) for r in rows)
+    enum = ",\n".join(f"  EXTQL_{r[0].upper():<{width}} = {r[1]}" for r in rows)
+    cases = "\n".join(
+        f"    case {r[1]}: f->bits = {r[3]}; f->ebits = {r[4]}; f->mbits = {r[5]}; "
+        f"f->bias = {r[6]};\n"
+        f"      f->maxv = {_c_double(r[7])}f; f->kind = {_KINDS[r[8]]}; return 1;"
+        for r in rows
+    )
+    xrows = " \\\n".join(f"  X({r[0].upper()}, \"{r[0]}\", {r[1]}, {r[3]})" for r in rows)
+    names = ", ".join(r[0] for r in rows)
+    return f"""
+/* The small float types (float8, float4): their codes, and how their
+   special values are encoded: EXTQL_SF_FN no infinities, NaN with every
+   exponent and mantissa bit set; EXTQL_SF_FNUZ no infinities and no
+   negative zero, NaN 0x80; EXTQL_SF_IEEE infinities and NaNs as IEEE 754;
+   EXTQL_SF_NONE neither (float4e2m1). */
+enum {{
+{enum}
+}};
+enum {{ EXTQL_SF_FN = 0, EXTQL_SF_FNUZ = 1, EXTQL_SF_IEEE = 2, EXTQL_SF_NONE = 3 }};
+
+typedef struct {{
+  int bits, ebits, mbits, bias, kind;
+  float maxv; /* the largest finite value */
+}} ExtqlSmallFloat;
+
+/* 1 for a small float type code, with its facts in *f; else 0. */
+static inline int extql_smallfloat(int code, ExtqlSmallFloat *f) {{
+  switch (code) {{
+{cases}
+    default: return 0;
+  }}
+}}
+
+#define EXTQL_N_SMALLFLOAT {len(rows)}
+#define EXTQL_SMALLFLOAT_NAMES "{names}"
+
+/* X(NAME, "name", onnx code, bits) for every small float type. */
+#define EXTQL_FOR_EACH_SMALLFLOAT(X) \\
+{xrows}
+"""
 
 
 def _c_double(value: float) -> str:
@@ -86,8 +147,9 @@ static inline int extql_subbyte(int code, int *bits, int *lo, int *hi) {{
 
 
 def header_text(rows: tuple[tuple[str, int, int, float, float], ...],
-                subbyte: tuple[tuple[str, int, int, int, int], ...] = ()) -> str:
-    """The header for the table rows (and the sub-byte rows)."""
+                subbyte: tuple[tuple[str, int, int, int, int], ...] = (),
+                smallfloat: tuple[tuple, ...] = ()) -> str:
+    """The header for the table rows (and the sub-byte and small float rows)."""
     names = ", ".join(r[0] for r in rows)
     width = max(len(r[0]) for r in rows)
     enum = ",\n".join(f"  EXTQL_{r[0].upper():<{width}} = {r[1]}" for r in rows)
@@ -140,14 +202,14 @@ static inline int extql_qtype_size(int code) {{
  * finite float16 / bfloat16 value), as doubles. */
 #define EXTQL_FOR_EACH_QTYPE(X) \\
 {xrows}
-{_subbyte_text(subbyte)}
+{_subbyte_text(subbyte)}{_smallfloat_text(smallfloat)}
 #endif /* EXTQL_TYPES_H */
 """
 
 
 def write_header(header: Path = HEADER, table: Path = TABLE) -> bool:
     """Write the header when its text differs; True when it was written."""
-    text = header_text(load_rows(table), load_subbyte_rows(table))
+    text = header_text(load_rows(table), load_subbyte_rows(table), load_smallfloat_rows(table))
     if header.exists() and header.read_text() == text:
         return False
     header.write_text(text)
@@ -156,14 +218,14 @@ def write_header(header: Path = HEADER, table: Path = TABLE) -> bool:
 
 def main(argv: list[str]) -> int:
     if argv == ["--check"]:
-        want = header_text(load_rows(), load_subbyte_rows())
+        want = header_text(load_rows(), load_subbyte_rows(), load_smallfloat_rows())
         if not HEADER.exists() or HEADER.read_text() != want:
             print(f"{HEADER.relative_to(ROOT)} differs from {TABLE.relative_to(ROOT)}; "
                   "run python tools/gen_types_header.py", file=sys.stderr)
             return 1
         return 0
     if argv == ["--print"]:
-        print(header_text(load_rows(), load_subbyte_rows()), end="")
+        print(header_text(load_rows(), load_subbyte_rows(), load_smallfloat_rows()), end="")
         return 0
     if argv:
         print(__doc__, file=sys.stderr)

@@ -42,6 +42,10 @@ extern "C" {
  * per byte, element k of a byte in its bits [k * bits, (k + 1) * bits)
  * (ONNX's layout). */
 #define EXTQL_UNPACKED 2
+/* EXTQL_NO_SATURATE: quantize to a small float type (float8) without
+ * saturation (ONNX's saturate = 0): a magnitude beyond the largest finite
+ * value becomes infinity (float8e5m2) or NaN (the others). */
+#define EXTQL_NO_SATURATE 4
 /* Outputs of at least this many bytes are streamed by extql_quantize /
  * extql_dequantize and by the onnxruntime ops; EXTQL_STREAM_FLAGS(bytes) is
  * the flags they use for an output of that size. */
@@ -83,8 +87,10 @@ int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
  * unknown type or precision code.
  *
  * qtype may be a sub-byte type (EXTQL_INT4, EXTQL_UINT4, EXTQL_INT2,
- * EXTQL_UINT2): then the zero point is given as int8 / uint8 elements, one
- * per element (extql_unpack), and the quantized tensor is packed unless
+ * EXTQL_UINT2) or a small float (EXTQL_FLOAT8E4M3FN, EXTQL_FLOAT8E4M3FNUZ,
+ * EXTQL_FLOAT8E5M2, EXTQL_FLOAT8E5M2FNUZ, EXTQL_FLOAT4E2M1): then the zero
+ * point is given as the kernels take it (extql_unpack: int8 / uint8 or
+ * float32 elements), and a sub-byte or float4e2m1 tensor is packed unless
  * flags has EXTQL_UNPACKED; start must be a multiple of the elements per
  * byte, and so must stop unless it is the tensor's end (ranges that share a
  * byte would race; -1 otherwise). */
@@ -103,9 +109,11 @@ int extql_dequantize_typed_range_ex(int qtype, int ytype, const void *x, const f
  * an unknown code. */
 int extql_convert_scales(int stype, int prec, const void *src, float *dst, int64_t n);
 
-/* n packed elements of the sub-byte type qtype as int8 / uint8 elements
- * (sign-extended for int4 / int2) into dst.  0, or -1 when qtype is not a
- * sub-byte type. */
+/* n elements of a sub-byte or small float type (as in an ONNX tensor:
+ * int4 / uint4 / int2 / uint2 / float4e2m1 packed) into dst as the kernels
+ * take zero points: int8 / uint8 elements for the sub-byte types
+ * (sign-extended for int4 / int2), float32 for the small floats.  0, or -1
+ * for another type. */
 int extql_unpack(int qtype, const void *src, void *dst, int64_t n);
 
 /* The whole tensor of n elements, in chunks handed out dynamically to
@@ -119,7 +127,8 @@ int extql_dequantize(int qtype, const void *x, const float *scale,
                      int64_t inner, int nthreads);
 
 /* The same in the general form (extql_quantize_typed_range_ex); flags:
- * EXTQL_UNPACKED or 0 (the stores are chosen by the output's size). */
+ * EXTQL_UNPACKED, EXTQL_NO_SATURATE or 0 (the stores are chosen by the
+ * output's size). */
 int extql_quantize_typed(int qtype, int xtype, int prec, const void *x, const float *scale,
                          const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
                          int64_t block, int nthreads, int flags);

@@ -182,10 +182,10 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
       goto done;
     }
   }
-  if (pz != NULL && extql_is_subbyte(qtype)) {
-    /* A packed sub-byte zero point: unpacked once (the kernels take one
-     * int8 / uint8 element per zero point). */
-    void *unpacked = malloc(fz.count ? fz.count : 1);
+  if (pz != NULL && extql_unpacked_size(qtype) != 0) {
+    /* A sub-byte or small float zero point: converted once into the form
+     * the kernels take (int8 / uint8 or float32 elements). */
+    void *unpacked = malloc((fz.count ? fz.count : 1) * extql_unpacked_size(qtype));
     int rc;
     if (unpacked == NULL) {
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
@@ -200,6 +200,17 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernels do not know element type %d",
                       qtype);
       goto done;
+    }
+    if (k->kind == OP_DEQUANTIZE && extql_is_float8(qtype)) {
+      size_t i;
+      for (i = 0; i < fz.count; i++)
+        if (((const float *)pz)[i] != 0) {
+          st = extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
+                          "x_zero_point of %s must be 0 (a float8 dequantize takes no zero "
+                          "point, as the official DequantizeLinear requires)",
+                          extql_type_name(qtype, b1, sizeof b1));
+          goto done;
+        }
     }
   }
   if (misaligned(py, y_size)) {
@@ -218,6 +229,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     job.work.qtype = qtype;
     job.work.ftype = ftype;
     job.work.prec = k->kind == OP_QUANTIZE ? prec : EXTQL_ORT_FLOAT;
+    job.work.saturate = k->kind == OP_QUANTIZE ? k->saturate : 1;
     job.work.x = px;
     job.work.scale = (const float *)ps;
     job.work.zp = pz;

@@ -38,13 +38,14 @@ enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
 /* One operator's work on one tensor.  kind OP_QUANTIZE: x of ftype, y of
  * qtype; OP_DEQUANTIZE: x of qtype, y of ftype (ftype float32, float16 or
  * bfloat16).  prec: quantize's precision of the division (the same three
- * codes); the scale is float32, already a value of prec.  A sub-byte qtype's
- * tensor is packed, its zero point unpacked (ExtqlUnpackFn).  The tensor is
- * [outer, D, inner] (per tensor: D = 1); block > 0: blocked along D (the
+ * codes); the scale is float32, already a value of prec.  A sub-byte or
+ * small float qtype's zero point is given as the kernels take it
+ * (ExtqlUnpackFn); saturate: quantize's attribute (float8 outputs).  The
+ * tensor is [outer, D, inner] (per tensor: D = 1); block > 0: blocked along D (the
  * scale [outer, ceil(D / block), inner]); out_bytes is the size of the whole
  * output (for the choice of stores). */
 typedef struct {
-  int kind, qtype, ftype, prec;
+  int kind, qtype, ftype, prec, saturate;
   const void *x;
   const float *scale;
   const void *zp;
@@ -60,9 +61,9 @@ typedef int (*ExtqlRangeFn)(const ExtqlWork *work, int64_t start, int64_t stop);
  * bfloat16) or not (float32); 0, or -1 for an unknown code. */
 typedef int (*ExtqlConvertFn)(int stype, int prec, const void *src, float *dst, int64_t n);
 
-/* n packed sub-byte elements of type qtype as int8 / uint8 elements (the
- * form the range function takes a sub-byte zero point in); 0, or -1 for a
- * type that is not sub-byte. */
+/* n elements of a sub-byte or small float type qtype (as in an ONNX tensor)
+ * as the range function takes zero points (int8 / uint8 or float32
+ * elements: extql_unpacked_size bytes each); 0, or -1 for another type. */
 typedef int (*ExtqlUnpackFn)(int qtype, const void *src, void *dst, int64_t n);
 
 /* One operator name of a library. */
@@ -130,6 +131,7 @@ typedef struct {
   int64_t block;   /* the attribute block_size: 0, or blocked quantization */
   int output_dtype; /* the attribute output_dtype, 0 when absent */
   int precision;    /* quantize's attribute precision, 0 when absent */
+  int saturate;     /* quantize's attribute saturate (float8), 1 when absent */
   char label[192]; /* "ExtendedQuantizeLinear (node 'q')" */
 } ExtqlKernel;
 
@@ -153,6 +155,9 @@ EXTQL_INTERNAL int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_
 /* ort_messages.c */
 EXTQL_INTERNAL int extql_is_qtype(int type);
 EXTQL_INTERNAL int extql_is_subbyte(int type);
+EXTQL_INTERNAL int extql_is_smallfloat(int type);
+EXTQL_INTERNAL int extql_is_float8(int type);
+EXTQL_INTERNAL size_t extql_unpacked_size(int type);
 EXTQL_INTERNAL size_t extql_elem_size(int type);
 EXTQL_INTERNAL const char *extql_type_name(int type, char *buf, size_t size);
 EXTQL_INTERNAL const char *extql_shape_str(const int64_t *dims, size_t rank, char *buf,
@@ -189,7 +194,7 @@ EXTQL_INTERNAL OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKern
                                                 const char *label, int64_t *block);
 EXTQL_INTERNAL OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                                                 const char *label, int kind, int *output_dtype,
-                                                int *precision);
+                                                int *precision, int *saturate);
 EXTQL_INTERNAL OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info,
                                            const char *label, int kind, int output_dtype,
                                            int precision);

@@ -28,7 +28,7 @@ static const ExtqlOpName NAMES[] = {
 /* Elements [start, stop) through the kernels, with the stores they choose
  * for an output of out_bytes (non-temporal for one larger than the caches). */
 static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
-  int flags = EXTQL_STREAM_FLAGS(w->out_bytes);
+  int flags = EXTQL_STREAM_FLAGS(w->out_bytes) | (w->saturate ? 0 : EXTQL_NO_SATURATE);
   if (w->kind == OP_QUANTIZE)
     return extql_quantize_typed_range_ex(w->qtype, w->ftype, w->prec, w->x, w->scale, w->zp,
                                          w->y, w->D, w->inner, w->block, start, stop, flags);

@@ -17,14 +17,35 @@ int extql_is_subbyte(int type) {
   return extql_subbyte(type, &bits, &lo, &hi);
 }
 
-int extql_is_qtype(int type) { return extql_qtype_size(type) != 0 || extql_is_subbyte(type); }
+int extql_is_smallfloat(int type) {
+  ExtqlSmallFloat f;
+  return extql_smallfloat(type, &f);
+}
 
-/* The size of one element of a quantized type (1 for the packed sub-byte
- * types: their alignment), or 4 (float32). */
+int extql_is_float8(int type) {
+  ExtqlSmallFloat f;
+  return extql_smallfloat(type, &f) && f.bits == 8;
+}
+
+int extql_is_qtype(int type) {
+  return extql_qtype_size(type) != 0 || extql_is_subbyte(type) || extql_is_smallfloat(type);
+}
+
+/* The size of one element of a quantized type (1 for the sub-byte and
+ * small float types: their alignment), or 4 (float32). */
 size_t extql_elem_size(int type) {
   int size = extql_qtype_size(type);
-  if (size == 0 && extql_is_subbyte(type)) size = 1;
+  if (size == 0 && (extql_is_subbyte(type) || extql_is_smallfloat(type))) size = 1;
   return size != 0 ? (size_t)size : 4;
+}
+
+/* The bytes of one zero point as the kernels take it (extql_unpack): 1 for
+ * the sub-byte types (int8 / uint8), 4 for the small floats (float32); 0
+ * for a type whose zero points are taken as they are. */
+size_t extql_unpacked_size(int type) {
+  if (extql_is_subbyte(type)) return 1;
+  if (extql_is_smallfloat(type)) return 4;
+  return 0;
 }
 
 /* NumPy-style names of ONNX element types. */
@@ -40,6 +61,10 @@ const char *extql_type_name(int type, char *buf, size_t size) {
 #define EXTQL_NAME(NAME, name, code, bits, lo, hi) \
   if (type == (code)) return name;
   EXTQL_FOR_EACH_SUBBYTE(EXTQL_NAME)
+#undef EXTQL_NAME
+#define EXTQL_NAME(NAME, name, code, bits) \
+  if (type == (code)) return name;
+  EXTQL_FOR_EACH_SMALLFLOAT(EXTQL_NAME)
 #undef EXTQL_NAME
   if (type > 0 && type < (int)(sizeof others / sizeof others[0]) && others[type] != NULL)
     return others[type];

@@ -39,17 +39,19 @@
 
 /* The float types of the scale (and dequantize's y). */
 #define N_FLOATS 3
-/* The sub-byte types registered: int4 and uint4 (the table's first two),
- * from the first C API version (onnxruntime release) whose custom operators
- * take them: 1.18 fails the whole registration ("tensor type 22 is not
- * supported"), 1.20 registers them but rejects such an input ("Type
- * 'tensor(int4)' ... is invalid"), 1.21 runs them.  No release takes int2 /
+/* The types beyond the eight, from the first C API version (onnxruntime
+ * release) whose custom operators take them: float8 in every supported
+ * release; int4 / uint4 from 1.21 (1.18 fails the whole registration:
+ * "tensor type 22 is not supported"; 1.20 registers them but rejects such
+ * an input: "Type 'tensor(int4)' ... is invalid"); float4e2m1 from 1.24
+ * (1.21 to 1.23 fail the whole registration).  No release takes int2 /
  * uint2 in a custom operator (1.32 rejects them as 1.20 does int4). */
-#define N_SUBBYTE_REGISTERED 2
 #define EXTQL_INT4_API 21
+#define EXTQL_FLOAT4_API 24
+#define N_EXTRA 7 /* int4, uint4, four float8, float4e2m1 */
 /* Registrations per operator name: at most the typed ones of every scale
  * type and the fallbacks (dequantize: one per scale type and the untyped). */
-#define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_SUBBYTE_REGISTERED) + N_FLOATS + 1)
+#define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_EXTRA) + N_FLOATS + 1)
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
@@ -88,7 +90,8 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   st = extql_read_axis(api, info, k->label, &k->axis);
   if (st == NULL) st = extql_read_block_size(api, info, k->label, &k->block);
   if (st == NULL)
-    st = extql_read_type_attrs(api, info, k->label, op->kind, &k->output_dtype, &k->precision);
+    st = extql_read_type_attrs(api, info, k->label, op->kind, &k->output_dtype, &k->precision,
+                               &k->saturate);
   if (st == NULL) st = extql_check_node(api, info, k->label, op->kind, k->output_dtype, k->precision);
   if (st != NULL) {
     free(k);
@@ -199,21 +202,30 @@ static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int st
 
 /* Fill set->ops (allocated here, kept for the life of the process); -1 when
  * out of memory.  runtime_api: the C API version of the running onnxruntime
- * (0: not known), which decides whether int4 / uint4 are registered. */
+ * (0: not known), which decides which types beyond the eight are registered. */
 int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api) {
-  static const int codes[EXTQL_N_QTYPES + EXTQL_N_SUBBYTE] = {
+  static const int eight[EXTQL_N_QTYPES] = {
 #define EXTQL_CODE(NAME, name, code, size, lo, hi) code,
-      EXTQL_FOR_EACH_QTYPE(EXTQL_CODE) EXTQL_FOR_EACH_SUBBYTE(EXTQL_CODE)
+      EXTQL_FOR_EACH_QTYPE(EXTQL_CODE)
 #undef EXTQL_CODE
   };
-  /* The sub-byte types only for a library that unpacks their zero points,
-   * on a runtime that takes them. */
-  int n_codes = EXTQL_N_QTYPES + (set->unpack != NULL && runtime_api >= EXTQL_INT4_API
-                                      ? N_SUBBYTE_REGISTERED
-                                      : 0);
+  static const int float8[4] = {EXTQL_FLOAT8E4M3FN, EXTQL_FLOAT8E4M3FNUZ, EXTQL_FLOAT8E5M2,
+                                EXTQL_FLOAT8E5M2FNUZ};
   static const int floats[N_FLOATS] = {EXTQL_ORT_FLOAT, EXTQL_FLOAT16, EXTQL_BFLOAT16};
+  int codes[EXTQL_N_QTYPES + N_EXTRA], n_codes = 0;
   int n, t, f, i = 0;
-  ExtqlOp *ops = (ExtqlOp *)calloc((size_t)set->n_names * OPS_PER_NAME, sizeof *ops);
+  ExtqlOp *ops;
+  for (t = 0; t < EXTQL_N_QTYPES; t++) codes[n_codes++] = eight[t];
+  /* The other types only for a library that converts their zero points
+   * (unpack), on a runtime that takes them. */
+  if (set->unpack != NULL && runtime_api >= EXTQL_INT4_API) {
+    codes[n_codes++] = EXTQL_INT4;
+    codes[n_codes++] = EXTQL_UINT4;
+  }
+  if (set->unpack != NULL)
+    for (t = 0; t < 4; t++) codes[n_codes++] = float8[t];
+  if (set->unpack != NULL && runtime_api >= EXTQL_FLOAT4_API) codes[n_codes++] = EXTQL_FLOAT4E2M1;
+  ops = (ExtqlOp *)calloc((size_t)set->n_names * OPS_PER_NAME, sizeof *ops);
   if (ops == NULL) return -1;
   for (n = 0; n < set->n_names; n++) {
     /* The typed registrations first, uint8 leading (the type of a quantize

@@ -334,14 +334,20 @@ OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
 
 /* The attributes output_dtype (quantize: one of the quantized types;
  * dequantize: float32, float16 or bfloat16) and precision (quantize:
- * float32, float16 or bfloat16), 0 when absent. */
+ * float32, float16 or bfloat16), 0 when absent, and quantize's saturate (0
+ * or 1, default 1). */
 OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                                  const char *label, int kind, int *output_dtype,
-                                 int *precision) {
-  int64_t out = 0, prec = 0;
+                                 int *precision, int *saturate) {
+  int64_t out = 0, prec = 0, sat = 1;
   char b1[32];
   EXTQL_TRY(read_int(api, info, label, "output_dtype", 0, &out));
   if (kind == OP_QUANTIZE) EXTQL_TRY(read_int(api, info, label, "precision", 0, &prec));
+  if (kind == OP_QUANTIZE) EXTQL_TRY(read_int(api, info, label, "saturate", 1, &sat));
+  if (sat != 0 && sat != 1)
+    return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the attribute saturate must be 0 or 1, got %lld", (long long)sat);
+  *saturate = (int)sat;
   if (out != 0 && (out < 0 || out > 64 ||
                    (kind == OP_QUANTIZE ? !extql_is_qtype((int)out) : !is_float_type((int)out))))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,

@@ -117,8 +117,9 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         if variant_of[id(ext.node)] not in fallbacks.VARIANTS:
             raise ValueError(
                 f"{ext.label}: {variant_of[id(ext.node)]}: the fallback functions do not "
-                "implement the sub-byte types yet (extql's onnxruntime library and NumPy API "
-                "run them)"
+                "implement the sub-byte and small float types yet (extql's onnxruntime library "
+                "and NumPy API run them; lower_to_standard turns them into the official "
+                "operators where those are exact)"
             )
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
     # Runtimes that ignore ``overload`` run one (type-generic) function for

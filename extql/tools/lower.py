@@ -51,6 +51,11 @@ _OFFICIAL_Q = {
     "uint4": _Official(21, 21),
     "int2": _Official(25, 25),
     "uint2": _Official(25, 25),
+    # float8 with saturate = 1 only (see _not_saturating).
+    "float8e4m3fn": _Official(19, 19),
+    "float8e4m3fnuz": _Official(19, 19),
+    "float8e5m2": _Official(19, 19),
+    "float8e5m2fnuz": _Official(19, 19),
 }
 _OFFICIAL_DQ = {
     "int8": _Official(10, 13),
@@ -63,7 +68,18 @@ _OFFICIAL_DQ = {
     "uint4": _Official(21, 21),
     "int2": _Official(25, 25),
     "uint2": _Official(25, 25),
+    "float8e4m3fn": _Official(19, 19),
+    "float8e4m3fnuz": _Official(19, 19),
+    "float8e5m2": _Official(19, 19),
+    "float8e5m2fnuz": _Official(19, 19),
 }
+
+
+def _not_saturating(ext: ExtNode) -> bool:
+    """A quantize with saturate = 0: onnxruntime's non-saturating float8e4m3fn
+    conversion takes some overflowing values to the largest finite value
+    instead of NaN, so such nodes are not lowered."""
+    return ext.quantize and any(a.name == "saturate" and a.i == 0 for a in ext.node.attribute)
 
 
 def _granularity_words(ext: ExtNode, per_tensor: bool) -> str:
@@ -83,12 +99,13 @@ def lower_to_standard(
     scale) are lowered by the same rules; a com.microsoft node that the
     model's opset cannot express (16-bit below opset 21) stays as it is.
 
-    Lowered: quantize to int8/uint8 (and without a zero point), int16/uint16
-    and the sub-byte int4/uint4/int2/uint2; dequantize of the same types, and
-    of int32 without a zero point or with a constant all-zero one (the
-    official int32 dequantize computes the difference in 32 bits).
-    Per-tensor needs ai.onnx opset >= 10 (21 for the 16-bit types and
-    int4/uint4, 25 for int2/uint2), per-axis >= 13 (the same).  Everything
+    Lowered: quantize to int8/uint8 (and without a zero point), int16/uint16,
+    the sub-byte int4/uint4/int2/uint2 and float8 (with saturate = 1);
+    dequantize of the same types, and of int32 without a zero point or with
+    a constant all-zero one (the official int32 dequantize computes the
+    difference in 32 bits).  Per-tensor needs ai.onnx opset >= 10 (21 for
+    the 16-bit types and int4/uint4, 19 for float8, 25 for int2/uint2),
+    per-axis >= 13 (the same).  Everything
     else is left as it is; the reason for each node left is appended to ``report`` (when given) and
     issued as a warning when the model's opset is too old.  The model's
     opset is never changed (raising it could change the meaning of other
@@ -123,6 +140,10 @@ def lower_to_standard(
             variant = fallbacks.variant(zero_point_type(ext, types))
         except ValueError as exc:
             messages.append(f"{exc}; left as is")
+            continue
+        if variant.startswith("float8") and _not_saturating(ext):
+            messages.append(f"{ext.label}: left as is: saturate = 0 (onnxruntime's official "
+                            "float8 conversion differs without saturation)")
             continue
         table = _OFFICIAL_Q if ext.quantize else _OFFICIAL_DQ
         official = table.get(variant)

@@ -207,7 +207,7 @@ def test_packed_layout_is_onnxs(name, n):
                       y, n, 1, n)
     np.testing.assert_array_equal(y, pack(want, bits))
     unpacked = np.zeros(n, np.uint8)
-    _kernels.unpack(CODE_OF[name], y, unpacked)
+    _kernels.unpack(CODE_OF[name], y, unpacked, n)
     np.testing.assert_array_equal(unpacked.view(carrier).astype(np.int64), want.astype(np.int64))
     d = np.zeros(n, np.float32)
     _kernels.dequantize(CODE_OF[name], 1, y, s, z.astype(carrier).view(np.uint8),

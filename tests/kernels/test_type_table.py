@@ -17,7 +17,7 @@ from onnx import TensorProto
 from ortutil import node_model, session
 
 import extql
-from extql._typetable import QTYPE_ROWS, SUBBYTE_ROWS
+from extql._typetable import QTYPE_ROWS, SMALLFLOAT_ROWS, SUBBYTE_ROWS
 from extql.types import (
     MS_DEQUANTIZE_NAMES,
     MS_DEQUANTIZE_TYPES,
@@ -57,7 +57,8 @@ def _header_rows(subbyte: bool = False) -> dict[str, tuple[int, int, float, floa
     the sub-byte ones (bits)."""
     text = HEADER.read_text()
     start = text.index("EXTQL_FOR_EACH_SUBBYTE")
-    part = text[start:] if subbyte else text[:start]
+    end = text.index("EXTQL_FOR_EACH_SMALLFLOAT")
+    part = text[start:end] if subbyte else text[:start]
     rows = re.findall(r'X\((\w+), "(\w+)", (\d+), (\d+), (\S+), (\S+)\)', part)
     enum = dict(re.findall(r"EXTQL_(\w+)\s*= (\d+)", text))
     out = {}
@@ -68,14 +69,14 @@ def _header_rows(subbyte: bool = False) -> dict[str, tuple[int, int, float, floa
 
 
 def test_the_built_header_is_generated_from_the_table():
-    assert HEADER.read_text() == _generator().header_text(QTYPE_ROWS, SUBBYTE_ROWS)
+    assert HEADER.read_text() == _generator().header_text(QTYPE_ROWS, SUBBYTE_ROWS, SMALLFLOAT_ROWS)
 
 
 def test_the_generator_rewrites_a_stale_header(tmp_path):
     """A header that is not the table's is rewritten; a current one is left alone."""
     gen = _generator()
     header = tmp_path / "extql_types.h"
-    want = gen.header_text(QTYPE_ROWS, SUBBYTE_ROWS)
+    want = gen.header_text(QTYPE_ROWS, SUBBYTE_ROWS, SMALLFLOAT_ROWS)
     header.write_text(want.replace("= 3,", "= 4,"))
     assert gen.write_header(header) is True
     assert header.read_text() == want
@@ -94,6 +95,32 @@ def test_the_header_holds_the_sub_byte_types():
     text = HEADER.read_text()
     assert f"#define EXTQL_N_SUBBYTE {len(rows)}" in text
     assert '#define EXTQL_SUBBYTE_NAMES "int4, uint4, int2, uint2"' in text
+
+
+def test_the_header_holds_the_small_float_types():
+    """The small float rows: ONNX's codes, and ml_dtypes' facts of each
+    (bits, exponent / mantissa bits, bias, largest finite value, and how
+    infinities and NaN are encoded)."""
+    text = HEADER.read_text()
+    cases = re.findall(r"case (\d+): f->bits = (\d+); f->ebits = (\d+); f->mbits = (\d+); "
+                       r"f->bias = (\d+);\s+f->maxv = (\S+)f; f->kind = EXTQL_SF_(\w+);", text)
+    assert len(cases) == 5
+    for row, (code, bits, ebits, mbits, bias, maxv, kind) in zip(SMALLFLOAT_ROWS, cases,
+                                                                  strict=True):
+        name, onnx_code, ml_name = row[:3]
+        assert int(code) == onnx_code == getattr(TensorProto, name.upper()), name
+        info = ml_dtypes.finfo(getattr(ml_dtypes, ml_name))
+        assert int(bits) == info.bits and int(mbits) == info.nmant, name
+        assert int(ebits) == info.bits - 1 - info.nmant, name
+        assert float(maxv) == float(info.max), name
+        assert int(bias) == 1 - info.minexp, name
+        dt = np.dtype(getattr(ml_dtypes, ml_name))
+        inf = np.array([np.inf], np.float32).astype(dt).astype(np.float32)[0]
+        negzero = np.array([-0.0], np.float32).astype(dt).view(np.uint8)[0]
+        nan = np.isnan(np.array([np.nan], np.float32).astype(dt).astype(np.float32)[0])
+        want = ("IEEE" if np.isinf(inf) else "FNUZ" if negzero == 0 and nan else
+                "FN" if nan else "NONE")
+        assert kind == want, name
 
 
 def test_the_header_holds_every_type_with_its_facts():

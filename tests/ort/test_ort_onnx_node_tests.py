@@ -7,13 +7,14 @@ The Extended ops must stay backward compatible with the official ones, so
 every case whose types, granularity (blocked quantization included) and
 attributes extql shares must give ONNX's expected output bit for bit (and the
 independent contract's).  Cases are left out only for what extql does not
-have: float8 / float4 types, float8e8m0 / int32 scales, and an output_dtype
-that differs from the type the inputs give (onnxruntime types a custom
-operator's output from its inputs); test_collected checks that every
-left-out case has such a reason.  int4 / uint4 run in onnxruntime where its
-custom operators take them (1.21 on); int2 / uint2, which none does, run the
-Extended node through onnx.reference with extql.reference.OPS (the same
-kernels).
+have (float8e8m0 / int32 scales); test_collected checks that every
+left-out case has such a reason.  A case runs in onnxruntime where its
+custom operators and Python API take the types (int4 from 1.21, float8 from
+1.20, float4e2m1 from 1.24, int2 / uint2 never) and the output's type is the
+one the inputs give (onnxruntime types a custom operator's output from its
+inputs, so an output_dtype of another type cannot be honoured); elsewhere
+the Extended node runs through onnx.reference with extql.reference.OPS (the
+same kernels).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import onnxruntime as ort
 import pytest
 from contract import (
     BF16,
+    SMALLFLOAT_TYPES,
     SUBBYTE_TYPES,
     TYPES,
     assert_same_bits,
@@ -40,12 +42,21 @@ from ortutil import DQ, Q, node_model, run_node
 from packaging.version import Version
 
 import extql
+import extql.ort_io
 
-SUBBYTE = {np.dtype(dt) for dt, _, _ in SUBBYTE_TYPES.values()}
-SUPPORTED = {np.dtype(dt) for dt, _, _ in TYPES.values()} | SUBBYTE
-#: Sub-byte types extql's onnxruntime library runs with this onnxruntime.
-ORT_SUBBYTE = ({np.dtype(SUBBYTE_TYPES[n][0]) for n in ("int4", "uint4")}
-               if Version(ort.__version__) >= Version("1.21") else set())
+_ORT = Version(ort.__version__)
+#: The types beyond the eight.
+NEW = {np.dtype(dt) for dt, _, _ in (*SUBBYTE_TYPES.values(), *SMALLFLOAT_TYPES.values())}
+SUPPORTED = {np.dtype(dt) for dt, _, _ in TYPES.values()} | NEW
+#: Those extql's onnxruntime library runs, and Python binds, with this
+#: onnxruntime: int4 / uint4 from 1.21, float8 from 1.20 (typed OrtValues),
+#: float4e2m1 from 1.24; int2 / uint2 never.
+ORT_NEW = (({np.dtype(SUBBYTE_TYPES[n][0]) for n in ("int4", "uint4")}
+            if _ORT >= Version("1.21") else set())
+           | ({np.dtype(dt) for n, (dt, _, _) in SMALLFLOAT_TYPES.items()
+               if n.startswith("float8")} if extql.ort_io.has_typed_ortvalues() else set())
+           | ({np.dtype(SMALLFLOAT_TYPES["float4e2m1"][0])}
+              if _ORT >= Version("1.24") else set()))
 OFFICIAL = {"QuantizeLinear": Q, "DequantizeLinear": DQ}
 
 
@@ -109,12 +120,21 @@ def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | Non
         return f"x of type {x.dtype} (extql quantizes float32, float16, bfloat16)"
     if scale.dtype not in REALS:
         return f"scale of type {scale.dtype} (float8e8m0 / int32 scales)"
-    out = arrays[len(inputs)]
-    given = node.op_type == "DequantizeLinear" and scale.dtype or (
-        arrays[2].dtype if len(inputs) > 2 and node.input[2] else np.dtype(np.uint8))
-    if "output_dtype" in attrs and out.dtype != given:
-        return (f"output_dtype {out.dtype}: a custom operator's output type in onnxruntime "
-                "follows its inputs")
+    return None
+
+
+def _onnxruntime_cannot(node: onnx.NodeProto, arrays: list, expected: np.ndarray) -> str | None:
+    """Why extql's onnxruntime library cannot run the case here, or None:
+    a type its custom operators or onnxruntime's Python API lack, or an
+    output_dtype other than the type the inputs give (onnxruntime types a
+    custom operator's output from its inputs)."""
+    quantized = arrays[0] if node.op_type == "DequantizeLinear" else expected
+    if quantized.dtype in NEW - ORT_NEW:
+        return f"{quantized.dtype} in onnxruntime {ort.__version__}"
+    given = node.op_type == "DequantizeLinear" and arrays[1].dtype or (
+        arrays[2].dtype if len(arrays) > 2 and node.input[2] else np.dtype(np.uint8))
+    if "output_dtype" in _attrs(node) and expected.dtype != given:
+        return f"output_dtype {expected.dtype}"
     return None
 
 
@@ -151,11 +171,11 @@ def test_onnx_node_case(case):
     zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
     form = "given" if zp is not None else "absent"
     attrs = _attrs(node)
-    quantized = x if op == DQ else expected
     kw = {"zp_form": form, "axis": axis, "block_size": block or None, "attrs": attrs}
-    if quantized.dtype in SUBBYTE - ORT_SUBBYTE:
-        # A sub-byte type onnxruntime's custom operators do not take.
-        model, feeds, _ = node_model(op, x, scale, zp, **kw)
+    if _onnxruntime_cannot(node, arrays, expected):
+        # The Extended node through onnx.reference with extql.reference.OPS
+        # (the same kernels).
+        model, feeds, _ = node_model(op, x, scale, zp, declare_output=False, **kw)
         model.opset_import[0].version = 25
         y = ReferenceEvaluator(model, new_ops=extql.reference.OPS).run(None, feeds)[0]
     else:
@@ -169,6 +189,9 @@ def test_onnx_node_case(case):
         zp = None if zp is None else expand_blocks(zp, a, block, x.shape[a])
     prec = attrs.get("precision")
     prec = None if not prec else onnx.helper.tensor_dtype_to_np_dtype(prec)
-    contract = (quantize(x, scale, zp, axis=a, precision=prec) if op == Q
-                else dequantize(x, scale, zp, axis=a))
+    out = attrs.get("output_dtype")
+    out = None if not out else onnx.helper.tensor_dtype_to_np_dtype(out)
+    contract = (quantize(x, scale, zp, axis=a, precision=prec, dtype=out,
+                         saturate=bool(attrs.get("saturate", 1))) if op == Q
+                else dequantize(x, scale, zp, axis=a, output_dtype=out))
     assert_same_bits(y, contract, f"{name}: vs the contract")
