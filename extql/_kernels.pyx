@@ -1991,6 +1991,21 @@ cdef void from_small_codes(const uint8_t *src, float *v, int64_t n,
         v[j] = from_small(src[j], t)
 
 
+cdef inline void small_table(float *table, const SmallFloat *t) noexcept nogil:
+    """The value of every code of t (256 or 16 of them): dequantize looks
+    its elements up instead of decoding each."""
+    cdef int b
+    for b in range(1 << t.bits):
+        table[b] = from_small(<uint8_t>b, t)
+
+
+cdef void lookup_codes(const uint8_t *src, float *v, int64_t n,
+                       const float *table) noexcept nogil:
+    cdef int64_t j
+    for j in range(n):
+        v[j] = table[src[j]]
+
+
 cdef int quantize_smallfloat(int qtype, const ftype_t *x, const float *scale,
                              const void *zp, void *y, int64_t D, int64_t inner,
                              int64_t block, int64_t start, int64_t stop,
@@ -2037,6 +2052,7 @@ cdef int dequantize_smallfloat(int qtype, const void *x, const float *scale,
     cdef int per
     cdef int64_t i = start, e
     cdef float buf[SUB_CHUNK]
+    cdef float table[256]
     cdef uint8_t codes[SUB_CHUNK]
     cdef const uint8_t *src = <const uint8_t *>x
     if not smallfloat_of(qtype, &t):
@@ -2044,14 +2060,15 @@ cdef int dequantize_smallfloat(int qtype, const void *x, const float *scale,
     per = 1 if unpacked else 8 // t.bits
     if start % per != 0:
         return -1
+    small_table(table, &t)
     while i < stop:
         e = (i // SUB_CHUNK + 1) * SUB_CHUNK
         e = e if e < stop else stop
         if per == 1:
-            from_small_codes(src + i, buf, e - i, &t)
+            lookup_codes(src + i, buf, e - i, table)
         else:
             unpack_values(src + i // per, <uint8_t *>codes, e - i, t.bits, per)
-            from_small_codes(codes, buf, e - i, &t)
+            lookup_codes(codes, buf, e - i, table)
         dequantize_any(<const float *>based_at(buf, i * <int64_t>sizeof(float)),
                        scale, <const float *>zp, y, D, inner, block, i, e, st)
         i = e

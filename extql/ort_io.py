@@ -45,6 +45,7 @@ __all__ = [
     "has_typed_ortvalues",
     "ortvalue",
     "subbyte_output",
+    "is_packed",
     "pack",
     "unpack",
     "bind_inputs",
@@ -89,6 +90,12 @@ _FLOAT8_BY_DTYPE: dict[np.dtype, SmallFloatType] = {
     t.dtype: t for t in SMALLFLOAT.values() if t.bits == 8}
 _FLOAT8_BY_NAME: dict[str, SmallFloatType] = {
     f"tensor({t.name})": t for t in _FLOAT8_BY_DTYPE.values()}
+
+
+def is_packed(dtype: np.dtype) -> bool:
+    """Whether an OrtValue holds this dtype packed (int4, uint4, int2,
+    uint2, float4e2m1), so that it cannot share a NumPy array's memory."""
+    return np.dtype(dtype) in _SUBBYTE_BY_DTYPE
 
 
 def pack(array: np.ndarray) -> np.ndarray:

@@ -142,7 +142,7 @@ def run(
     bufs, narrow, packed = {}, [], {}
     for out, dtype, shape in zip(sess.get_outputs(), out_dtypes, out_shapes, strict=True):
         dtype = np.dtype(dtype)
-        if dtype.name in SUBBYTE:
+        if ort_io.is_packed(dtype):
             packed[out.name] = ort_io.subbyte_output(shape, dtype)
             binding.bind_ortvalue_output(out.name, packed[out.name])
             continue

@@ -188,14 +188,14 @@ EXTQL_EXPORT int extql_bench_copy_set_isa(int avx2) {
 
 /* The range function of the copy ops (see ExtqlRangeFn): the bytes of x's
  * elements [start, stop) to y's, as many as each element of x and y has.
- * The packed sub-byte types have no whole bytes per element: -1. */
+ * The packed types (sub-byte, float4e2m1) have no whole bytes per element: -1. */
 static int copy_range(const ExtqlWork *w, int64_t start, int64_t stop) {
   int qsize = (int)extql_elem_size(w->qtype), fsize = (int)extql_elem_size(w->ftype);
   int in_size = w->kind == OP_QUANTIZE ? fsize : qsize;
   int out_size = w->kind == OP_QUANTIZE ? qsize : fsize;
   const char *src = (const char *)w->x + start * in_size;
   char *dst = (char *)w->y + start * out_size;
-  if (extql_is_subbyte(w->qtype)) return -1;
+  if (extql_is_subbyte(w->qtype) || w->qtype == EXTQL_FLOAT4E2M1) return -1;
   if (stop <= start) return 0;
 #if COPY_HAVE_AVX2
   if (use_avx2())

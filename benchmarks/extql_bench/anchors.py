@@ -8,22 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import QType, SubByteType
+from extql.types import QTYPES, QuantizedType
 
 from .config import DQ, Q
 
 #: onnxruntime's own QuantizeLinear / DequantizeLinear (opset 21) types
 #: (int4 / uint4 from onnxruntime 1.19).
-ORT_Q_TYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4")
-ORT_DQ_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4")
+_FLOAT8 = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")
+ORT_Q_TYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4", *_FLOAT8)
+ORT_DQ_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4", *_FLOAT8)
 
 ANCHOR_NAME = {"ort": "onnxruntime {}", "cast": "Cast"}
 
 
-def anchor_kind(op: str, qt: QType | SubByteType) -> str | None:
+def anchor_kind(op: str, qt: QuantizedType) -> str | None:
     """``cast`` (float16 / bfloat16), ``ort`` (a type onnxruntime's own op
     takes) or None (no onnxruntime op to compare with)."""
-    if qt.is_float:
+    if qt.name in QTYPES and qt.is_float:
         return "cast"
     if (op == Q and qt.name in ORT_Q_TYPES) or (op == DQ and qt.name in ORT_DQ_TYPES):
         return "ort"
@@ -45,7 +46,7 @@ def _per_axis(a: np.ndarray, s: np.ndarray, zp: np.ndarray, axis: int):
     return s, zp
 
 
-def numpy_quantize(x: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType | SubByteType,
+def numpy_quantize(x: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QuantizedType,
                    axis: int) -> np.ndarray:
     """The NumPy expression of quantize (the anchor of the numpy table)."""
     s, zp = _per_axis(x, s, zp, axis)
@@ -57,7 +58,7 @@ def numpy_quantize(x: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType | Sub
     return np.clip(np.rint(x / s) + zp, qt.lo, qt.hi).astype(qt.dtype)
 
 
-def numpy_dequantize(q: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QType | SubByteType,
+def numpy_dequantize(q: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: QuantizedType,
                      axis: int) -> np.ndarray:
     """The NumPy expression of dequantize."""
     s, zp = _per_axis(q, s, zp, axis)

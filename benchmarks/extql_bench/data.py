@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from extql.types import QType, SubByteType
+from extql.types import QuantizedType
 
 from .config import Q
 
@@ -30,6 +30,10 @@ _ZERO_POINT = {
     "int8": 3, "uint8": 128, "int16": -7, "uint16": 32768,
     "int32": 11, "uint32": 2**31, "float16": 0.5, "bfloat16": 0.5,
     "int4": 1, "uint4": 8, "int2": -1, "uint2": 2,
+    # float8 takes no zero point (and the official dequantize refuses one
+    # other than 0); float4e2m1 adds it.
+    "float8e4m3fn": 0.0, "float8e4m3fnuz": 0.0, "float8e5m2": 0.0, "float8e5m2fnuz": 0.0,
+    "float4e2m1": 0.5,
 }
 
 
@@ -110,13 +114,13 @@ class Data:
         return self._xf[key]
 
     @classmethod
-    def scale(cls, qt: QType | SubByteType, granularity: str, n: int = 0,
+    def scale(cls, qt: QuantizedType, granularity: str, n: int = 0,
               fdt: np.dtype = F32) -> np.ndarray:
         """The scale of :meth:`scale32` in the float type fdt."""
         return cls.scale32(qt, granularity, n).astype(fdt)
 
     @staticmethod
-    def scale32(qt: QType | SubByteType, granularity: str, n: int = 0) -> np.ndarray:
+    def scale32(qt: QuantizedType, granularity: str, n: int = 0) -> np.ndarray:
         """Scales that put a standard normal input across about a third of
         the integer range (so some values saturate at 3 sigma; 32-bit types:
         a small part of it); per channel, a ramp from 0.5 to 2 times that."""
@@ -138,7 +142,7 @@ class Data:
         return (base * ramp).astype(np.float32)
 
     @staticmethod
-    def zero_point(qt: QType | SubByteType, granularity: str, n: int = 0) -> np.ndarray:
+    def zero_point(qt: QuantizedType, granularity: str, n: int = 0) -> np.ndarray:
         zp = np.array(_ZERO_POINT[qt.name]).astype(qt.dtype)
         if granularity == "tensor":
             return zp
@@ -146,7 +150,7 @@ class Data:
             return np.full(_blocked_shape(n, granularity), zp, dtype=qt.dtype)
         return np.full(channels(granularity), zp, dtype=qt.dtype)
 
-    def input(self, op: str, n: int, qt: QType | SubByteType, granularity: str,
+    def input(self, op: str, n: int, qt: QuantizedType, granularity: str,
               fdt: np.dtype = F32) -> np.ndarray:
         """The input of op (x for quantize, q for dequantize) in the
         granularity's shape."""
@@ -155,12 +159,12 @@ class Data:
         return self.q(n, qt, granularity, fdt)
 
     @staticmethod
-    def output(op: str, qt: QType | SubByteType, out_shape: tuple[int, ...],
+    def output(op: str, qt: QuantizedType, out_shape: tuple[int, ...],
                fdt: np.dtype = F32) -> np.ndarray:
         """An uninitialised output buffer of op."""
         return np.empty(out_shape, qt.dtype if op == Q else fdt)
 
-    def q(self, n: int, qt: QType | SubByteType, granularity: str,
+    def q(self, n: int, qt: QuantizedType, granularity: str,
           fdt: np.dtype = F32) -> np.ndarray:
         """The quantized input of a dequantize: extql's quantize of x."""
         key = (n, qt.name, granularity, np.dtype(fdt).name)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from extql import ort_io
-from extql.types import DOMAIN, FLOAT_CODES, QTYPES, SUBBYTE, QType, SubByteType
+from extql.types import DOMAIN, FLOAT_CODES, QTYPES, SMALLFLOAT, SUBBYTE, QuantizedType
 
 from .config import Q
 from .data import axis as axis_of
@@ -43,7 +43,7 @@ class Ort:
         self.can_bind_bf16 = ort_io.has_typed_ortvalues()
         self.version = tuple(int(p) for p in ort.__version__.split(".")[:2])
 
-    def unmeasurable(self, qt: QType | SubByteType) -> str | None:
+    def unmeasurable(self, qt: QuantizedType) -> str | None:
         """Why a type cannot be measured with this onnxruntime, or None."""
         if qt.name == "bfloat16" and not self.can_bind_bf16:
             return ("not measured: this onnxruntime cannot bind bfloat16 buffers "
@@ -52,6 +52,11 @@ class Ort:
             return "not measured: onnxruntime's custom operators take no int2 / uint2"
         if qt.name in SUBBYTE and self.version < (1, 21):
             return "not measured: onnxruntime's custom operators take int4 from 1.21"
+        if qt.name == "float4e2m1" and self.version < (1, 24):
+            return "not measured: onnxruntime's custom operators take float4e2m1 from 1.24"
+        if qt.name in SMALLFLOAT and qt.name != "float4e2m1" and not self.can_bind_bf16:
+            return ("not measured: this onnxruntime cannot bind float8 buffers "
+                    "(no OrtValue.ortvalue_from_numpy_with_onnx_type)")
         return None
 
     def _tensor(self, name: str, value: np.ndarray) -> Any:
@@ -67,7 +72,7 @@ class Ort:
         self,
         kind: str,
         op: str,
-        qt: QType | SubByteType,
+        qt: QuantizedType,
         granularity: str,
         scale: np.ndarray,
         zp: np.ndarray,
@@ -142,7 +147,7 @@ class Ort:
         binding = sess.io_binding()
         # The OrtValues wrap the arrays' memory; keep them alive with the closure.
         alive = ort_io.bind_inputs(binding, {"x": x})
-        if y.dtype.name in SUBBYTE:
+        if ort_io.is_packed(y.dtype):
             packed = ort_io.subbyte_output(y.shape, y.dtype)
             binding.bind_ortvalue_output("y", packed)
             alive.append(packed)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import FLOAT_CODES, QTYPES, QUANTIZED, SUBBYTE
+from extql.types import FLOAT_CODES, QTYPES, QUANTIZED
 
 from . import anchors
 from .config import BenchConfig, Q, size_label
@@ -152,8 +152,9 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                     continue
                 ext_sess = o.session(o.model("extql", op, qt, gran, scale, zp), threads,
                                      "extql", cfg.spin)
-                # The copy kernel moves whole bytes: no packed sub-byte rows.
-                copy_sess = None if tname in SUBBYTE else o.session(
+                # The copy library takes the eight types (whole bytes, zero
+                # points as they are): no copy anchor for the others.
+                copy_sess = None if tname not in QTYPES else o.session(
                     o.model("copy", op, qt, gran, scale, zp), threads, "copy", cfg.spin)
                 anc_sess, note = None, None
                 if kind is not None:
@@ -241,8 +242,8 @@ def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                 for threads in _thread_counts(cfg):
                     model = o.model("extql", op, qt, gran, scale, zp)
                     why = o.unmeasurable(qt)
-                    if why is None and tname in SUBBYTE:
-                        why = "not measured: the fallback functions have no sub-byte types"
+                    if why is None and tname not in QTYPES:
+                        why = f"not measured: the fallback functions have no {tname}"
                     if why is None and attach is None:
                         why = "not measured: extql.attach_fallbacks is not available in this build"
                     if why:

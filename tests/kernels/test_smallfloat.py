@@ -236,11 +236,13 @@ def test_against_the_official_operators(opset, name, saturate, shape, axis, bloc
     assert_same_bits(dq, ref_dq, f"DQ {name} {kind} vs onnx.reference")
     try:
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - onnxruntime's own exception types
-        # onnxruntime has no float4e2m1 QuantizeLinear (1.32).
-        assert name == "float4e2m1", f"onnxruntime {ort.__version__} does not run {name}"
+        values, got_dq = sess.run(None, {"x": x})
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+        # onnxruntime has no float4e2m1 QuantizeLinear (1.32), and releases
+        # before 1.20 no opset 23 (IR 11) or blocked float8 kernels.
+        assert name == "float4e2m1" or ORT_VERSION < Version("1.20"), (
+            f"onnxruntime {ort.__version__} does not run {name}: {exc}")
         return
-    values, got_dq = sess.run(None, {"x": x})
     # onnxruntime's non-saturating float8e4m3fn conversion takes some
     # overflowing values (480 <= |v| < 496) to the largest finite value
     # instead of NaN (ONNX's table, the reference and extql: NaN); there,
@@ -248,7 +250,8 @@ def test_against_the_official_operators(opset, name, saturate, shape, axis, bloc
     agree = (ref_values == values) | (np.isnan(ref_values) & np.isnan(values))
     with np.errstate(all="ignore"):
         over = ~saturate & (np.abs(x / _full(s, shape, a, block)) > SMALLFLOAT_TYPES[name][2])
-    assert not (~agree & ~over).any(), f"{name}: the official implementations differ"
+    if ORT_VERSION >= Version("1.20"):  # (older releases differ in more places)
+        assert not (~agree & ~over).any(), f"{name}: the official implementations differ"
     assert_same_bits(y.astype(np.float32)[agree], values[agree], f"Q {name} {kind} vs onnxruntime")
     assert_same_bits(dq[agree], got_dq[agree], f"DQ {name} {kind} vs onnxruntime")
 

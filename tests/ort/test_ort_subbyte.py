@@ -181,7 +181,8 @@ def test_int2_is_not_taken_by_onnxruntime_custom_operators():
     for init in model.graph.initializer:
         if init.name == "z":
             init.CopyFrom(helper.make_tensor("z", TensorProto.INT2, [], [int(z)]))
-    with pytest.raises(Exception, match=r"tensor\(int2\)"):
+    # (Releases before 1.20 cannot load the IR version int2 needs at all.)
+    with pytest.raises(Exception, match=r"tensor\(int2\)|Unsupported model IR version"):
         _session(model, LEVELS[0], 1)
 
 
