@@ -66,7 +66,7 @@ import onnx
 import onnx.inliner
 
 from . import fallback_bodies as bodies
-from .tools.graph import walk_nodes
+from .tools.graph import type_name, walk_nodes
 from .types import DOMAIN, OP_NAMES, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
 
 __all__ = [
@@ -293,7 +293,7 @@ def variant(zero_point_type: int | None) -> str:
     qt = QUANTIZED_BY_ONNX.get(zero_point_type)
     if qt is None:
         raise ValueError(
-            f"zero point type {onnx.helper.tensor_dtype_to_string(zero_point_type)} is not one "
+            f"zero point type {type_name(zero_point_type)} is not one "
             f"of {', '.join(QUANTIZED)}"
         )
     return qt.name

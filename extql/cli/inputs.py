@@ -53,13 +53,15 @@ def complete_feeds(source, inputs: list[Any], feeds: dict[str, np.ndarray],
 
 
 def _np_dtype(elem: int) -> np.dtype:
-    """The NumPy dtype of an ONNX element type (bfloat16: ml_dtypes')."""
+    """The NumPy dtype of an ONNX element type (bfloat16, the sub-byte and
+    small float types: ml_dtypes', which an older onnx may not map)."""
     import onnx
 
-    from ..types import QTYPES
+    from ..types import QUANTIZED_BY_ONNX
 
-    if elem == onnx.TensorProto.BFLOAT16:
-        return QTYPES["bfloat16"].dtype
+    known = QUANTIZED_BY_ONNX.get(elem)
+    if known is not None:
+        return known.dtype
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
 
 

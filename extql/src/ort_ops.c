@@ -4,8 +4,9 @@
  * Types.  Each operator is registered as several OrtCustomOps of one name:
  * typed ones (quantize: x float, scale float, zero point T -> y T;
  * dequantize: x T, scale S, zero point T -> y S, T one of the eight types or
- * a sub-byte one, S float32, float16 or bfloat16) and fallbacks.  onnxruntime infers a node's
- * output type from the first registration whose input types match the node,
+ * of the official operators' others (see EXTQL_INT4_API below), S float32,
+ * float16 or bfloat16) and fallbacks.  onnxruntime infers a node's output
+ * type from the first registration whose input types match the node,
  * so the typed ones give every form its type: the zero point's type, or -
  * with no zero point (two inputs or an empty third name), where the uint8
  * registration comes first - uint8; for dequantize the scale's type.  A

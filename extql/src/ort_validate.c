@@ -110,8 +110,10 @@ static int is_float_type(int type) {
 }
 
 #define EXTQL_FLOAT_NAMES "float32, float16, bfloat16"
-/* Every quantized type: the eight, then the sub-byte ones. */
-#define EXTQL_ALL_QTYPE_NAMES EXTQL_QTYPE_NAMES ", " EXTQL_SUBBYTE_NAMES
+/* Every quantized type: the eight, the sub-byte ones, the small floats (the
+ * order of extql.types.QUANTIZED, so the messages are the NumPy API's). */
+#define EXTQL_ALL_QTYPE_NAMES \
+  EXTQL_QTYPE_NAMES ", " EXTQL_SUBBYTE_NAMES ", " EXTQL_SMALLFLOAT_NAMES
 
 /* Check the element types; *out_type gets the type of y and *prec (quantize)
  * the precision of the division: the attribute precision, else the scale's

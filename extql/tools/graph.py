@@ -91,8 +91,15 @@ def node_label(node: onnx.NodeProto) -> str:
 
 
 def type_name(code: int) -> str:
-    """An ONNX element type code as users read it: ``int8``, ``float``, ..."""
-    return helper.tensor_dtype_to_string(code).replace("TensorProto.", "").lower()
+    """An ONNX element type code as users read it: ``int8``, ``float``, ...
+    (extql's own names for its types: an older onnx may not know int2)."""
+    known = QUANTIZED_BY_ONNX.get(code)
+    if known is not None:
+        return known.name
+    try:
+        return helper.tensor_dtype_to_string(code).replace("TensorProto.", "").lower()
+    except (KeyError, ValueError):
+        return f"ONNX type {code}"
 
 
 @dataclasses.dataclass
@@ -281,7 +288,7 @@ def zero_point_type(ext: ExtNode, types: dict[str, TypeInfo]) -> int | None:
     if info.elem_type not in QUANTIZED_BY_ONNX:
         raise ValueError(
             f"{ext.label}: the zero point {node.input[2]!r} has type "
-            f"{helper.tensor_dtype_to_string(info.elem_type)}, which is not one of "
+            f"{type_name(info.elem_type)}, which is not one of "
             f"{', '.join(QUANTIZED)}"
         )
     return info.elem_type

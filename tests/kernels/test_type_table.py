@@ -25,6 +25,7 @@ from extql.types import (
     MS_QUANTIZE_NAMES,
     MS_QUANTIZE_TYPES,
     QTYPES,
+    QUANTIZED,
     SUBBYTE,
 )
 
@@ -155,11 +156,15 @@ def test_a_changed_table_changes_the_header(tmp_path):
 
 
 def test_the_shim_names_the_types_of_the_table():
-    """The native op's message lists the types in the table's order."""
+    """The native op's message lists every quantized type in the table's
+    order, in the NumPy API's words."""
     model, _, _ = node_model("ExtendedDequantizeLinear", np.zeros(4, np.float64),
                              np.float32(1), None, zp_form="absent")
-    with pytest.raises(Exception, match=re.escape("x must be one of " + ", ".join(NAMES))):
+    words = "x must be one of " + ", ".join(QUANTIZED) + ", got float64"
+    with pytest.raises(Exception, match=re.escape(words)):
         session(model, threads=1)
+    with pytest.raises(TypeError, match=re.escape(words)):
+        extql.dequantize_linear(np.zeros(4, np.float64), np.float32(1))
 
 
 def test_the_sub_byte_types_of_the_table():
@@ -203,3 +208,13 @@ def test_the_microsoft_type_sets_are_onnxruntimes(op_name, param, names):
     codes = MS_QUANTIZE_TYPES if op_name == "QuantizeLinear" else MS_DEQUANTIZE_TYPES
     assert codes == {getattr(TensorProto, n.upper()) for n in names}
     assert MS_EXACT_TYPES <= codes and not {q.onnx for q in QTYPES.values() if q.is_float} & codes
+
+
+def test_type_names_do_not_depend_on_the_onnx_version():
+    """extql names its own types itself (onnx before 1.20 has no int2 /
+    uint2) and any other code without failing."""
+    from extql.tools.graph import type_name
+
+    assert [type_name(t.onnx) for t in QUANTIZED.values()] == list(QUANTIZED)
+    assert type_name(TensorProto.FLOAT) == "float"
+    assert type_name(999) == "ONNX type 999"
