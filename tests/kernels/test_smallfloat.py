@@ -13,6 +13,8 @@ from the float32 quotient.
 
 from __future__ import annotations
 
+import zlib
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -72,8 +74,7 @@ def test_every_value_midpoint_and_neighbour(name, saturate):
     assert_same_bits(y, quantize(x, one, np.zeros((), _dtype(name)), saturate=saturate),
                      f"{name} saturate={saturate}")
     # Dequantize: every code back to float32 exactly.
-    codes = np.arange(y.dtype.itemsize * 0 + (16 if name == "float4e2m1" else 256),
-                      dtype=np.uint8).view(_dtype(name))
+    codes = np.arange(16 if name == "float4e2m1" else 256, dtype=np.uint8).view(_dtype(name))
     d = extql.dequantize_linear(codes, np.float32(1))
     assert_same_bits(d, codes.astype(np.float32), f"{name} every code")
 
@@ -120,7 +121,7 @@ def test_float8_takes_no_zero_point():
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
 def test_granularities_against_contract(x_type, precision, name, shape, axis, block, kind):
-    rng = np.random.default_rng(abs(hash((x_type, precision, name, shape, block))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((x_type, precision, name, shape, block)).encode()))
     a = axis % len(shape)
     pshape = {"tensor": (), "axis": (shape[a],),
               "blocked": shape[:a] + (-(-shape[a] // max(block, 1)),) + shape[a + 1:]}[kind]
@@ -146,13 +147,13 @@ def test_granularities_against_contract(x_type, precision, name, shape, axis, bl
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_large_tensors_every_split(name, threads):
-    rng = np.random.default_rng(abs(hash((name, threads))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((name, threads)).encode()))
     extql.set_num_threads(threads)
     try:
-        for shape, axis, block in [((3, 100_003), 1, 0), ((1025, 256), 1, 32), ((517, 131), 0, 0)]:
+        for shape, axis, block, pshape in [((3, 100_003), 1, 0, ()),
+                                           ((1025, 256), 1, 32, (1025, 8)),
+                                           ((517, 131), 0, 0, (517,))]:
             a = axis % len(shape)
-            pshape = (() if not block and axis == 1 and shape[0] == 3 else
-                      (shape[a],) if not block else (shape[0], shape[1] // block))
             s = ((rng.random(pshape) + 0.1) * 0.1).astype(np.float32)
             z = np.zeros(pshape, _dtype(name))
             x = (rng.standard_normal(shape) * 100).astype(np.float32)
@@ -220,7 +221,7 @@ def test_against_the_official_operators(opset, name, saturate, shape, axis, bloc
     implementation, float32 x and scale, zero points of 0 (float4: any)."""
     if name == "float4e2m1" and not saturate:
         return  # float4e2m1 has no saturate attribute: one case is enough
-    rng = np.random.default_rng(abs(hash((opset, name, shape, block, saturate))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((opset, name, shape, block, saturate)).encode()))
     a = axis % len(shape)
     pshape = {"tensor": (), "axis": (shape[a],),
               "blocked": shape[:a] + (-(-shape[a] // max(block, 1)),) + shape[a + 1:]}[kind]
