@@ -113,13 +113,19 @@ def make_model(
 
 
 def session(
-    model: onnx.ModelProto | bytes, *, threads: int = 0, register: bool = True
+    model: onnx.ModelProto | bytes, *, threads: int = 0, register: bool = True,
+    level: ort.GraphOptimizationLevel | None = None,
 ) -> ort.InferenceSession:
+    """A CPU session with extql's library (register), ``threads`` intra-op
+    threads (0: onnxruntime's default) and the optimisation ``level`` (None:
+    onnxruntime's default)."""
     so = ort.SessionOptions()
     if NO_ARENA:
         so.enable_cpu_mem_arena = False
     if threads:
         so.intra_op_num_threads = threads
+    if level is not None:
+        so.graph_optimization_level = level
     if register:
         extql.register(so)
     data = model if isinstance(model, bytes) else model.SerializeToString()

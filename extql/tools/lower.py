@@ -41,7 +41,9 @@ class _Official:
 
 
 # Verified against the contract in tests/tools/test_passes.py (onnxruntime).
-_OFFICIAL_Q = {
+# Both directions: the 16-bit types, the sub-byte types and float8 (quantize
+# with saturate = 1 only: see _not_saturating).
+_OFFICIAL_BOTH = {
     "int8": _Official(10, 13),
     "uint8": _Official(10, 13),
     "default": _Official(10, 13),
@@ -51,29 +53,16 @@ _OFFICIAL_Q = {
     "uint4": _Official(21, 21),
     "int2": _Official(25, 25),
     "uint2": _Official(25, 25),
-    # float8 with saturate = 1 only (see _not_saturating).
     "float8e4m3fn": _Official(19, 19),
     "float8e4m3fnuz": _Official(19, 19),
     "float8e5m2": _Official(19, 19),
     "float8e5m2fnuz": _Official(19, 19),
 }
+_OFFICIAL_Q = dict(_OFFICIAL_BOTH)
 _OFFICIAL_DQ = {
-    "int8": _Official(10, 13),
-    "uint8": _Official(10, 13),
-    "default": _Official(10, 13),
-    "int16": _Official(21, 21),
-    "uint16": _Official(21, 21),
+    **_OFFICIAL_BOTH,
     "int32": _Official(10, 13),  # only without a zero point or with an all-zero one
-    "int4": _Official(21, 21),
-    "uint4": _Official(21, 21),
-    "int2": _Official(25, 25),
-    "uint2": _Official(25, 25),
-    "float8e4m3fn": _Official(19, 19),
-    "float8e4m3fnuz": _Official(19, 19),
-    "float8e5m2": _Official(19, 19),
-    "float8e5m2fnuz": _Official(19, 19),
 }
-
 
 def _not_saturating(ext: ExtNode) -> bool:
     """A quantize with saturate = 0: onnxruntime's non-saturating float8e4m3fn

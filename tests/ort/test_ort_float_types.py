@@ -11,7 +11,7 @@ import onnxruntime as ort
 import pytest
 from contract import BF16, REAL_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto
-from ortutil import DQ, NO_ARENA, Q, node_model, run, run_unaligned
+from ortutil import DQ, Q, node_model, run, run_unaligned, session
 
 import extql
 from extql import ort_io
@@ -28,13 +28,7 @@ LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
 
 
 def _session(model, level, threads: int) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = level
-    so.intra_op_num_threads = threads
-    if NO_ARENA:
-        so.enable_cpu_mem_arena = False
-    extql.register(so)
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return session(model, threads=threads, level=level)
 
 
 def _inputs(rng, shape, axis, block, kind, x_dtype, s_dtype, zp_name):

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import pytest
 from contract import SUBBYTE_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto, helper
-from ortutil import DOMAIN, DQ, NO_ARENA, Q, run_node
+from ortutil import DOMAIN, DQ, Q, run_node, session
 from packaging.version import Version
 
 import extql
@@ -39,14 +39,8 @@ LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 8, 5, 7), 1, 0, "axis"),
            ((600, 512), 1, 32, "blocked-large")]
 
 
-def _session(model: onnx.ModelProto, level, threads: int) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    so.graph_optimization_level = level
-    so.intra_op_num_threads = threads
-    if NO_ARENA:
-        so.enable_cpu_mem_arena = False
-    extql.register(so)
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+def _session(model, level, threads: int) -> ort.InferenceSession:
+    return session(model, threads=threads, level=level)
 
 
 def _tensor(name: str, value: np.ndarray) -> onnx.TensorProto:
