@@ -28,6 +28,14 @@ FLOAT_TYPES: tuple[str, ...] = ("float16", "bfloat16")
 #: type then: uint8 0).
 DEFAULT_TYPE: str = "uint8"
 
+#: The ai.onnx opset from which ONNX's own operators (Cast, QuantizeLinear)
+#: take each type beyond the eight (those exist in every opset the fallback
+#: functions take: 13 and later).
+ONNX_TYPE_OPSET: dict[str, int] = {
+    "float8e4m3fn": 19, "float8e4m3fnuz": 19, "float8e5m2": 19, "float8e5m2fnuz": 19,
+    "int4": 21, "uint4": 21, "float4e2m1": 23, "int2": 25, "uint2": 25,
+}
+
 #: The types whose ``com.microsoft`` QuantizeLinear / DequantizeLinear
 #: (onnxruntime's contrib operators, which AMD Quark writes for these types)
 #: mean the same bits as the Extended operators, for float32 x and scale.

@@ -4,7 +4,8 @@ The numeric contract they implement, route by route, is described in
 :mod:`extql.fallbacks`, which turns these bodies into the flat
 FunctionProtos that models carry.  Here:
 
-* the internal helpers (``ParamShape``: granularity at run time;
+* the internal helpers (``ParamShape`` / ``ParamPlan`` / ``Spread``:
+  granularity at run time; ``Quotient``: the division in its precision;
   ``OpaqueZero`` / ``AddSigned``: signed zeros a runtime cannot fold away;
   ``IsFloat`` / ``IntBounds``: the zero point's type for the dispatchers),
   in the private domain :data:`INTERNAL_DOMAIN`, always inlined;
@@ -13,30 +14,44 @@ FunctionProtos that models carry.  Here:
   :func:`make_dequantize`);
 * the type-generic dispatchers ``QuantizeDispatch`` / ``DequantizeDispatch``.
 
-The type ranges and codes come from the type table (:mod:`extql.types`).
+Every body takes ``x`` and the scale in float32, float16 or bfloat16 (the
+arithmetic is float32's, the division rounded to ``precision``, a
+dequantize's result to ``output_dtype``), and any quantized type's zero
+point as the ONNX opset of the model can express it
+(:func:`extql.types.type_opset`).  The type ranges and codes come from the
+type table (:mod:`extql.types`).
 """
 
 from __future__ import annotations
 
 import functools
 
+import numpy as np
 import onnx
 from onnx import TensorProto
 from onnxscript import FLOAT, INT64, script
 from onnxscript import opset21 as op
 from onnxscript.values import Opset
 
-from .types import DEFAULT_QTYPE, DOMAIN, QTYPES
+from .types import DEFAULT_QTYPE, DOMAIN, QTYPES, QUANTIZED, SMALLFLOAT, SmallFloatType
 
 __all__ = [
     "INTERNAL_DOMAIN",
     "ParamShape",
+    "ParamPlan",
+    "Spread",
+    "SpreadScale",
+    "SpreadParams",
+    "Quotient",
     "OpaqueZero",
     "AddSigned",
     "IsFloat",
     "IntBounds",
     "quantize_core",
     "dequantize_core",
+    "zero_point_carrier",
+    "make_static_quantize",
+    "make_static_dequantize",
     "make_quantize",
     "make_dequantize",
     "QuantizeDispatch",
@@ -50,14 +65,17 @@ _INTERNAL = Opset(INTERNAL_DOMAIN, 1)
 _QUARK = Opset(DOMAIN, 1)
 
 _F32 = TensorProto.FLOAT
+_F64 = TensorProto.DOUBLE
 _I64 = TensorProto.INT64
 # Clamp for Round(x / s) before the int64 cast on the 32-bit route: any |r|
 # beyond 2**33 saturates for every zero point of int32/uint32.
 _WIDE = float(2**33)
+# An end beyond every dimension, for Slice.
+_BIG = 2**62
 
 
 @script(_INTERNAL, default_opset=op)
-def ParamShape(x: FLOAT, scale: FLOAT, axis: int = 1) -> INT64:
+def ParamShape(x, scale, axis: int = 1) -> INT64:
     """The shape to reshape scale/zero point to: [] per tensor, [D, 1, ..] per axis.
 
     An invalid granularity yields a shape whose size differs from the
@@ -85,16 +103,140 @@ def ParamShape(x: FLOAT, scale: FLOAT, axis: int = 1) -> INT64:
     )
 
 
+@script(_INTERNAL, default_opset=op)
+def Choose(cond, u: INT64, v: INT64) -> INT64:
+    """``u`` if the scalar ``cond`` holds, else ``v``: 1-D int64 vectors of
+    any lengths (which Where cannot pick between)."""
+    nu = op.Shape(u)
+    start = op.Where(cond, op.Constant(value_ints=[0]), nu)
+    end = op.Where(cond, nu, op.Add(nu, op.Shape(v)))
+    return op.Slice(op.Concat(u, v, axis=0), start, end)
+
+
+@script(_INTERNAL, default_opset=op)
+def ParamPlan(x, scale, axis: int = 1, block_size: int = 0):
+    """How :func:`Spread` lines a scale (or zero point) up with ``x``, for
+    every granularity, decided at run time: the shapes ``first``, ``wide``,
+    ``merged`` and ``final`` and the Slice ``axes`` / ``ends`` of
+    ``Reshape(Slice(Reshape(Expand(Reshape(p, first), wide), merged), 0,
+    ends, axes), final)``.
+
+    * per tensor / per axis: ``first = wide = merged`` = ParamShape's shape
+      and a trailing 1, the Slice a no-op, ``final`` ParamShape's shape;
+    * blocked (``block_size`` > 0): the scale has x's shape with
+      ``nb = ceil(D / block_size)`` along the axis; it is reshaped to
+      ``[.., nb, 1, ..]``, expanded to ``[.., nb, block_size, ..]``, merged
+      to ``[.., nb * block_size, ..]`` and cut to ``D`` along the axis.
+
+    An invalid combination (axis out of range, a scale shape that is not the
+    granularity's) makes ``first`` a shape of the wrong size, so the first
+    Reshape fails.  The Reshapes are meant to keep zero dimensions as they
+    are (``allowzero``; see :func:`Spread`).
+    """
+    zero = op.Constant(value_int=0)
+    one = op.Constant(value_int=1)
+    one_v = op.Constant(value_ints=[1])
+    zero_v = op.Constant(value_ints=[0])
+    big_v = op.Constant(value_ints=[_BIG])
+    xshape = op.Shape(x)
+    rank = op.Size(xshape)
+    sshape = op.Shape(scale)
+    b = op.Constant(value_int=block_size)
+    blocked = op.Greater(b, zero)
+    # Per tensor / per axis.
+    pshape = ParamShape(x, scale, axis=axis)
+    plain = op.Concat(pshape, one_v, axis=0)
+    # Blocked: the scale's expected shape is x's with nb along the axis.
+    a0 = op.Constant(value_int=axis)
+    a = op.Where(op.Less(a0, zero), op.Add(a0, rank), a0)
+    axis_ok = op.And(op.Not(op.Less(a, zero)), op.Less(a, rank))
+    ai = op.Where(axis_ok, a, zero)
+    ai_v = op.Reshape(ai, one_v)
+    dim = op.Gather(op.Concat(xshape, one_v, axis=0), op.Where(axis_ok, a, rank))
+    b1 = op.Where(blocked, b, one)
+    nb = op.Div(op.Sub(op.Add(dim, b1), one), b1)
+    nb_v = op.Reshape(nb, one_v)
+    after_v = op.Add(ai_v, one_v)
+    expected = op.Concat(op.Slice(xshape, zero_v, ai_v), nb_v,
+                         op.Slice(xshape, after_v, big_v), axis=0)
+    # (equal lengths and Concat(s, e) == Concat(e, s): s == e, without a
+    # broadcast error when the lengths differ)
+    same = op.Equal(op.Concat(sshape, expected, axis=0), op.Concat(expected, sshape, axis=0))
+    mismatches = op.ReduceSum(op.Cast(op.Not(same), to=_I64), keepdims=0)
+    shape_ok = op.And(op.Equal(op.Size(sshape), rank), op.Equal(mismatches, zero))
+    head = op.Slice(sshape, zero_v, ai_v)
+    tail = op.Slice(sshape, after_v, big_v)
+    b_v = op.Reshape(b1, one_v)
+    bad = op.Reshape(op.Add(op.Size(scale), one), one_v)
+    first_b = Choose(op.And(axis_ok, shape_ok), op.Concat(head, nb_v, one_v, tail, axis=0), bad)
+    wide_b = op.Concat(head, nb_v, b_v, tail, axis=0)
+    merged_b = op.Concat(head, op.Mul(nb_v, b_v), tail, axis=0)
+    first = Choose(blocked, first_b, plain)
+    wide = Choose(blocked, wide_b, plain)
+    merged = Choose(blocked, merged_b, plain)
+    axes = op.Where(blocked, ai_v, zero_v)
+    ends = op.Where(blocked, op.Reshape(dim, one_v), big_v)
+    final = Choose(blocked, xshape, pshape)
+    return first, wide, merged, axes, ends, final
+
+
+@script(_INTERNAL, default_opset=op)
+def Spread(p, first: INT64, wide: INT64, merged: INT64, axes: INT64, ends: INT64,
+           final: INT64):
+    """``p`` (a scale or zero point) broadcastable against x, by the plan of
+    :func:`ParamPlan`."""
+    e = op.Reshape(op.Expand(op.Reshape(p, first, allowzero=1), wide), merged, allowzero=1)
+    return op.Reshape(op.Slice(e, op.Constant(value_ints=[0]), ends, axes), final, allowzero=1)
+
+
+@script(_INTERNAL, default_opset=op)
+def SpreadScale(x, scale, axis: int = 1, block_size: int = 0) -> FLOAT:
+    """The scale as float32 (exactly), broadcastable against x."""
+    s32 = op.Cast(scale, to=_F32)
+    first, wide, merged, axes, ends, final = ParamPlan(x, s32, axis=axis, block_size=block_size)
+    return Spread(s32, first, wide, merged, axes, ends, final)
+
+
+@script(_INTERNAL, default_opset=op)
+def SpreadParams(x, scale, zp, axis: int = 1, block_size: int = 0):
+    """The scale as float32 (exactly) and ``zp`` (already in its carrier),
+    both broadcastable against x, by one plan."""
+    s32 = op.Cast(scale, to=_F32)
+    first, wide, merged, axes, ends, final = ParamPlan(x, s32, axis=axis, block_size=block_size)
+    return (Spread(s32, first, wide, merged, axes, ends, final),
+            Spread(zp, first, wide, merged, axes, ends, final))
+
+
+@script(_INTERNAL, default_opset=op)
+def RoundTo(v, precision: int = 1) -> FLOAT:
+    """A float32 ``v`` rounded to nearest even into ``precision`` (float32,
+    float16, bfloat16; beyond its range +-inf, NaN stays NaN), as float32."""
+    return op.Cast(op.Cast(v, to=precision), to=_F32)
+
+
+@script(_INTERNAL, default_opset=op)
+def Quotient(x, s, precision: int = 1) -> FLOAT:
+    """``x / s`` in ``precision``: both rounded to it, one float32 division,
+    the quotient rounded to it; as float32.  (float32 has more than twice
+    float16's / bfloat16's precision plus two bits: the float32 quotient
+    rounded again is the correctly rounded quotient.)  x and s of any of the
+    three types (widened to float32 exactly first)."""
+    xp = RoundTo(op.Cast(x, to=_F32), precision=precision)
+    sp = RoundTo(op.Cast(s, to=_F32), precision=precision)
+    return RoundTo(op.Div(xp, sp), precision=precision)
+
+
 # --------------------------------------------------------------------------
-# Quantize cores: (x, s, zp) already broadcastable against x.
+# Quantize cores: the float32 quotient v and the zero point (any type
+# holding its values) already broadcastable against x.
 
 
 def _quantize_narrow_core(to: int, lo: float, hi: float):
     @script(_INTERNAL, default_opset=op)
-    def QuantizeNarrow(x: FLOAT, s: FLOAT, zp):
+    def QuantizeNarrow(v: FLOAT, zp):
         lo_c = op.Constant(value_float=lo)
         hi_c = op.Constant(value_float=hi)
-        t = op.Add(op.Round(op.Div(x, s)), op.Cast(zp, to=_F32))
+        t = op.Add(op.Round(v), op.Cast(zp, to=_F32))
         t = op.Where(op.IsNaN(t), lo_c, t)
         return op.Cast(op.Clip(t, lo_c, hi_c), to=to)
 
@@ -106,14 +248,14 @@ def _quantize_wide_core(to: int, lo: int, hi: int):
     hi_t = onnx.helper.make_tensor("hi", TensorProto.DOUBLE, [], [float(hi)])
 
     @script(_INTERNAL, default_opset=op)
-    def QuantizeWide(x: FLOAT, s: FLOAT, zp):
+    def QuantizeWide(v: FLOAT, zp):
         # float64 holds every float32 and every 32-bit integer exactly, so
         # r + zp is exact while it matters (|r| < 2**53) and saturates right
         # beyond; NaN is replaced first, then one clamp in float64 (not int64:
         # onnxruntime's int64 Min/Max/Clip are wrong beyond 2**32).
         lo_d = op.Constant(value=lo_t)
         hi_d = op.Constant(value=hi_t)
-        r = op.Cast(op.Round(op.Div(x, s)), to=TensorProto.DOUBLE)
+        r = op.Cast(op.Round(v), to=TensorProto.DOUBLE)
         t = op.Add(r, op.Cast(zp, to=TensorProto.DOUBLE))
         t = op.Where(op.IsNaN(t), lo_d, t)
         return op.Cast(op.Clip(t, lo_d, hi_d), to=to)
@@ -148,13 +290,59 @@ def AddSigned(v: FLOAT, z: FLOAT) -> FLOAT:
 
 
 def _quantize_float_core(to: int, limit: float):
+    # float16 / bfloat16 / float4e2m1: they saturate; NaN goes to the Cast
+    # (NaN for float16 / bfloat16; float4e2m1, which has none, takes it to
+    # a zero as ONNX's Cast says).
     @script(_INTERNAL, default_opset=op)
-    def QuantizeFloat(x: FLOAT, s: FLOAT, zp):
-        w = AddSigned(op.Div(x, s), op.Cast(zp, to=_F32))
+    def QuantizeFloat(v: FLOAT, zp):
+        w = AddSigned(v, op.Cast(zp, to=_F32))
         c = op.Clip(w, op.Constant(value_float=-limit), op.Constant(value_float=limit))
         return op.Cast(op.Where(op.IsNaN(w), w, c), to=to)
 
     return QuantizeFloat
+
+
+def overflow_from(t: SmallFloatType) -> float:
+    """The smallest float32 magnitude that rounds (to nearest even) beyond
+    the float8 type's largest finite value: half a unit past it, or the next
+    float32 when that tie rounds back to the largest value (an even
+    mantissa)."""
+    exponent = int(np.floor(np.log2(t.max)))
+    ulp = 2.0 ** (exponent - t.mbits)
+    tie = np.float32(t.max + ulp / 2)
+    if int(t.max / ulp) % 2 == 0:
+        tie = np.nextafter(tie, np.float32(np.inf))
+    return float(tie)
+
+
+def _quantize_float8_core(t: SmallFloatType):
+    limit = float(t.max)
+    beyond = overflow_from(t)
+    has_inf = t.special == "ieee"
+
+    @script(_INTERNAL, default_opset=op)
+    def QuantizeFloat8(v: FLOAT, zp, saturate: int = 1):
+        # The zero point only gives the type (see the operator page).  Every
+        # value the Cast sees is in range, an infinity (float8e5m2) or NaN,
+        # so its own overflow rules (which differ between runtimes) never
+        # apply: saturate=1 clamps; saturate=0 takes what rounds beyond the
+        # range to +-inf (float8e5m2) or NaN (the other types).
+        lim = op.Constant(value_float=limit)
+        inf = op.Constant(value_float=float("inf"))
+        over = op.Not(op.Less(op.Abs(v), op.Constant(value_float=beyond)))
+        if has_inf:
+            special = op.Where(op.Less(v, op.Constant(value_float=0.0)), op.Neg(inf), inf)
+        else:
+            special = op.Constant(value_float=float("nan"))
+        # (No Where with the scalar condition over the values: onnxruntime's
+        # gives +0 for -0 there.)
+        sat = op.Equal(op.Constant(value_int=saturate), op.Constant(value_int=1))
+        bound = op.Where(sat, lim, inf)
+        c = op.Clip(v, op.Neg(bound), bound)
+        w = op.Where(op.And(over, op.Not(sat)), special, c)
+        return op.Cast(op.Where(op.IsNaN(v), v, w), to=t.onnx, saturate=0)
+
+    return QuantizeFloat8
 
 
 # Quantize without a zero point: the default type's range and code.
@@ -164,112 +352,258 @@ _DEFAULT_TO = DEFAULT_QTYPE.onnx
 
 
 @script(_INTERNAL, default_opset=op)
-def QuantizeDefault(x: FLOAT, s: FLOAT):
+def QuantizeDefault(v: FLOAT):
     lo_c = op.Constant(value_float=_DEFAULT_LO)
     hi_c = op.Constant(value_float=_DEFAULT_HI)
-    r = op.Round(op.Div(x, s))
+    r = op.Round(v)
     r = op.Where(op.IsNaN(r), lo_c, r)
     return op.Cast(op.Clip(r, lo_c, hi_c), to=_DEFAULT_TO)
 
 
 # --------------------------------------------------------------------------
-# Dequantize cores.
+# Dequantize cores: float32 results (the public functions round them to
+# output_dtype); the scale and zero point already broadcastable.
 
 
 @script(_INTERNAL, default_opset=op)
-def DequantizeNarrow(x, s: FLOAT, zp) -> FLOAT:
-    # 8/16-bit integers and float16/bfloat16: exact in float32, then float32 math.
-    return op.Mul(op.Sub(op.Cast(x, to=_F32), op.Cast(zp, to=_F32)), s)
+def DequantizeNarrow(x, s, zp) -> FLOAT:
+    # 8/16-bit and sub-byte integers: exact in float32, then float32 math.
+    return op.Mul(op.Sub(op.Cast(x, to=_F32), op.Cast(zp, to=_F32)), op.Cast(s, to=_F32))
 
 
 @script(_INTERNAL, default_opset=op)
-def DequantizeFloat(x, s: FLOAT, zp) -> FLOAT:
-    # float16/bfloat16: x - zp with an opaque zero point, so that a runtime
-    # cannot drop the subtraction of a constant -0 (x - (-0) is x + 0).
+def DequantizeFloat(x, s, zp) -> FLOAT:
+    # float16 / bfloat16: x - zp with an opaque zero point, so
+    # that a runtime cannot drop the subtraction of a constant -0 (x - (-0)
+    # is x + 0).
     xf = op.Cast(x, to=_F32)
-    return op.Mul(op.Sub(xf, op.Sub(op.Cast(zp, to=_F32), OpaqueZero(xf))), s)
+    return op.Mul(op.Sub(xf, op.Sub(op.Cast(zp, to=_F32), OpaqueZero(xf))),
+                  op.Cast(s, to=_F32))
 
 
 @script(_INTERNAL, default_opset=op)
-def DequantizeWide(x, s: FLOAT, zp) -> FLOAT:
+def DequantizeFloat4(x, s, zp) -> FLOAT:
+    # float4e2m1: x - zp, where a zero point of 0 (either sign) leaves x as
+    # it is (-0 included): the zero point plus an opaque +0 is +0 for +-0
+    # and unchanged otherwise, and x - (+0) is x.
+    xf = op.Cast(x, to=_F32)
+    return op.Mul(op.Sub(xf, op.Add(op.Cast(zp, to=_F32), OpaqueZero(xf))),
+                  op.Cast(s, to=_F32))
+
+
+@script(_INTERNAL, default_opset=op)
+def DequantizeFloat8(x, s, zp) -> FLOAT:
+    # A float8 zero point must be 0 (as the official operator's): another
+    # value makes the Reshape below fail (its shape then has twice the
+    # scale's size), never a silently different result.
+    zf = op.Cast(zp, to=_F32)
+    nonzero = op.Cast(op.Not(op.Equal(zf, op.Constant(value_float=0.0))), to=_I64)
+    factor = op.Add(op.ReduceMax(op.Concat(op.Reshape(nonzero, op.Constant(value_ints=[-1])),
+                                           op.Constant(value_ints=[0]), axis=0), keepdims=1),
+                    op.Constant(value_ints=[1]))
+    sf = op.Cast(s, to=_F32)
+    checked = op.Reshape(sf, op.Concat(op.Shape(sf), factor, axis=0), allowzero=1)
+    sf = op.Reshape(checked, op.Shape(sf), allowzero=1)
+    return op.Mul(op.Cast(x, to=_F32), sf)
+
+
+@script(_INTERNAL, default_opset=op)
+def DequantizeWide(x, s, zp) -> FLOAT:
     # int32/uint32: the difference is exact in int64 and rounds once to float32.
-    return op.Mul(op.Cast(op.Sub(op.Cast(x, to=_I64), op.Cast(zp, to=_I64)), to=_F32), s)
+    d = op.Cast(op.Sub(op.Cast(x, to=_I64), op.Cast(zp, to=_I64)), to=_F32)
+    return op.Mul(d, op.Cast(s, to=_F32))
 
 
 @script(_INTERNAL, default_opset=op)
-def DequantizeDefault(x, s: FLOAT) -> FLOAT:
-    return op.Mul(op.Cast(x, to=_F32), s)
+def DequantizeDefault(x, s) -> FLOAT:
+    return op.Mul(op.Cast(x, to=_F32), op.Cast(s, to=_F32))
 
 
 def _is_wide(name: str) -> bool:
     """The 32-bit integer types (int32/uint32), computed through float64 / int64."""
-    qt = QTYPES[name]
+    qt = QUANTIZED[name]
     return not qt.is_float and qt.dtype.itemsize == 4
 
 
 @functools.cache
 def quantize_core(variant: str):
-    """The quantize math of one variant (x, s[, zp] already broadcastable)."""
+    """The quantize math of one variant after the division: (v[, zp]), v the
+    float32 quotient, zp broadcastable against it."""
     if variant == "default":
         return QuantizeDefault
-    qt = QTYPES[variant]
+    qt = QUANTIZED[variant]
+    if variant in SMALLFLOAT and qt.is_float8:
+        return _quantize_float8_core(qt)
     if qt.is_float:
-        return _quantize_float_core(qt.onnx, qt.hi)
+        return _quantize_float_core(qt.onnx, float(qt.hi))
     if _is_wide(variant):
         return _quantize_wide_core(qt.onnx, int(qt.lo), int(qt.hi))
     return _quantize_narrow_core(qt.onnx, float(qt.lo), float(qt.hi))
 
 
 def dequantize_core(variant: str):
-    """The dequantize math of one variant (x, s[, zp] already broadcastable)."""
+    """The dequantize math of one variant (x, s[, zp] broadcastable), float32."""
     if variant == "default":
         return DequantizeDefault
-    if QTYPES[variant].is_float:
+    qt = QUANTIZED[variant]
+    if variant in SMALLFLOAT:
+        return DequantizeFloat8 if qt.is_float8 else DequantizeFloat4
+    if qt.is_float:
         return DequantizeFloat
     return DequantizeWide if _is_wide(variant) else DequantizeNarrow
 
 
+def zero_point_carrier(quantize: bool, variant: str) -> int:
+    """The type a variant's zero point is cast to before it is spread to x's
+    shape (small: one value per channel or block): a type that holds each of
+    its values and that every runtime's Reshape / Expand / Slice take."""
+    if _is_wide(variant):
+        return _F64 if quantize else _I64
+    return _F32
+
+
+# The types ONNX packs several to a byte (int4 / uint4 / int2 / uint2,
+# float4e2m1).
+_PACKED = frozenset(t.onnx for t in QUANTIZED.values() if getattr(t, "bits", 8) < 8)
+
+
+def _is_float8(variant: str) -> bool:
+    return variant in SMALLFLOAT and SMALLFLOAT[variant].is_float8
+
+
+# --------------------------------------------------------------------------
+# One operator with its granularity known: x, s[, zp] broadcastable, the
+# attributes as the operator's (for graph passes that fix the granularity
+# statically, and the public functions below).
+
+
+@functools.cache
+def make_static_quantize(variant: str):
+    """Quantize (x, s[, zp]) of one variant, s and zp broadcastable."""
+    core = quantize_core(variant)
+    if variant == "default":
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize(x, s, precision: int = 1):
+            return core(Quotient(x, s, precision=precision))
+
+    elif _is_float8(variant):
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize(x, s, zp, precision: int = 1, saturate: int = 1):
+            return core(Quotient(x, s, precision=precision), zp, saturate=saturate)
+
+    else:
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize(x, s, zp, precision: int = 1):
+            return core(Quotient(x, s, precision=precision), zp)
+
+    return Quantize
+
+
+@functools.cache
+def make_static_dequantize(variant: str):
+    """Dequantize (x, s[, zp]) of one variant, s and zp broadcastable; the
+    float32 result rounded to ``output_dtype``."""
+    core = dequantize_core(variant)
+    if variant == "default":
+
+        @script(_INTERNAL, default_opset=op)
+        def Dequantize(x, s, output_dtype: int = 1):
+            return op.Cast(core(x, s), to=output_dtype)
+
+    else:
+
+        @script(_INTERNAL, default_opset=op)
+        def Dequantize(x, s, zp, output_dtype: int = 1):
+            return op.Cast(core(x, s, zp), to=output_dtype)
+
+    return Dequantize
+
+
 # --------------------------------------------------------------------------
 # Public functions: the operator signature, granularity decided at run time.
+# The scale (float32, exactly) and zero point (its carrier) are spread to
+# x's shape before the math.
 
 
 def make_quantize(variant: str):
     """ExtendedQuantizeLinear of one variant: the operator's signature, the
-    granularity decided at run time from the scale's shape."""
-    core = quantize_core(variant)
+    granularity decided at run time from the scale's shape and
+    ``block_size``.  ``precision`` (an ONNX float type code) is the
+    division's: :func:`extql.attach_fallbacks` sets it on every node (the
+    scale's type when the node has none), since onnx.reference ignores a
+    function's attribute defaults.  ``output_dtype`` only repeats the zero
+    point's type here."""
+    static = make_static_quantize(variant)
     if variant == "default":
 
         @script(_QUARK, default_opset=op)
-        def ExtendedQuantizeLinear(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
-            pshape = ParamShape(x, y_scale, axis=axis)
-            return core(x, op.Reshape(y_scale, pshape))
+        def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                                   precision: int = 1, output_dtype: int = 0):
+            s = SpreadScale(x, y_scale, axis=axis, block_size=block_size)
+            return static(x, s, precision=precision)
 
-    else:
+        return ExtendedQuantizeLinear
+    carrier = zero_point_carrier(True, variant)
+    if _is_float8(variant):
 
         @script(_QUARK, default_opset=op)
-        def ExtendedQuantizeLinear(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
-            pshape = ParamShape(x, y_scale, axis=axis)
-            return core(x, op.Reshape(y_scale, pshape), op.Reshape(y_zero_point, pshape))
+        def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                                   precision: int = 1, saturate: int = 1, output_dtype: int = 0):
+            s, z = SpreadParams(x, y_scale, op.Cast(y_zero_point, to=carrier),
+                                axis=axis, block_size=block_size)
+            return static(x, s, z, precision=precision, saturate=saturate)
+
+        return ExtendedQuantizeLinear
+
+    @script(_QUARK, default_opset=op)
+    def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                               precision: int = 1, output_dtype: int = 0):
+        s, z = SpreadParams(x, y_scale, op.Cast(y_zero_point, to=carrier),
+                            axis=axis, block_size=block_size)
+        return static(x, s, z, precision=precision)
 
     return ExtendedQuantizeLinear
 
 
 def make_dequantize(variant: str):
-    """ExtendedDequantizeLinear of one variant (as :func:`make_quantize`)."""
-    core = dequantize_core(variant)
+    """ExtendedDequantizeLinear of one variant (as :func:`make_quantize`);
+    the float32 result rounded to ``output_dtype`` (set by
+    :func:`extql.attach_fallbacks` on every node: the scale's type when the
+    node has none)."""
+    static = make_static_dequantize(variant)
     if variant == "default":
 
         @script(_QUARK, default_opset=op)
-        def ExtendedDequantizeLinear(x, x_scale: FLOAT, x_zero_point, axis: int = 1) -> FLOAT:
-            pshape = ParamShape(x, x_scale, axis=axis)
-            return core(x, op.Reshape(x_scale, pshape))
+        def ExtendedDequantizeLinear(x, x_scale, x_zero_point, axis: int = 1,
+                                     block_size: int = 0, output_dtype: int = 1):
+            s = SpreadScale(x, x_scale, axis=axis, block_size=block_size)
+            return static(x, s, output_dtype=output_dtype)
 
-    else:
+        return ExtendedDequantizeLinear
+    carrier = zero_point_carrier(False, variant)
+    if QUANTIZED[variant].onnx in _PACKED:
 
         @script(_QUARK, default_opset=op)
-        def ExtendedDequantizeLinear(x, x_scale: FLOAT, x_zero_point, axis: int = 1) -> FLOAT:
-            pshape = ParamShape(x, x_scale, axis=axis)
-            return core(x, op.Reshape(x_scale, pshape), op.Reshape(x_zero_point, pshape))
+        def ExtendedDequantizeLinear(x, x_scale, x_zero_point, axis: int = 1,
+                                     block_size: int = 0, output_dtype: int = 1):
+            # Packed x is widened first (exact): onnxruntime's Shape has no
+            # kernel for the packed types.
+            xf = op.Cast(x, to=_F32)
+            s, z = SpreadParams(xf, x_scale, op.Cast(x_zero_point, to=carrier),
+                                axis=axis, block_size=block_size)
+            return static(xf, s, z, output_dtype=output_dtype)
+
+        return ExtendedDequantizeLinear
+
+    @script(_QUARK, default_opset=op)
+    def ExtendedDequantizeLinear(x, x_scale, x_zero_point, axis: int = 1, block_size: int = 0,
+                                 output_dtype: int = 1):
+        s, z = SpreadParams(x, x_scale, op.Cast(x_zero_point, to=carrier),
+                            axis=axis, block_size=block_size)
+        return static(x, s, z, output_dtype=output_dtype)
 
     return ExtendedDequantizeLinear
 
@@ -340,16 +674,19 @@ _D_ZERO = onnx.helper.make_tensor("zero", TensorProto.DOUBLE, [], [0.0])
 
 
 @script(_QUARK, default_opset=op)
-def QuantizeDispatch(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
-    pshape = ParamShape(x, y_scale, axis=axis)
-    s = op.Reshape(y_scale, pshape)
-    zp = op.Reshape(y_zero_point, pshape)
-    v = op.Div(x, s)
+def QuantizeDispatch(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                     precision: int = 1, output_dtype: int = 0):
+    # The zero point's values, spread in float64 (which holds every value of
+    # every type here); y_zero_point itself only gives the type below.
+    s, zd = SpreadParams(x, y_scale, op.Cast(y_zero_point, to=TensorProto.DOUBLE), axis=axis,
+                         block_size=block_size)
+    zp = y_zero_point
+    v = Quotient(x, s, precision=precision)
     # float16 / bfloat16 route
     probe = op.Constant(value_float=_F16_PROBE)
     is_f16 = op.Equal(op.Cast(op.CastLike(probe, zp), to=_F32), probe)
     limit = op.Where(is_f16, op.Constant(value_float=_F16_MAX), op.Constant(value_float=_BF16_MAX))
-    w = AddSigned(v, op.Cast(zp, to=_F32))
+    w = AddSigned(v, op.Cast(zd, to=_F32))
     wf = op.Where(op.IsNaN(w), w, op.Clip(w, op.Neg(limit), limit))
     # integer route (a float zero point is made finite and small first, so
     # that no cast below sees NaN or an out-of-range value)
@@ -357,7 +694,6 @@ def QuantizeDispatch(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
     hi_r = op.Constant(value_float=_WIDE)
     r = op.Round(v)
     r = op.Clip(op.Where(op.IsNaN(r), lo_r, r), lo_r, hi_r)
-    zd = op.Cast(zp, to=TensorProto.DOUBLE)
     zero_d = op.Constant(value=_D_ZERO)
     wide_d = op.Constant(value=_D_WIDE)
     zd = op.Where(op.Or(op.IsNaN(zd), op.IsInf(zd)), zero_d, zd)
@@ -384,14 +720,14 @@ def QuantizeDispatch(x: FLOAT, y_scale: FLOAT, y_zero_point, axis: int = 1):
 
 
 @script(_QUARK, default_opset=op)
-def DequantizeDispatch(x, x_scale: FLOAT, x_zero_point, axis: int = 1) -> FLOAT:
+def DequantizeDispatch(x, x_scale, x_zero_point, axis: int = 1, block_size: int = 0,
+                       output_dtype: int = 1):
     # The difference in float64 is exact for every integer type and rounds
     # once to float32 like the kernels' (float16/bfloat16 differences that
     # float64 cannot hold are far below float32's precision: same result).
-    pshape = ParamShape(x, x_scale, axis=axis)
-    s = op.Reshape(x_scale, pshape)
-    zp = op.Reshape(x_zero_point, pshape)
+    s, zd = SpreadParams(x, x_scale, op.Cast(x_zero_point, to=TensorProto.DOUBLE), axis=axis,
+                         block_size=block_size)
     opaque = op.Cast(OpaqueZero(x), to=TensorProto.DOUBLE)
-    zd = op.Sub(op.Cast(zp, to=TensorProto.DOUBLE), opaque)  # see OpaqueZero
+    zd = op.Sub(zd, opaque)  # see OpaqueZero
     d = op.Sub(op.Cast(x, to=TensorProto.DOUBLE), zd)
-    return op.Mul(op.Cast(d, to=_F32), s)
+    return op.Cast(op.Mul(op.Cast(d, to=_F32), s), to=output_dtype)

@@ -3,8 +3,12 @@
 :data:`extql.fallbacks.QUANTIZE` / :data:`~extql.fallbacks.DEQUANTIZE` hold,
 per variant (a quantized type name, or ``"default"`` for no zero point), a
 :class:`FallbackFunction`: an onnxscript ``OnnxFunction`` with the operator's
-signature ``(x, scale, zero_point, axis=1)`` (``"default"`` ignores its third
-input).  Bound to a name, it is called like any script function::
+signature ``(x, scale, zero_point, axis=1, block_size=0, ...)`` with its
+other attributes (quantize: ``precision``, float8's ``saturate``,
+``output_dtype``; dequantize: ``output_dtype``; ``precision`` and dequantize's
+``output_dtype`` default to the scale's type, as for the operator) and any of
+its types (``"default"`` ignores its third input).  Bound to a name, it is
+called like any script function::
 
     import onnxscript
     from onnxscript import FLOAT, INT16, opset21 as op
@@ -33,14 +37,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx_ir as ir
-from onnxscript import FLOAT
 from onnxscript.values import OnnxFunction, Opset
 
 # extql.opset installs the conversion and eager hooks these functions rely on.
 from . import opset  # noqa: F401
 from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
+from .types import FLOAT_CODES
 
 __all__ = ["FallbackFunction", "function_name"]
 
@@ -50,18 +55,39 @@ def function_name(quantize: bool, variant: str) -> str:
     return f"Extended{'Quantize' if quantize else 'Dequantize'}Linear_{variant}"
 
 
-def _optional_zero_point(quantize: bool, body: Callable) -> Callable:
-    """The eager body of a "default" variant, with the zero point optional
-    (the decomposition ignores it), so that ``f(x, scale)`` is a valid call."""
+def _scale_code(scale: Any) -> int:
+    """The ONNX code of an eager scale's type (float32 when it is not one of
+    the float types)."""
+    dtype = np.asarray(getattr(scale, "value", scale)).dtype
+    return FLOAT_CODES.get(dtype, onnx.TensorProto.FLOAT)
+
+
+def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
+    """The eager body of a fallback: the operator's attributes with their
+    meaning -- ``precision`` / ``output_dtype`` 0 stand for the scale's type,
+    as for the operator (the converted call gets the same from
+    :func:`extql.script_export.finish_model`) -- and, for the "default"
+    variants, the zero point optional (the decomposition ignores it), so
+    that ``f(x, scale)`` is a valid call."""
+    float8 = variant.startswith("float8")
     if quantize:
 
-        def ExtendedQuantizeLinear(x: FLOAT, y_scale: FLOAT, y_zero_point=None, axis: int = 1):
-            return body(x, y_scale, y_zero_point, axis=axis)
+        def ExtendedQuantizeLinear(x, y_scale, y_zero_point=None, axis: int = 1,
+                                   block_size: int = 0, precision: int = 0, saturate: int = 1,
+                                   output_dtype: int = 0):
+            attrs = {"axis": axis, "block_size": block_size,
+                     "precision": precision or _scale_code(y_scale),
+                     "output_dtype": output_dtype}
+            if float8:
+                attrs["saturate"] = saturate
+            return body(x, y_scale, y_zero_point, **attrs)
 
         return ExtendedQuantizeLinear
 
-    def ExtendedDequantizeLinear(x, x_scale: FLOAT, x_zero_point=None, axis: int = 1) -> FLOAT:
-        return body(x, x_scale, x_zero_point, axis=axis)
+    def ExtendedDequantizeLinear(x, x_scale, x_zero_point=None, axis: int = 1,
+                                 block_size: int = 0, output_dtype: int = 0):
+        return body(x, x_scale, x_zero_point, axis=axis, block_size=block_size,
+                    output_dtype=output_dtype or _scale_code(x_scale))
 
     return ExtendedDequantizeLinear
 
@@ -73,19 +99,18 @@ class FallbackFunction(OnnxFunction):
     onnxscript source of the decomposition."""
 
     def __init__(self, quantize: bool, variant: str, body: OnnxFunction) -> None:
-        from .fallbacks import function_proto
+        from .fallbacks import function_proto, variant_opset
 
         proto = onnx.FunctionProto()
-        proto.CopyFrom(function_proto(quantize, variant, opset=MODEL_OPSET))
+        proto.CopyFrom(function_proto(quantize, variant,
+                                      opset=max(MODEL_OPSET, variant_opset(variant))))
         proto.domain = FALLBACK_DOMAIN
         proto.name = function_name(quantize, variant)
         proto.overload = ""
         self._proto = proto
         self.quantize = quantize
         self.variant = variant
-        pyfun = body.function
-        if variant == "default":
-            pyfun = _optional_zero_point(quantize, pyfun)
+        pyfun = _eager_body(quantize, variant, body.function)
         super().__init__(
             Opset(FALLBACK_DOMAIN, 1), pyfun, ir.serde.deserialize_function(proto), body.source, {}
         )

@@ -27,23 +27,51 @@ remove ``Add(v, 0)`` as a no-op (onnxruntime does for a constant zero point
 of 0, which is wrong for ``v = -0``: ``-0 + 0`` is ``+0``).  The float16 /
 bfloat16 dequantize subtracts its zero point the same way.
 
-Dequantize: ``float32(x) - float32(zp)`` for the 8/16-bit and float types (the
-conversion and difference are exact in float32 for the integers, and float32
-arithmetic for the float types), ``float32(int64(x) - int64(zp))`` for
-int32/uint32 (one rounding), then ``* s``.  Without a zero point: ``float32(x) * s``.
+The division: x and the scale are widened to float32 (exactly), rounded to
+the precision P (the attribute ``precision``, which attach_fallbacks sets to
+the scale's type where the node has none) with ``Cast(Cast(., P), float)``,
+divided in float32 and the quotient rounded to P the same way (float32 has
+more than twice float16's / bfloat16's precision plus two bits, so this is
+the division in P; with P float32 every Cast is a no-op).  The routes above
+then take that quotient in place of ``x / s``:
 
-Granularity is decided at run time from the scale's shape, as the kernels do:
-the scale and zero point are reshaped to ``[]`` (per tensor) or
-``[D, 1, ..., 1]`` (per axis) so that broadcasting lines them up with ``axis``.
-An invalid combination (axis out of range, scale length not ``D[axis]``,
-scale of rank >= 2) makes the Reshape fail, so it is an error, never a
-silently wrong answer.
+* int4 / uint4 / int2 / uint2: the 8/16-bit route with their ranges, cast
+  to the packed type (ONNX's Cast takes them from opset 21 / 25).
+* float8: the zero point is not added (see the operator page); the quotient
+  is clamped to the type's largest value (``saturate`` 1) or, without
+  saturation, what rounds beyond the range becomes ±inf (float8e5m2) or NaN
+  *before* the Cast, so that the runtime's own overflow rule (onnxruntime's
+  differs from ONNX's table) never applies; then one Cast (nearest even).
+* float4e2m1: the float16 route with its largest value, 6; its Cast takes
+  NaN to a zero as ONNX's table says.
+
+Dequantize: ``float32(x) - float32(zp)`` for the 8/16-bit, sub-byte and
+float types (the conversion and difference are exact in float32 for the
+integers, and float32 arithmetic for the float types; float4e2m1 with a
+zero point of 0 leaves x as it is, -0 included),
+``float32(int64(x) - int64(zp))`` for int32/uint32 (one rounding), then ``*
+s``, then one Cast to ``output_dtype`` (the scale's type unless the node
+says otherwise).  float8 takes no zero point but 0: another value makes a
+Reshape fail.  Without a zero point: ``float32(x) * s``.
+
+Granularity is decided at run time from the scale's shape and
+``block_size``, as the kernels do: the scale and zero point are reshaped to
+``[]`` (per tensor) or ``[D, 1, ..., 1]`` (per axis), or expanded block by
+block to x's shape (blocked: reshaped to ``[.., nb, 1, ..]``, expanded to
+``[.., nb, block_size, ..]``, merged and cut to ``D`` along the axis), so
+that broadcasting lines them up with ``axis``.  They are spread as float32
+(the scale, exactly) or their route's carrier (the zero point), which every
+runtime's shape ops take.  An invalid combination (axis out of range, scale
+length not ``D[axis]``, scale of rank >= 2 without ``block_size``, a blocked
+scale whose shape is not x's with ``ceil(D / block_size)`` along the axis)
+makes a Reshape fail, so it is an error, never a silently wrong answer.
 
 Public objects:
 
 * :data:`QUANTIZE` / :data:`DEQUANTIZE` -- dict: type name (``"int8"`` ...
-  ``"bfloat16"``) or ``"default"`` (no zero point) -> onnxscript function
-  with the signature of the operator ``(x, scale, zero_point, axis=1)``, to
+  ``"float4e2m1"``) or ``"default"`` (no zero point) -> onnxscript function
+  with the signature of the operator ``(x, scale, zero_point, axis=1,
+  block_size=0, ...)``, to
   call from ``@onnxscript.script`` functions and eagerly
   (:mod:`extql.fallback_scripts`; ``to_function_proto()`` gives the flat
   definition).  The ``"default"`` functions ignore their third input.
@@ -67,7 +95,7 @@ import onnx.inliner
 
 from . import fallback_bodies as bodies
 from .tools.graph import type_name, walk_nodes
-from .types import DOMAIN, OP_NAMES, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
+from .types import DOMAIN, OP_NAMES, QUANTIZED, QUANTIZED_BY_ONNX, type_opset
 
 __all__ = [
     "QUANTIZE",
@@ -81,6 +109,7 @@ __all__ = [
     "CORE_DOMAIN",
     "dispatcher_proto",
     "variant",
+    "variant_opset",
 ]
 
 #: The oldest default-domain opset the functions can be stamped with: every op
@@ -91,12 +120,19 @@ MIN_OPSET = 13
 DISPATCH_MIN_OPSET = 15
 
 #: Variant names: one per quantized type, plus "default" (no zero point).
-VARIANTS: tuple[str, ...] = (*QTYPES, "default")
+VARIANTS: tuple[str, ...] = (*QUANTIZED, "default")
+
+
+def variant_opset(variant: str) -> int:
+    """The oldest ai.onnx opset a variant's function can be stamped with:
+    :data:`MIN_OPSET`, or the opset whose Cast takes its type (int4 / uint4
+    21, float8 19, float4e2m1 23, int2 / uint2 25)."""
+    return MIN_OPSET if variant == "default" else max(MIN_OPSET, type_opset(variant))
 
 
 class _LazyFunctions(dict):
     """A dict of variant -> OnnxFunction that converts each function on first use
-    (onnxscript parses source, so building all sixteen at import is slow)."""
+    (onnxscript parses source, so building them all at import is slow)."""
 
     def __init__(self, maker):
         super().__init__()
@@ -163,19 +199,27 @@ def _flatten(fn, callees) -> onnx.FunctionProto:
     ids = [(p.domain, p.name) for p in protos]
     model = onnx.inliner.inline_selected_functions(model, ids, exclude=False)
     flat = next(f for f in model.functions if f.domain == main.domain and f.name == main.name)
-    # Keep only the default domain: nothing from the internal one is left.
+    # Keep only the default domain (imported even where the body before
+    # inlining called internal functions only): nothing from the internal
+    # one is left.
     imports = [o for o in flat.opset_import if o.domain in ("", "ai.onnx")]
     del flat.opset_import[:]
-    flat.opset_import.extend(imports)
+    flat.opset_import.extend(imports or [onnx.helper.make_opsetid("", 21)])
     for node in walk_nodes(flat.node):
         if node.domain not in ("", "ai.onnx"):
             raise AssertionError(f"extql internal error: {node.op_type} left in a fallback body")
     return flat
 
 
+_PLAN = [bodies.ParamShape, bodies.Choose, bodies.ParamPlan, bodies.Spread, bodies.SpreadScale,
+         bodies.SpreadParams, bodies.RoundTo, bodies.Quotient, bodies.AddSigned,
+         bodies.OpaqueZero]
+
+
 def _callees(variant: str, quantize: bool) -> list:
-    core = bodies.quantize_core(variant) if quantize else bodies.dequantize_core(variant)
-    return [bodies.ParamShape, bodies.AddSigned, bodies.OpaqueZero, core]
+    if quantize:
+        return [*_PLAN, bodies.quantize_core(variant), bodies.make_static_quantize(variant)]
+    return [*_PLAN, bodies.dequantize_core(variant), bodies.make_static_dequantize(variant)]
 
 
 def _stamp(
@@ -189,6 +233,15 @@ def _stamp(
     for imp in out.opset_import:
         if imp.domain in ("", "ai.onnx"):
             imp.version = opset
+    if opset < 14:
+        # Reshape-13 has no allowzero: there a zero in a shape copies the
+        # input's dimension, which gives the same shapes for every tensor
+        # with no zero dimension (an empty blocked scale may then fail).
+        for node in walk_nodes(out.node):
+            if node.op_type == "Reshape":
+                kept = [a for a in node.attribute if a.name != "allowzero"]
+                del node.attribute[:]
+                node.attribute.extend(kept)
     out.doc_string = (
         f"extql fallback for {domain}::{name} ({overload or 'any type'}): standard ONNX ops "
         "only, bit-identical to the extql kernels."
@@ -231,7 +284,9 @@ def function_proto(
     _check_domain(domain)
     if variant not in VARIANTS:
         raise ValueError(f"unknown fallback variant {variant!r}: expected one of {VARIANTS}")
-    _check_opset(opset, MIN_OPSET, "extql fallback functions")
+    _check_opset(opset, variant_opset(variant),
+                 "extql fallback functions" if variant_opset(variant) == MIN_OPSET
+                 else f"the {variant} fallback functions")
     name = OP_NAMES[domain][0 if quantize else 1]
     return _stamp(_flat(quantize, variant), domain, name, variant, opset)
 
@@ -243,26 +298,33 @@ CORE_DOMAIN = bodies.INTERNAL_DOMAIN
 def core_proto(quantize: bool, variant: str, *, opset: int = 21) -> onnx.FunctionProto:
     """The math of one variant without the granularity logic: inputs
     ``(x, scale, zero_point)`` (``(x, scale)`` for ``"default"``) already
-    broadcastable against x.  Named ``Quantize_<variant>`` /
-    ``Dequantize_<variant>`` in :data:`CORE_DOMAIN`; for graph passes that
-    know the granularity statically and inline the result."""
+    broadcastable against x, the attributes ``precision`` (and ``saturate``
+    for float8) / ``output_dtype`` as the operator's.  Named
+    ``Quantize_<variant>`` / ``Dequantize_<variant>`` in :data:`CORE_DOMAIN`;
+    for graph passes that know the granularity statically and inline the
+    result."""
+    _check_opset(opset, variant_opset(variant), f"the {variant} fallback functions")
     name = f"{'Quantize' if quantize else 'Dequantize'}_{variant}"
     return _stamp(_flat_core(quantize, variant), CORE_DOMAIN, name, "", opset)
 
 
 @functools.cache
 def _flat_core(quantize: bool, variant: str) -> onnx.FunctionProto:
-    core = bodies.quantize_core(variant) if quantize else bodies.dequantize_core(variant)
-    return _flatten(core, [bodies.AddSigned, bodies.OpaqueZero])
+    if quantize:
+        core = bodies.quantize_core(variant)
+        fn = bodies.make_static_quantize(variant)
+    else:
+        core = bodies.dequantize_core(variant)
+        fn = bodies.make_static_dequantize(variant)
+    return _flatten(fn, [bodies.RoundTo, bodies.Quotient, bodies.AddSigned, bodies.OpaqueZero,
+                         core])
 
 
 @functools.cache
 def _flat_dispatch(quantize: bool) -> onnx.FunctionProto:
     if quantize:
-        return _flatten(bodies.QuantizeDispatch, [bodies.ParamShape, bodies.IntBounds,
-                                                  bodies.IsFloat, bodies.AddSigned,
-                                                  bodies.OpaqueZero])
-    return _flatten(bodies.DequantizeDispatch, [bodies.ParamShape, bodies.OpaqueZero])
+        return _flatten(bodies.QuantizeDispatch, [*_PLAN, bodies.IntBounds, bodies.IsFloat])
+    return _flatten(bodies.DequantizeDispatch, _PLAN)
 
 
 def dispatcher_proto(

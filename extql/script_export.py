@@ -71,17 +71,18 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
 
 def _restamp_fallbacks(model: onnx.ModelProto) -> None:
     """Give the fallback functions the model's ai.onnx version."""
-    from .fallbacks import MIN_OPSET
+    from .fallbacks import variant_opset
 
     version = _default_opset(model)
     for fn in model.functions:
         if fn.domain != FALLBACK_DOMAIN:
             continue
-        if version is None or version < MIN_OPSET:
+        needed = variant_opset(fn.name.split("_", 1)[1])
+        if version is None or version < needed:
             raise ValueError(
-                f"extql fallback {fn.name}: needs an ai.onnx opset >= {MIN_OPSET}, the model "
+                f"extql fallback {fn.name}: needs an ai.onnx opset >= {needed}, the model "
                 f"imports {version}; script the function with default_opset=onnxscript.opset"
-                f"{MODEL_OPSET} (or any opset >= {MIN_OPSET})"
+                f"{max(MODEL_OPSET, needed)} (or any opset >= {needed})"
             )
         for imp in fn.opset_import:
             if imp.domain in _DEFAULT_DOMAINS:
@@ -91,13 +92,34 @@ def _restamp_fallbacks(model: onnx.ModelProto) -> None:
 def _explicit_calls(model: onnx.ModelProto) -> None:
     """Spell out what fallback calls leave to defaults, for onnx.reference,
     which ignores a function's attribute defaults and wants every input:
-    ``axis=1`` where not given (the same meaning) and an empty name for an
-    omitted zero point (the "default" variants ignore it)."""
+    ``axis=1`` and ``block_size=0`` where not given (the same meaning),
+    quantize's ``precision`` and dequantize's ``output_dtype`` (the scale's
+    type where the types say it, else float32, the functions' default),
+    float8's ``saturate=1``, and an empty name for an omitted zero point
+    (the "default" variants ignore it)."""
+    from .tools.graph import infer_types
+
+    types = None
     for node in _all_nodes(model):
         if node.domain != FALLBACK_DOMAIN:
             continue
-        if not any(a.name == "axis" for a in node.attribute):
-            node.attribute.append(onnx.helper.make_attribute("axis", 1))
+        if types is None:
+            types = infer_types(model)
+        given = {a.name for a in node.attribute}
+        quantize = node.op_type.startswith("ExtendedQuantize")
+        variant = node.op_type.split("_", 1)[1]
+        info = types.get(node.input[1]) if len(node.input) > 1 else None
+        scale_type = info.elem_type if info is not None and info.elem_type else 1
+        defaults = {"axis": 1, "block_size": 0}
+        if quantize:
+            defaults["precision"] = scale_type
+            if variant.startswith("float8"):
+                defaults["saturate"] = 1
+        else:
+            defaults["output_dtype"] = scale_type
+        for name, value in defaults.items():
+            if name not in given:
+                node.attribute.append(onnx.helper.make_attribute(name, value))
         while len(node.input) < 3:
             node.input.append("")
 

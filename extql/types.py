@@ -21,6 +21,7 @@ from ._typetable import (
     MICROSOFT_DEQUANTIZE_TYPES,
     MICROSOFT_SUBBYTE_TYPES,
     MICROSOFT_TYPES,
+    ONNX_TYPE_OPSET,
     QTYPE_ROWS,
     SMALLFLOAT_ROWS,
     SUBBYTE_ROWS,
@@ -51,6 +52,7 @@ __all__ = [
     "QUANTIZED_BY_ONNX",
     "QuantizedType",
     "quantized_type_of",
+    "type_opset",
     "FLOAT_CODES",
     "FLOAT_DTYPES",
 ]
@@ -227,6 +229,13 @@ def quantized_type_of(dtype: np.dtype | type) -> QuantizedType | None:
         return _QUANTIZED_BY_DTYPE.get(np.dtype(dtype))
     except TypeError:
         return None
+
+
+def type_opset(name: str) -> int:
+    """The oldest ai.onnx opset whose Cast / QuantizeLinear take the
+    quantized type ``name`` (13 for the eight: older than any opset extql's
+    graph tools write)."""
+    return ONNX_TYPE_OPSET.get(name, 13)
 
 
 #: The floating-point side of the operators -- quantize's x and scale,

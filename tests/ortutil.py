@@ -68,6 +68,10 @@ ORT_TYPE = {
     TensorProto.BFLOAT16: "tensor(bfloat16)",
 }
 
+#: onnxruntime's graph optimisation levels, lowest first.
+LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+          ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]
+
 #: Set by tests/run_sanitized.py: tensors then come from malloc, not from
 #: onnxruntime's arena, so AddressSanitizer guards each one.
 NO_ARENA = bool(os.environ.get("EXTQL_TEST_NO_ARENA"))

@@ -79,9 +79,9 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
 
 
 def _with_fallbacks(model):
-    """The model with its fallback functions; a node they do not implement
-    (blocked, float16 / bfloat16, sub-byte types) is the user's answer, not
-    an internal error: the comparison cannot be made."""
+    """The model with its fallback functions; a node they cannot be given
+    (a type the model's opset cannot express) is the user's answer, not an
+    internal error: the comparison cannot be made."""
     from ..tools import attach
 
     try:

@@ -14,12 +14,11 @@ import onnx
 from onnx import helper
 
 from .. import fallbacks
-from ..types import BY_ONNX, DEFAULT_QTYPE, OP_NAMES
+from ..types import DEFAULT_QTYPE, OP_NAMES, QTYPES, QUANTIZED_BY_ONNX, SMALLFLOAT
 from .check import raise_first_problem
 from .graph import (
     ExtNode,
     TypeInfo,
-    array_to_tensor,
     copy_model,
     extended_nodes,
     infer_types,
@@ -52,21 +51,69 @@ def _default_opset_for_functions(model: onnx.ModelProto) -> int:
     return version
 
 
-def _refuse_float_types(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
-    """The fallback functions compute with float32 x and scale: a node with
-    float16 / bfloat16 ones (or the attributes precision / output_dtype,
-    which only matter with those) is refused by name rather than given
-    functions that onnxruntime would reject with a type error."""
-    attrs = sorted(a.name for a in ext.node.attribute if a.name in ("precision", "output_dtype"))
-    names = [ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else [])
-    other = [f"{n!r} is {type_name(types[n].elem_type)}" for n in names
-             if n in types and types[n].elem_type not in (0, onnx.TensorProto.FLOAT)]
-    if attrs or other:
-        what = ", ".join(other + [f"the attribute {a}" for a in attrs])
+def _attr(node: onnx.NodeProto, name: str) -> int | None:
+    for a in node.attribute:
+        if a.name == name:
+            return int(a.i)
+    return None
+
+
+def _set_attr(node: onnx.NodeProto, name: str, value: int) -> None:
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend([*kept, helper.make_attribute(name, value)])
+
+
+def _drop_attr(node: onnx.NodeProto, name: str) -> None:
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+
+
+def _scale_type(ext: ExtNode, types: dict[str, TypeInfo], what: str) -> int:
+    info = types.get(ext.node.input[1])
+    if info is None or info.elem_type == 0:
         raise ValueError(
-            f"{ext.label}: {what}: the fallback functions compute with float32 x and scale "
-            "only (extql's onnxruntime library and NumPy API run float16 / bfloat16 x, "
-            "scales and outputs)"
+            f"{ext.label}: cannot determine the element type of the scale "
+            f"{ext.node.input[1]!r}, which gives {what}; give the model a value_info (or graph "
+            "input type) for it, or make it an initializer"
+        )
+    return info.elem_type
+
+
+def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
+    """Give the node every attribute its function reads, with the meaning
+    the node has: ``axis`` 1, ``block_size`` 0, quantize's ``precision`` (the
+    scale's type) and float8 ``saturate`` 1, dequantize's ``output_dtype``
+    (the scale's type).  onnx.reference ignores a function's attribute
+    defaults, and the function cannot read the scale's type itself.
+    ``saturate`` is dropped where it means nothing (every type but float8
+    saturates)."""
+    node = ext.node
+    if _attr(node, "axis") is None:
+        _set_attr(node, "axis", 1)
+    if _attr(node, "block_size") is None:
+        _set_attr(node, "block_size", 0)
+    if ext.quantize:
+        if _attr(node, "precision") is None:
+            _set_attr(node, "precision", _scale_type(ext, types, "the division's precision"))
+        if variant in SMALLFLOAT and SMALLFLOAT[variant].is_float8:
+            if _attr(node, "saturate") is None:
+                _set_attr(node, "saturate", 1)
+        else:
+            _drop_attr(node, "saturate")
+    elif not _attr(node, "output_dtype"):
+        _set_attr(node, "output_dtype", _scale_type(ext, types, "the output type"))
+
+
+def _check_variant_opset(ext: ExtNode, variant: str, opset: int) -> None:
+    needed = fallbacks.variant_opset(variant)
+    if opset < needed:
+        raise ValueError(
+            f"{ext.label}: {variant}: the fallback functions need a default-domain (ai.onnx) "
+            f"opset >= {needed} for it (ONNX's Cast takes {variant} from opset {needed}), the "
+            f"model imports {opset}; convert it first, e.g. "
+            f"onnx.version_converter.convert_version(model, {needed})"
         )
 
 
@@ -88,12 +135,19 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     quantize, x's type for dequantize, the scale's shape), which means the
     same and gives the dispatcher the output type.
 
-    Nodes without a zero point get an explicit empty third input, and nodes
-    without ``axis`` an explicit ``axis=1`` (the same meaning; onnx.reference
-    needs both) so that every call matches the three-input functions.  The IR
-    version is raised to 10 if lower (``overload`` needs it); opsets are not
-    changed, the functions are stamped with the model's ai.onnx version
-    (>= 13).  Existing fallback functions are replaced, so attaching twice is
+    Nodes without a zero point get an explicit empty third input (a
+    quantize with ``output_dtype`` and no zero point an explicit zero of that
+    type), and every node the attributes its function reads, with the meaning
+    the node has: ``axis`` 1, ``block_size`` 0, quantize's ``precision`` (the
+    scale's type) and float8's ``saturate`` 1, dequantize's ``output_dtype``
+    (the scale's type); ``saturate`` goes from nodes of other types, where it
+    means nothing.  (onnx.reference ignores a function's attribute defaults,
+    and a function cannot read the scale's type.)  The IR version is raised
+    to 10 if lower (``overload`` needs it); opsets are not changed, the
+    functions are stamped with the model's ai.onnx version, which must be one
+    whose Cast takes each node's type (>= 13; float8 19, int4 / uint4 21,
+    float4e2m1 23, int2 / uint2 25: else a ``ValueError`` names the node).
+    Existing fallback functions are replaced, so attaching twice is
     harmless.
     """
     out = copy_model(model)
@@ -106,21 +160,18 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     groups: dict[tuple[str, bool], list[ExtNode]] = {}
     for ext in nodes:
         raise_first_problem(ext, types)
-        if ext.block_size > 0:
-            raise ValueError(
-                f"{ext.label}: block_size {ext.block_size}: the fallback functions do not "
-                "implement blocked quantization yet (extql's onnxruntime library and NumPy API "
-                "run it)"
-            )
-        _refuse_float_types(ext, types)
-        variant_of[id(ext.node)] = fallbacks.variant(zero_point_type(ext, types))
-        if variant_of[id(ext.node)] not in fallbacks.VARIANTS:
-            raise ValueError(
-                f"{ext.label}: {variant_of[id(ext.node)]}: the fallback functions do not "
-                "implement the sub-byte and small float types yet (extql's onnxruntime library "
-                "and NumPy API run them; lower_to_standard turns them into the official "
-                "operators where those are exact)"
-            )
+        code = zero_point_type(ext, types)
+        out_code = _attr(ext.node, "output_dtype") if ext.quantize else None
+        if code is None and out_code:
+            # output_dtype without a zero point: an explicit zero of that type.
+            code = _materialize_zero_point(out, ext, types, code=out_code)
+            if code is None:
+                raise ValueError(
+                    f"{ext.label}: output_dtype {type_name(out_code)} without a zero point and a "
+                    "scale of unknown shape: give the node a zero point of that type"
+                )
+        variant_of[id(ext.node)] = fallbacks.variant(code)
+        _check_variant_opset(ext, variant_of[id(ext.node)], opset)
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
     # Runtimes that ignore ``overload`` run one (type-generic) function for
     # every node of an operator, and its output type comes from the zero
@@ -138,9 +189,7 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     for ext in nodes:
         variant = variant_of[id(ext.node)]
         ext.node.overload = variant
-        if not any(a.name == "axis" for a in ext.node.attribute):
-            # onnx.reference ignores a function's attribute defaults.
-            ext.node.attribute.append(helper.make_attribute("axis", 1))
+        _spell_out(ext, variant, types)
         while len(ext.node.input) < 3:
             ext.node.input.append("")
         variants = used.setdefault((ext.node.domain, ext.quantize), [])
@@ -163,6 +212,9 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         problem = None
         if opset < fallbacks.DISPATCH_MIN_OPSET:
             problem = f"the model's ai.onnx opset {opset} is below {fallbacks.DISPATCH_MIN_OPSET}"
+        elif any(v not in QTYPES and v != "default" for v in variants):
+            problem = ("the type-generic dispatcher computes the eight types of "
+                       f"{', '.join(QTYPES)} only")
         elif "default" in variants:
             problem = ("a node without a zero point has a scale of unknown shape, so no "
                        "explicit zero could be given to it")
@@ -184,28 +236,32 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _materialize_zero_point(
-    model: onnx.ModelProto, ext: ExtNode, types: dict[str, TypeInfo]
+    model: onnx.ModelProto, ext: ExtNode, types: dict[str, TypeInfo], code: int | None = None
 ) -> int | None:
-    """Give a node without zero point an explicit all-zero one (uint8 for
-    quantize, x's type for dequantize) of the scale's shape, as an
-    initializer of the node's graph; returns its type code, or None when the
-    scale's shape or x's type is unknown."""
+    """Give a node without zero point an explicit all-zero one (of type
+    ``code``; by default uint8 for quantize, x's type for dequantize) of the
+    scale's shape, as an initializer of the node's graph; returns its type
+    code, or None when the scale's shape or x's type is unknown."""
     node = ext.node
     s_shape = static_shape(node.input[1], types)
     if s_shape is None or not all(isinstance(d, int) for d in s_shape):
         return None
-    if ext.quantize:
+    if code is None and ext.quantize:
         code = DEFAULT_QTYPE.onnx
-    else:
+    elif code is None:
         x_info = types.get(node.input[0])
-        if x_info is None or x_info.elem_type not in BY_ONNX:
+        if x_info is None or x_info.elem_type not in QUANTIZED_BY_ONNX:
             return None
         code = x_info.elem_type
-    qt = BY_ONNX[code]
+    qt = QUANTIZED_BY_ONNX[code]
     name = f"{node.input[1]}__extql_zero_{qt.name}"
     graph = ext.graph
     if not any(i.name == name for i in graph.initializer):
-        graph.initializer.append(array_to_tensor(name, np.zeros(s_shape, qt.dtype)))
+        # Zero bits are the value 0 (+0) of every type, packed or not.
+        count = int(np.prod(s_shape, dtype=np.int64))
+        bits = getattr(qt, "bits", 8 * qt.dtype.itemsize)
+        graph.initializer.append(helper.make_tensor(
+            name, code, list(s_shape), bytes(-(-count * bits // 8)), raw=True))
     while len(node.input) < 3:
         node.input.append("")
     node.input[2] = name

@@ -25,7 +25,16 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..numpy_api import dequantize_linear, quantize_linear
-from ..types import MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES, qtype_of
+from ..types import (
+    BY_ONNX,
+    FLOAT_CODES,
+    FLOAT_DTYPES,
+    MS_DOMAIN,
+    MS_EXACT_TYPES,
+    OP_NAMES,
+    QTYPES,
+    qtype_of,
+)
 from .graph import (
     Names,
     array_to_tensor,
@@ -114,10 +123,15 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
     would fail when run."""
     x, scale = args[0], args[1]
     zp = args[2] if len(args) > 2 else None
-    attrs = {a.name for a in node.attribute}
-    if attrs - {"axis"}:
-        return None  # block_size, saturate, ...: left to the runtime
+    attrs = {a.name: a.i for a in node.attribute}
+    known = {"axis"} if node.domain == MS_DOMAIN else {
+        "axis", "block_size", "precision", "saturate", "output_dtype"}
+    if set(attrs) - known:
+        return None  # an attribute the operator does not define: left to the runtime
     assert x is not None and scale is not None
+    if any(qtype_of(a.dtype) is None and a.dtype not in FLOAT_CODES
+           for a in (x, scale, zp) if a is not None):
+        return None  # a type beyond the eight (int4, float8, ...): left to the runtime
     if node.domain == MS_DOMAIN:
         if scale.dtype != np.float32:
             return None
@@ -136,10 +150,19 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
                 return None  # onnxruntime's 32-bit difference wraps, the kernel's does not
     elif not quantize and qtype_of(x.dtype) is None:
         raise ValueError(f"{node_label(node)}: x has type {x.dtype}, not a quantized type")
+    kwargs = {"axis": node_axis(node), "block_size": attrs.get("block_size", 0)}
+    out_code = attrs.get("output_dtype", 0)
+    if quantize:
+        if out_code and out_code not in BY_ONNX:
+            return None
+        kwargs["output_dtype"] = BY_ONNX[out_code].dtype if out_code else None
+        kwargs["precision"] = FLOAT_DTYPES.get(attrs.get("precision", 0))
+    else:
+        kwargs["output_dtype"] = FLOAT_DTYPES.get(out_code)
     try:
         if quantize:
-            return quantize_linear(x, scale, zp, axis=node_axis(node))
-        return dequantize_linear(x, scale, zp, axis=node_axis(node))
+            return quantize_linear(x, scale, zp, **kwargs)
+        return dequantize_linear(x, scale, zp, **kwargs)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
 

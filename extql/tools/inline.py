@@ -38,7 +38,7 @@ def _static_param_shape(ext: ExtNode, types: dict[str, TypeInfo]) -> list[int] |
     """The shape scale/zero point are reshaped to, when the static shapes fix
     it: [] per tensor, [D, 1, ...] per axis; None when unknown."""
     s_shape = static_shape(ext.node.input[1], types)
-    if s_shape is None or len(s_shape) > 1:
+    if s_shape is None or len(s_shape) > 1 or ext.block_size > 0:
         return None
     if len(s_shape) == 0 or s_shape[0] == 1:
         return []
@@ -109,6 +109,10 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
             new_nodes.append(helper.make_node("Reshape", [p, shape_name], [reshaped]))
             args.append(reshaped)
         call = helper.make_node(core.name, args, list(node.output), domain=core.domain)
+        # The attributes the core reads (precision, saturate, output_dtype),
+        # as attach_fallbacks spelled them out on the node.
+        declared = {*core.attribute, *(a.name for a in core.attribute_proto)}
+        call.attribute.extend(a for a in node.attribute if a.name in declared)
         new_nodes.append(call)
         replace_node(ext.graph, node, new_nodes)
     # Calls left (unknown static shapes) go to the flat per-variant function.

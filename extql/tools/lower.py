@@ -171,6 +171,11 @@ def lower_to_standard(
         node.overload = ""
         while node.input and node.input[-1] == "":
             node.input.pop()
+        # Attributes that repeat their default (as attach_fallbacks spells
+        # them out) go: older official operators do not define them.
+        kept = [a for a in node.attribute if not _redundant(ext, a)]
+        del node.attribute[:]
+        node.attribute.extend(kept)
         if opset < 13:
             # axis exists from opset 13; per-tensor only below.
             kept = [a for a in node.attribute if a.name != "axis"]
@@ -189,6 +194,21 @@ def lower_to_standard(
     return out
 
 
+def _redundant(ext: ExtNode, attr: onnx.AttributeProto) -> bool:
+    """An attribute that says what its absence says for a node with float32
+    x and scale: ``block_size`` 0, ``precision`` float, dequantize's
+    ``output_dtype`` float, quantize's ``output_dtype`` beside a zero point
+    (which must have that type)."""
+    if attr.name == "block_size":
+        return attr.i == 0
+    if attr.name == "precision":
+        return attr.i == TensorProto.FLOAT
+    if attr.name == "output_dtype":
+        return attr.i == 0 or (ext.has_zero_point if ext.quantize else
+                               attr.i == TensorProto.FLOAT)
+    return False
+
+
 def _float_types_not_lowered(ext: ExtNode, types: dict[str, TypeInfo]) -> str | None:
     """Why an Extended node with float16 / bfloat16 x or scale (or the
     attributes that go with them) stays as it is, or None.  The official
@@ -196,9 +216,10 @@ def _float_types_not_lowered(ext: ExtNode, types: dict[str, TypeInfo]) -> str | 
     QuantizeLinear divides float16 x by a float16 scale in float32 for
     int8 / uint8 (the operator document, and extql, divide in the scale's
     type) and has no bfloat16 kernel."""
-    attrs = sorted(a.name for a in ext.node.attribute if a.name in ("precision", "output_dtype"))
-    if attrs:
-        return f"the attribute {attrs[0]} (the official operator is lowered to for float32 only)"
+    for a in ext.node.attribute:
+        if a.name in ("precision", "output_dtype") and not _redundant(ext, a):
+            return (f"the attribute {a.name} (the official operator is lowered to for float32 "
+                    "only)")
     names = set([ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else []))
     other = sorted({types[n].elem_type for n in names if n in types} - {TensorProto.FLOAT})
     if other:

@@ -304,12 +304,23 @@ def test_function_protos_use_standard_ops_only():
     for quantize_ in (True, False):
         for variant in fallbacks.VARIANTS:
             for domain in (DOMAIN, LEGACY):
-                fp = fallbacks.function_proto(quantize_, variant, domain=domain, opset=17)
+                opset = max(17, fallbacks.variant_opset(variant))
+                fp = fallbacks.function_proto(quantize_, variant, domain=domain, opset=opset)
                 assert fp.domain == domain and fp.overload == variant
                 assert {n.domain for n in fp.node} <= {""}
-                assert [(o.domain, o.version) for o in fp.opset_import] == [("", 17)]
+                assert [(o.domain, o.version) for o in fp.opset_import] == [("", opset)]
                 assert list(fp.input)[:2] and len(fp.input) == 3
-                assert [(a.name, a.i) for a in fp.attribute_proto] == [("axis", 1)]
+                # The operator's attributes and their defaults (precision and
+                # output_dtype: float32's code; attach spells the scale's out).
+                expected = [("axis", 1), ("block_size", 0)]
+                if quantize_:
+                    expected.append(("precision", 1))
+                    if variant.startswith("float8"):
+                        expected.append(("saturate", 1))
+                    expected.append(("output_dtype", 0))
+                else:
+                    expected.append(("output_dtype", 1))
+                assert [(a.name, a.i) for a in fp.attribute_proto] == expected
                 ops = {n.op_type for n in fp.node}
                 assert not ops & {"CastLike", "Min", "Max"}  # opset >= 13 and ORT-safe
 

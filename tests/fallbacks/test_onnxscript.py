@@ -489,7 +489,8 @@ def test_fallback_repr_and_standalone_conversion():
         q_int16.to_model_proto()
     proto = dq_bf16.to_function_proto()
     assert list(proto.input) == ["x", "x_scale", "x_zero_point"]
-    assert list(proto.attribute) == [] and [a.name for a in proto.attribute_proto] == ["axis"]
+    assert list(proto.attribute) == []
+    assert [a.name for a in proto.attribute_proto] == ["axis", "block_size", "output_dtype"]
 
 
 # --------------------------------------------------------------------------

@@ -488,6 +488,20 @@ def test_lower_keeps_blocked_nodes_below_opset_21_and_lowers_them_from_it():
 
 
 @pytest.mark.parametrize("tool", ["attach_fallbacks", "inline_fallbacks"])
-def test_fallbacks_refuse_blocked_nodes_by_name(tool):
-    with pytest.raises(ValueError, match=r"dq_w.*block_size 32.*fallback functions do not"):
-        getattr(extql, tool)(_blocked_model_with_weights(17))
+def test_fallbacks_run_blocked_nodes_at_any_opset(tool):
+    """The fallback functions take block_size at the model's own opset (17
+    here, below the official blocked operator's 21), in onnxruntime at every
+    optimisation level and in onnx.reference, with the library's bits."""
+    x = np.random.default_rng(2).standard_normal((4, 64)).astype(F32)
+    expected = _library_session(_blocked_model_with_weights(17)).run(None, {"x": x})[0]
+    model = getattr(extql, tool)(_blocked_model_with_weights(17))
+    assert_same_bits(ReferenceEvaluator(model).run(None, {"x": x})[0], expected, "reference")
+    for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                  ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = level
+        session = ort.InferenceSession(model.SerializeToString(), so,
+                                       providers=["CPUExecutionProvider"])
+        assert_same_bits(session.run(None, {"x": x})[0], expected, f"onnxruntime {level}")
+    with pytest.raises(ValueError, match=r"dq_w.*block_size 32"):
+        getattr(extql, tool)(_blocked_model_with_weights(17, s_shape=(4, 3)))

@@ -12,9 +12,9 @@ run the case).  Every extql path must give them:
 * the NumPy API (every case);
 * extql's onnxruntime library, the nodes renamed to the Extended ones (where
   its custom operators take the types: see docs/guide/onnxruntime.rst);
-* without the library: the fallback functions (``attach_fallbacks``) where
-  they implement the node, else ``lower_to_standard`` where it turns every
-  node into an official one.
+* without the library: the fallback functions (``attach_fallbacks``), in
+  onnxruntime, or in ``onnx.reference`` where onnxruntime lacks an op they
+  need (float4e2m1's Cast) or cannot bind the input (bfloat16 before 1.20).
 
 The share of cases each path covers is printed; the paths that run must
 agree on every judged element.
@@ -238,11 +238,13 @@ def test_grid_case(index):
                   for i in range(2)]
     prec_name = case["precision"] or case["s_type"]
     if not QUANTIZED[case["name"]].is_float and (
-            judges[0][0] == "reference" and len(judges) == 1 or prec_name != "float32"):
+            any(n == "reference" for n, _ in judges) or prec_name != "float32"):
         # onnx.reference converts an integer type's quotient through int32,
         # and so does onnxruntime when it divides in float16: NaN, infinite
         # and huge quotients come out as the low end there, where the
-        # document (and extql) saturate (docs/differences.rst).  Not judged.
+        # document (and extql) saturate (docs/differences.rst; some
+        # onnxruntime releases agree with it there: 1.23's blocked uint16
+        # takes +inf to 0).  Not judged.
         with np.errstate(all="ignore"):
             tame = np.abs(x.astype(np.float32) / _broadcast(s, case).astype(np.float32)) < 3e4
         judged = [judged[0] & tame, judged[1] & tame]
@@ -285,25 +287,21 @@ def test_grid_case(index):
         assert_same_bits(lib_y[judged[1]], y[judged[1]], f"library DQ, {what}")
         COVERAGE["library"] += 1
 
-    # Without the library.
-    try:
-        standalone = extql.attach_fallbacks(extended)
-    except ValueError:
-        standalone = extql.lower_to_standard(
-            _model(case, x, s, z, domain="com.amd.quark", ai_opset=case["opset"]), report=[])
-        if any(n.domain == "com.amd.quark" for n in standalone.graph.node):
-            return  # neither the fallbacks nor the official operators are exact here
-    if not ort_io.has_typed_ortvalues() and BF16 in (x.dtype, s.dtype):
-        return
+    # Without the library: the fallback functions, in onnxruntime where it
+    # has every op they use (not float4e2m1's Cast, nor bfloat16 inputs
+    # before 1.20), else in onnx.reference.
+    standalone = extql.attach_fallbacks(
+        _model(case, x, s, z, domain="com.amd.quark", ai_opset=case["opset"]))
     try:
         fb_values, fb_y = _run_ort(standalone, x, library=False)
-    except Exception as exc:  # noqa: BLE001
-        # An official operator this onnxruntime lacks (its own run failed too).
-        assert all(name != "onnxruntime" for name, _ in judges), (
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+        # Where onnxruntime could not run the official model either (its
+        # opset, IR version or types), or lacks an op the functions need.
+        assert "NOT_IMPLEMENTED" in str(exc) or all(n != "onnxruntime" for n, _ in judges), (
             f"without the library: {exc}; {what}")
-        return
-    assert_same_bits(fb_values[judged[0]], values[judged[0]], f"no library Q, {what}")
-    assert_same_bits(fb_y[judged[1]], y[judged[1]], f"no library DQ, {what}")
+        fb_values, fb_y = ReferenceEvaluator(standalone).run(None, {"x": x})
+    assert_same_bits(np.asarray(fb_values)[judged[0]], values[judged[0]], f"no library Q, {what}")
+    assert_same_bits(np.asarray(fb_y)[judged[1]], y[judged[1]], f"no library DQ, {what}")
     COVERAGE["no library"] += 1
 
 
@@ -311,13 +309,13 @@ def test_grid_coverage():
     """Runs after the cases (pytest keeps the module's order): most cases are
     judged (not: bfloat16 with a division in float16 / bfloat16, where only
     onnx.reference runs and it does not follow the document), every judged
-    one runs through the NumPy API; the shares of the other paths are what
-    this onnxruntime and the fallback functions allow."""
+    one runs through the NumPy API and the fallback functions; the library's
+    share is what this onnxruntime's custom operators take."""
     if COVERAGE["judged"] + COVERAGE["not judged"] < CASES:
         pytest.skip("the grid cases did not all run in this session (-k, -x)")
     print(f"grid of {CASES} cases: {COVERAGE}")
     assert COVERAGE["judged"] >= (COVERAGE["judged"] + COVERAGE["not judged"]) / 3, COVERAGE
     assert COVERAGE["numpy"] == COVERAGE["judged"]
+    assert COVERAGE["no library"] == COVERAGE["judged"]
     if ORT >= Version("1.24"):
         assert COVERAGE["library"] >= COVERAGE["judged"] * 0.5, COVERAGE
-        assert COVERAGE["no library"] >= COVERAGE["judged"] * 0.1, COVERAGE

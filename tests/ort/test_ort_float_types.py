@@ -11,15 +11,13 @@ import onnxruntime as ort
 import pytest
 from contract import BF16, REAL_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto
-from ortutil import DQ, Q, node_model, run, run_unaligned, session
+from ortutil import DQ, LEVELS, Q, node_model, run, run_unaligned, session
 
 import extql
 from extql import ort_io
 
 CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         BF16: TensorProto.BFLOAT16}
-LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-          ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]
 SPECIAL = np.array([0.0, -0.0, 2049.0, 2051.0, 257.0, 65520.0, -7e4, 1e30, np.inf, -np.inf,
                     np.nan, 0.5, 2.5, 6e-8], np.float32)
 # (x shape, axis, block size, granularity)

@@ -22,14 +22,12 @@ import onnxruntime as ort
 import pytest
 from contract import SMALLFLOAT_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto, helper
-from ortutil import DOMAIN, DQ, Q, run_node, session
+from ortutil import DOMAIN, DQ, LEVELS, Q, run_node, session
 from packaging.version import Version
 
 import extql
 from extql import ort_io
 
-LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-          ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]
 ORT_VERSION = Version(ort.__version__)
 #: The types this onnxruntime's custom operators take.
 NAMES = [n for n in SMALLFLOAT_TYPES if n != "float4e2m1" or ORT_VERSION >= Version("1.24")]
@@ -183,8 +181,17 @@ def test_lowered_float8_runs_as_the_official_operators(name):
 
 
 @pytest.mark.parametrize("name", ["float8e4m3fn", "float4e2m1"])
-def test_fallbacks_refuse_small_floats_by_name(name):
-    s, z = _params(np.random.default_rng(1), name, (4, 8), 1, 0, "tensor")
-    model = _chain_model(name, (4, 8), s, z, 1, 0, True)
-    with pytest.raises(ValueError, match=f"{name}: the fallback functions do not implement"):
-        extql.attach_fallbacks(model)
+def test_fallbacks_give_the_library_bits(name):
+    """The chain model with the fallback functions attached, in
+    onnx.reference (onnxruntime runs them in tests/fallbacks), gives the
+    NumPy API's bits (tests/fallbacks/test_fallback_types.py covers every
+    type and form)."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(1)
+    s, z = _params(rng, name, (4, 8), 1, 0, "tensor")
+    x = (rng.standard_normal((4, 8)) * 100).astype(np.float32)
+    got = ReferenceEvaluator(extql.attach_fallbacks(
+        _chain_model(name, (4, 8), s, z, 1, 0, True))).run(None, {"x": x})
+    want = extql.dequantize_linear(extql.quantize_linear(x, s, z), s, z)
+    assert_same_bits(np.asarray(got[0]), want, f"fallback {name}")

@@ -21,13 +21,11 @@ import onnxruntime as ort
 import pytest
 from contract import SUBBYTE_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
 from onnx import TensorProto, helper
-from ortutil import DOMAIN, DQ, Q, run_node, session
+from ortutil import DOMAIN, DQ, LEVELS, Q, run_node, session
 from packaging.version import Version
 
 import extql
 
-LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-          ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, ort.GraphOptimizationLevel.ORT_ENABLE_ALL]
 RUNS_INT4 = Version(ort.__version__) >= Version("1.21")
 CODE = {"int4": TensorProto.INT4, "uint4": TensorProto.UINT4}
 F_CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
