@@ -28,12 +28,18 @@ FLOAT_TYPES: tuple[str, ...] = ("float16", "bfloat16")
 #: type then: uint8 0).
 DEFAULT_TYPE: str = "uint8"
 
+#: The scale-only type of QuantizeLinear-25 / DequantizeLinear-25: name
+#: (ONNX's), ONNX code, ml_dtypes' name.  Its values are powers of two (2^-127
+#: to 2^127) and NaN, each exactly a float32: extql widens it to float32 once
+#: and computes as with a float32 scale.
+E8M0_SCALE: tuple[str, int, str] = ("float8e8m0", 24, "float8_e8m0fnu")
+
 #: The ai.onnx opset from which ONNX's own operators (Cast, QuantizeLinear)
 #: take each type beyond the eight (those exist in every opset the fallback
 #: functions take: 13 and later).
 ONNX_TYPE_OPSET: dict[str, int] = {
     "float8e4m3fn": 19, "float8e4m3fnuz": 19, "float8e5m2": 19, "float8e5m2fnuz": 19,
-    "int4": 21, "uint4": 21, "float4e2m1": 23, "int2": 25, "uint2": 25,
+    "int4": 21, "uint4": 21, "float4e2m1": 23, "int2": 25, "uint2": 25, "float8e8m0": 25,
 }
 
 #: The types whose ``com.microsoft`` QuantizeLinear / DequantizeLinear

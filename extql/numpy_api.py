@@ -17,6 +17,8 @@ import numpy as np
 from . import _kernels
 from .numpy_out import output_array
 from .types import (
+    E8M0_DTYPE,
+    E8M0_NAME,
     FLOAT_CODES,
     FLOAT_DTYPES,
     QTYPES,
@@ -65,6 +67,18 @@ def _floating(op: str, name: str, value: Any) -> tuple[np.ndarray, int]:
             raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, got {arr.dtype}")
         return arr, code
     return _float32(op, name, value), FLOAT_CODES[np.dtype(np.float32)]
+
+
+def _scale(op: str, name: str, value: Any) -> tuple[np.ndarray, int, bool]:
+    """The scale, its ONNX code and whether it was float8e8m0: such a scale
+    (a power of two, or NaN) is widened to float32 exactly and is then a
+    float32 scale (the division and the arithmetic are float32's)."""
+    if _has_dtype(value) and np.asarray(value).dtype == E8M0_DTYPE:
+        return np.asarray(value).astype(np.float32), FLOAT_CODES[np.dtype(np.float32)], True
+    if _has_dtype(value) and np.asarray(value).dtype not in FLOAT_CODES:
+        raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, {E8M0_NAME}, got "
+                        f"{np.asarray(value).dtype}")
+    return (*_floating(op, name, value), False)
 
 
 def _float_type(op: str, name: str, value: Any) -> int:
@@ -225,8 +239,10 @@ def quantize_linear(
     """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
 
     ``x`` and ``y_scale`` are float32, float16 or ``ml_dtypes.bfloat16``
-    (Python numbers: float32).  The zero point's dtype (int8, uint8, int16,
-    uint16, int32, uint32, float16, ``ml_dtypes.bfloat16``, or the sub-byte
+    (Python numbers: float32); the scale may also be
+    ``ml_dtypes.float8_e8m0fnu`` (widened to float32 exactly).  The zero
+    point's dtype (int8, uint8, int16, uint16, int32, uint32, float16,
+    ``ml_dtypes.bfloat16``, or the sub-byte
     ``ml_dtypes.int4``, ``uint4``, ``int2``, ``uint2``, one element per
     byte) is the output type; without one the output is ``output_dtype``,
     else uint8, with zero point 0.  A scalar (or one-element) scale quantizes per tensor, a 1-D
@@ -263,7 +279,7 @@ def quantize_linear(
     op = QUANTIZE
     block = _block_size(op, block_size)
     x_arr, xtype = _floating(op, "x", x)
-    scale, stype = _floating(op, "y_scale", y_scale)
+    scale, stype, _ = _scale(op, "y_scale", y_scale)
     prec = stype if precision is None else _float_type(op, "precision", precision)
     if not isinstance(saturate, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{op}: saturate must be a bool, got {type(saturate).__name__}")
@@ -392,7 +408,9 @@ def dequantize_linear(
     ``ml_dtypes.bfloat16``; int4, uint4, int2, uint2, float8 and float4e2m1
     as ml_dtypes' types, one element per byte; a float8 zero point must be
     0), the zero point (optional, default 0) has x's
-    dtype and the scale's shape, the scale is float32, float16 or bfloat16.
+    dtype and the scale's shape, the scale is float32, float16 or bfloat16
+    (or ``ml_dtypes.float8_e8m0fnu``, widened to float32 exactly, with an
+    ``output_dtype``).
     The difference is exact and rounds once to float32 before one float32
     multiply; the result has x's shape and the type ``output_dtype`` (a float
     dtype or its ONNX code), by default the scale's, rounded to nearest even
@@ -414,7 +432,10 @@ def dequantize_linear(
     qt = quantized_type_of(x_arr.dtype)
     if qt is None:
         raise TypeError(f"{op}: x must be one of {_TYPE_NAMES}, got {x_arr.dtype}")
-    scale, stype = _floating(op, "x_scale", x_scale)
+    scale, stype, e8m0 = _scale(op, "x_scale", x_scale)
+    if e8m0 and output_dtype is None:
+        raise TypeError(f"{op}: a {E8M0_NAME} x_scale needs output_dtype (the output cannot "
+                        "have the scale's type)")
     ytype = stype if output_dtype is None else _float_type(op, "output_dtype", output_dtype)
     zp = None if x_zero_point is None else _dequantize_zero_point(op, x_zero_point, qt)
     if (zp is not None and isinstance(qt, SmallFloatType) and qt.is_float8

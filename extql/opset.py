@@ -69,8 +69,11 @@ __all__ = ["quark", "vai", "register_schemas", "QUANTIZE_TYPES"]
 #: the installed onnx has (int2 / uint2 from onnx 1.20).
 QUANTIZE_TYPES = [f"tensor({name})" for name in QUANTIZED
                   if hasattr(onnx.TensorProto, name.upper())]
-#: quantize's x and scale, dequantize's scale and output.
+#: quantize's x, dequantize's output.
 REAL_TYPES = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
+#: The scale: those and float8e8m0 (where the installed onnx has it).
+SCALE_TYPES = REAL_TYPES + (["tensor(float8e8m0)"] if hasattr(onnx.TensorProto, "FLOAT8E8M0")
+                            else [])
 #: The attributes (name, default, meaning); dequantize has the first three.
 _ATTRIBUTES = [
     ("axis", 1, "Axis of per-axis and blocked quantization."),
@@ -99,7 +102,7 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         outputs = [FP("y", "T3", "Quantized tensor, shape of x.")]
         constraints = [
             ("T1", REAL_TYPES, "The type of x."),
-            ("T2", REAL_TYPES, "The type of y_scale."),
+            ("T2", SCALE_TYPES, "The type of y_scale."),
             ("T3", QUANTIZE_TYPES, "The type of y_zero_point and y."),
         ]
         infer_from = "QuantizeLinear"
@@ -114,7 +117,7 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         outputs = [FP("y", "T3", "Tensor of x's shape, of output_dtype or the scale's type.")]
         constraints = [
             ("T1", QUANTIZE_TYPES, "The type of x and x_zero_point."),
-            ("T2", REAL_TYPES, "The type of x_scale."),
+            ("T2", SCALE_TYPES, "The type of x_scale."),
             ("T3", REAL_TYPES, "The type of y."),
         ]
         infer_from = "DequantizeLinear"

@@ -17,6 +17,7 @@ import numpy as np
 
 from ._typetable import (
     DEFAULT_TYPE,
+    E8M0_SCALE,
     FLOAT_TYPES,
     MICROSOFT_DEQUANTIZE_TYPES,
     MICROSOFT_SUBBYTE_TYPES,
@@ -55,6 +56,10 @@ __all__ = [
     "type_opset",
     "FLOAT_CODES",
     "FLOAT_DTYPES",
+    "E8M0_NAME",
+    "E8M0_CODE",
+    "E8M0_DTYPE",
+    "SCALE_CODES",
 ]
 
 #: The ONNX domain of ExtendedQuantizeLinear / ExtendedDequantizeLinear.
@@ -248,3 +253,12 @@ FLOAT_CODES: dict[np.dtype, int] = {
 }
 #: The same, by ONNX code.
 FLOAT_DTYPES: dict[int, np.dtype] = {code: dtype for dtype, code in FLOAT_CODES.items()}
+
+#: The float8e8m0 scale type (QuantizeLinear-25 / DequantizeLinear-25): a
+#: scale only, widened to float32 exactly.
+E8M0_NAME: str = E8M0_SCALE[0]
+E8M0_CODE: int = E8M0_SCALE[1]
+E8M0_DTYPE: np.dtype = np.dtype(getattr(ml_dtypes, E8M0_SCALE[2]))
+#: The scale's types by ONNX code: the float types and float8e8m0.
+SCALE_CODES: dict[int, str] = {FLOAT_CODES[np.dtype(np.float32)]: "float32",
+                               **{QTYPES[n].onnx: n for n in FLOAT_TYPES}, E8M0_CODE: E8M0_NAME}

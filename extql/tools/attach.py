@@ -11,10 +11,19 @@ import warnings
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import TensorProto, helper
 
 from .. import fallbacks
-from ..types import DEFAULT_QTYPE, OP_NAMES, QTYPES, QUANTIZED_BY_ONNX, SMALLFLOAT
+from ..types import (
+    DEFAULT_QTYPE,
+    E8M0_CODE,
+    E8M0_NAME,
+    OP_NAMES,
+    QTYPES,
+    QUANTIZED_BY_ONNX,
+    SMALLFLOAT,
+    type_opset,
+)
 from .check import raise_first_problem
 from .graph import (
     ExtNode,
@@ -96,7 +105,10 @@ def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
         _set_attr(node, "block_size", 0)
     if ext.quantize:
         if _attr(node, "precision") is None:
-            _set_attr(node, "precision", _scale_type(ext, types, "the division's precision"))
+            # (a float8e8m0 scale divides as the float32 it widens to)
+            scale_type = _scale_type(ext, types, "the division's precision")
+            _set_attr(node, "precision",
+                      TensorProto.FLOAT if scale_type == E8M0_CODE else scale_type)
         if variant in SMALLFLOAT and SMALLFLOAT[variant].is_float8:
             if _attr(node, "saturate") is None:
                 _set_attr(node, "saturate", 1)
@@ -106,8 +118,12 @@ def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
         _set_attr(node, "output_dtype", _scale_type(ext, types, "the output type"))
 
 
-def _check_variant_opset(ext: ExtNode, variant: str, opset: int) -> None:
+def _check_variant_opset(ext: ExtNode, variant: str, opset: int,
+                         types: dict[str, TypeInfo]) -> None:
     needed = fallbacks.variant_opset(variant)
+    info = types.get(ext.node.input[1])
+    if info is not None and info.elem_type == E8M0_CODE and opset < type_opset(E8M0_NAME):
+        needed, variant = type_opset(E8M0_NAME), f"a {E8M0_NAME} scale"
     if opset < needed:
         raise ValueError(
             f"{ext.label}: {variant}: the fallback functions need a default-domain (ai.onnx) "
@@ -171,7 +187,7 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
                     "scale of unknown shape: give the node a zero point of that type"
                 )
         variant_of[id(ext.node)] = fallbacks.variant(code)
-        _check_variant_opset(ext, variant_of[id(ext.node)], opset)
+        _check_variant_opset(ext, variant_of[id(ext.node)], opset, types)
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
     # Runtimes that ignore ``overload`` run one (type-generic) function for
     # every node of an operator, and its output type comes from the zero

@@ -13,7 +13,14 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from ..types import MS_DEQUANTIZE_TYPES, MS_QUANTIZE_TYPES, QUANTIZED_BY_ONNX
+from ..types import (
+    E8M0_CODE,
+    E8M0_NAME,
+    MS_DEQUANTIZE_TYPES,
+    MS_QUANTIZE_TYPES,
+    QUANTIZED_BY_ONNX,
+    SCALE_CODES,
+)
 from .graph import ExtNode, TypeInfo, type_name
 
 _QUANTIZED_NAMES = ", ".join(t.name for t in QUANTIZED_BY_ONNX.values())
@@ -120,10 +127,17 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
                 f"the zero point {z_name!r} must have the type of x ({tname(x.elem_type)}), "
                 f"it is {tname(z.elem_type)}"
             )
-    if s is not None and s.elem_type not in floats:
+    scales = floats if ext.microsoft else SCALE_CODES
+    if s is not None and s.elem_type not in scales:
         problems.append(
-            f"the scale {s_name!r} must be {float_names}, it is {tname(s.elem_type)}"
+            f"the scale {s_name!r} must be "
+            f"{float_names if ext.microsoft else 'one of ' + ', '.join(scales.values())}, "
+            f"it is {tname(s.elem_type)}"
         )
+    if (s is not None and s.elem_type == E8M0_CODE and not ext.quantize
+            and not any(a.name == "output_dtype" and a.i for a in node.attribute)):
+        problems.append(f"a {E8M0_NAME} scale {s_name!r} needs the attribute output_dtype (the "
+                        "output cannot have the scale's type)")
     if (ext.microsoft and ext.quantize and x is not None and s is not None
             and x.elem_type in floats and s.elem_type in floats and x.elem_type != s.elem_type):
         problems.append(

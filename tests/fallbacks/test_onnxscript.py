@@ -296,7 +296,7 @@ def axis_out_of_range(x: FLOAT[2, 3], s: FLOAT[3], zp: INT16[3]) -> INT16[2, 3]:
          r"it is double$"),
         (wrong_scale, TypeError,
          r"^ExtendedDequantizeLinear node \S+: the scale 's' must be one of float32, float16, "
-         r"bfloat16, it is double$"),
+         r"bfloat16, float8e8m0, it is double$"),
         (mismatched_zero_point, TypeError,
          r"^ExtendedDequantizeLinear node \S+: the zero point 'zp' must have the type of x "
          r"\(int16\), it is uint8$"),
@@ -363,7 +363,7 @@ def test_eager_scalars_are_zero_d_arrays():
         qdq_uint8_no_zero_point(x, np.float32(0.5))
     # A Python float arrives as float64, which the operator rejects by name.
     with pytest.raises(TypeError, match="^ExtendedQuantizeLinear: y_scale must be one of "
-                                        "float32, float16, bfloat16, got float64"):
+                                        "float32, float16, bfloat16, float8e8m0, got float64"):
         qdq_uint8_no_zero_point(x, 0.5)
 
 

@@ -14,7 +14,8 @@ custom operators and Python API take the types (int4 from 1.21, float8 from
 one the inputs give (onnxruntime types a custom operator's output from its
 inputs, so an output_dtype of another type cannot be honoured); elsewhere
 the Extended node runs through onnx.reference with extql.reference.OPS (the
-same kernels).
+same kernels).  Every case also runs without the library, through the
+fallback functions.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from contract import (
 )
 from onnx import TensorProto, numpy_helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import DQ, Q, node_model, run_node
+from ortutil import DQ, Q, node_model, run, run_node, session
 from packaging.version import Version
 
 import extql
@@ -195,3 +196,45 @@ def test_onnx_node_case(case):
                          saturate=bool(attrs.get("saturate", 1))) if op == Q
                 else dequantize(x, scale, zp, axis=a, output_dtype=out))
     assert_same_bits(y, contract, f"{name}: vs the contract")
+
+
+@pytest.mark.fallback
+@pytest.mark.parametrize("case", USABLE, ids=[c[0] for c in USABLE])
+def test_onnx_node_case_through_the_fallbacks(case):
+    """The same cases without the library: the Extended node given the
+    fallback functions (attach_fallbacks, at the ai.onnx opset that has the
+    type) gives ONNX's expected output, in onnxruntime where it has every op
+    the functions need and can bind the types, else in onnx.reference."""
+    from extql import fallbacks
+
+    name, node, inputs, outputs = case
+    op = OFFICIAL[node.op_type]
+    arrays = [_as_array(v) for v in inputs]
+    expected = _as_array(outputs[0])
+    x, scale = arrays[0], arrays[1]
+    zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
+    kw = {"zp_form": "given" if zp is not None else "absent",
+          "axis": next((a.i for a in node.attribute if a.name == "axis"), None),
+          "block_size": _block_size(node) or None, "attrs": _attrs(node)}
+    model, feeds, _ = node_model(op, x, scale, zp, declare_output=False, **kw)
+    qtype = extql.types.quantized_type_of(x.dtype if op == DQ else expected.dtype)
+    opset = max(model.opset_import[0].version, fallbacks.variant_opset(qtype.name))
+    model.opset_import[0].version = opset
+    model.ir_version = max(model.ir_version, 11 if opset >= 23 else 10)
+    model = extql.attach_fallbacks(model)
+    try:
+        sess = session(model, register=False)
+        y = run(sess, feeds, [expected.dtype], [expected.shape])[0]
+        where = "onnxruntime"
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception types
+        # (an op or type this onnxruntime lacks: Cast to float4e2m1, int4
+        # before 1.23, float8 buffers before 1.20, opset 25 before ...)
+        # The newest onnxruntime runs every case but float4e2m1's.
+        assert _ORT < Version("1.32") or qtype.name == "float4e2m1", (
+            f"{name}: the fallbacks in onnxruntime {ort.__version__}: {exc}")
+        y = ReferenceEvaluator(model).run(None, feeds)[0]
+        where = "onnx.reference"
+    y = np.asarray(y)
+    assert_same_bits(y.astype(np.float32) if y.dtype != expected.dtype else y,
+                     expected.astype(np.float32) if y.dtype != expected.dtype else expected,
+                     f"{name}: the fallbacks in {where} vs ONNX's expected output")
