@@ -347,9 +347,7 @@ def dispatcher_proto(
 def variant(zero_point_type: int | None) -> str:
     """The variant for a zero point's ONNX type code: its type name, or
     ``"default"`` for None (no zero point).  Raises ``ValueError`` for a
-    type that is not a quantized type.  (The sub-byte types' names are
-    variants of the operators but not of the fallback functions:
-    :data:`VARIANTS`.)"""
+    type that is not a quantized type."""
     if zero_point_type is None:
         return "default"
     qt = QUANTIZED_BY_ONNX.get(zero_point_type)

@@ -10,8 +10,9 @@ them:
   inside an ``@onnxscript.script`` function has a known signature (2 or 3
   inputs, an ``axis`` attribute), and the model it builds passes
   ``onnx.checker.check_model`` with the type constraints of the operator
-  documents (x/scale float32, float16 or bfloat16; zero point and output one
-  of the eight types) and the official attributes;
+  documents (x float32, float16 or bfloat16, the scale those or float8e8m0;
+  zero point and output one of the quantized types the installed onnx has)
+  and the official attributes;
 * onnx shape inference knows the output type and shape of every Extended node
   (the zero point's type, or ``output_dtype``, or uint8, for quantize; the
   scale's type or ``output_dtype`` for dequantize; the shape of x), which
