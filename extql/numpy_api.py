@@ -21,6 +21,7 @@ from .types import (
     E8M0_NAME,
     FLOAT_CODES,
     FLOAT_DTYPES,
+    FLOAT_NAMES,
     QTYPES,
     QUANTIZED,
     QuantizedType,
@@ -34,7 +35,7 @@ __all__ = ["quantize_linear", "dequantize_linear", "set_num_threads", "get_num_t
 QUANTIZE = "ExtendedQuantizeLinear"
 DEQUANTIZE = "ExtendedDequantizeLinear"
 _TYPE_NAMES = ", ".join(QUANTIZED)
-_FLOAT_NAMES = "float32, float16, bfloat16"
+_FLOAT_NAMES = ", ".join(FLOAT_NAMES.values())
 _BY_CODE = {t.onnx: t for t in QUANTIZED.values()}
 
 
@@ -73,11 +74,13 @@ def _scale(op: str, name: str, value: Any) -> tuple[np.ndarray, int, bool]:
     """The scale, its ONNX code and whether it was float8e8m0: such a scale
     (a power of two, or NaN) is widened to float32 exactly and is then a
     float32 scale (the division and the arithmetic are float32's)."""
-    if _has_dtype(value) and np.asarray(value).dtype == E8M0_DTYPE:
-        return np.asarray(value).astype(np.float32), FLOAT_CODES[np.dtype(np.float32)], True
-    if _has_dtype(value) and np.asarray(value).dtype not in FLOAT_CODES:
-        raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, {E8M0_NAME}, got "
-                        f"{np.asarray(value).dtype}")
+    if _has_dtype(value):
+        arr = np.asarray(value)
+        if arr.dtype == E8M0_DTYPE:
+            return arr.astype(np.float32), FLOAT_CODES[np.dtype(np.float32)], True
+        if arr.dtype not in FLOAT_CODES:
+            raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, {E8M0_NAME}, got "
+                            f"{arr.dtype}")
     return (*_floating(op, name, value), False)
 
 

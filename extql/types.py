@@ -56,6 +56,7 @@ __all__ = [
     "type_opset",
     "FLOAT_CODES",
     "FLOAT_DTYPES",
+    "FLOAT_NAMES",
     "E8M0_NAME",
     "E8M0_CODE",
     "E8M0_DTYPE",
@@ -259,6 +260,8 @@ FLOAT_DTYPES: dict[int, np.dtype] = {code: dtype for dtype, code in FLOAT_CODES.
 E8M0_NAME: str = E8M0_SCALE[0]
 E8M0_CODE: int = E8M0_SCALE[1]
 E8M0_DTYPE: np.dtype = np.dtype(getattr(ml_dtypes, E8M0_SCALE[2]))
+#: The float types' names by ONNX code (float32, float16, bfloat16).
+FLOAT_NAMES: dict[int, str] = {FLOAT_CODES[np.dtype(np.float32)]: "float32",
+                               **{QTYPES[n].onnx: n for n in FLOAT_TYPES}}
 #: The scale's types by ONNX code: the float types and float8e8m0.
-SCALE_CODES: dict[int, str] = {FLOAT_CODES[np.dtype(np.float32)]: "float32",
-                               **{QTYPES[n].onnx: n for n in FLOAT_TYPES}, E8M0_CODE: E8M0_NAME}
+SCALE_CODES: dict[int, str] = {**FLOAT_NAMES, E8M0_CODE: E8M0_NAME}

@@ -54,6 +54,17 @@ def type_name(dtype: np.dtype) -> str:
     raise KeyError(dtype)
 
 
+def normal_with_specials(rng: np.random.Generator, shape, spread: float,
+                         specials: np.ndarray) -> np.ndarray:
+    """float32 standard normal values times ``spread`` with the first
+    ``specials`` (as many as fit) at random places."""
+    x = (rng.standard_normal(shape) * spread).astype(np.float32)
+    flat = x.reshape(-1)
+    k = min(flat.size, specials.size)
+    flat[rng.choice(flat.size, k, replace=False)] = specials[:k]
+    return x
+
+
 def expand_blocks(v, axis: int, block: int, length: int) -> np.ndarray:
     """A blocked parameter (ONNX's block_size: x's shape with ceil(D / block)
     along axis) repeated to x's shape: element d of the axis takes block

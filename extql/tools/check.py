@@ -16,6 +16,7 @@ from onnx import TensorProto
 from ..types import (
     E8M0_CODE,
     E8M0_NAME,
+    FLOAT_NAMES,
     MS_DEQUANTIZE_TYPES,
     MS_QUANTIZE_TYPES,
     QUANTIZED_BY_ONNX,
@@ -36,11 +37,9 @@ def raise_first_problem(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
         raise ValueError(f"{ext.label}: {problems[0]}")
 
 
-#: The float types of quantize's x and scale and dequantize's scale and
-#: output (ONNX codes -> names).
-REAL_CODES: dict[int, str] = {
-    TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16",
-}
+#: The float types of quantize's x and precision and dequantize's output
+#: (ONNX codes -> names).
+REAL_CODES: dict[int, str] = FLOAT_NAMES
 REAL_NAMES = ", ".join(REAL_CODES.values())
 
 

@@ -20,10 +20,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import BF16, assert_same_bits
+from contract import BF16, assert_same_bits, normal_with_specials
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import LEVELS, bfloat16_io_fallback, run, session
+from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, run, session, tensor
 from packaging.version import Version
 
 import extql
@@ -44,20 +44,7 @@ SPECIAL = np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0, 0.5, 1.5, 2.5, 
 
 
 def _code(dtype) -> int:
-    dtype = np.dtype(dtype)
-    return FLOAT_CODES.get(dtype) or QUANTIZED_CODE[dtype]
-
-
-QUANTIZED_CODE = {t.dtype: t.onnx for t in QUANTIZED.values()}
-
-
-def _tensor(name: str, value: np.ndarray) -> TensorProto:
-    value = np.asarray(value)
-    if ort_io.is_packed(value.dtype):
-        raw = ort_io.pack(value).tobytes()
-    else:
-        raw = np.ascontiguousarray(value).view(np.uint8).tobytes()
-    return helper.make_tensor(name, _code(value.dtype), value.shape, raw, raw=True)
+    return ONNX_OF[np.dtype(dtype)]
 
 
 def qdq_model(x, s, z, *, opset: int, q_attrs: dict, dq_attrs: dict,
@@ -76,7 +63,7 @@ def qdq_model(x, s, z, *, opset: int, q_attrs: dict, dq_attrs: dict,
         if params == "input":
             inputs.append(helper.make_tensor_value_info(name, _code(value.dtype), value.shape))
         else:
-            inits.append(_tensor(name, value))
+            inits.append(tensor(name, value))
     graph = helper.make_graph(
         nodes, "fallback_types", inputs,
         [helper.make_tensor_value_info("q", _code(z.dtype), x.shape),
@@ -173,11 +160,7 @@ def _params(rng, name: str, shape: tuple[int, ...]):
 
 @np.errstate(over="ignore")
 def _x(rng, shape, scale: float = 30.0) -> np.ndarray:
-    x = (rng.standard_normal(shape) * scale).astype(np.float32)
-    flat = x.reshape(-1)
-    k = min(flat.size, SPECIAL.size)
-    flat[rng.choice(flat.size, k, replace=False)] = SPECIAL[:k]
-    return x
+    return normal_with_specials(rng, shape, scale, SPECIAL)
 
 
 GRANULARITIES = [("tensor", 1, 0), ("axis", 1, 0), ("axis", -1, 0), ("blocked", 1, 3),
@@ -344,7 +327,7 @@ def test_quantize_output_dtype_without_a_zero_point():
     graph = helper.make_graph(
         [node], "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
         [helper.make_tensor_value_info("q", QUANTIZED["int4"].onnx, x.shape)],
-        [_tensor("s", np.array([0.5, 1, 2, 3], np.float32))])
+        [tensor("s", np.array([0.5, 1, 2, 3], np.float32))])
     model = extql.attach_fallbacks(helper.make_model(graph, ir_version=10, opset_imports=[
         helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, 1)]))
     assert model.graph.node[0].input[2]  # the explicit zero point
@@ -364,8 +347,8 @@ def test_several_variants_with_new_types_warn_about_runtimes_without_overload():
         nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
         [helper.make_tensor_value_info("q8", TensorProto.INT8, x.shape),
          helper.make_tensor_value_info("q4", QUANTIZED["int4"].onnx, x.shape)],
-        [_tensor("s", np.float32(0.5)), _tensor("z8", np.int8(1)),
-         _tensor("z4", np.zeros((), ml_dtypes.int4))])
+        [tensor("s", np.float32(0.5)), tensor("z8", np.int8(1)),
+         tensor("z4", np.zeros((), ml_dtypes.int4))])
     model = helper.make_model(graph, ir_version=10, opset_imports=[
         helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, 1)])
     with pytest.warns(UserWarning, match="eight types"):

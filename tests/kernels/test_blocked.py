@@ -23,7 +23,15 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    FLOAT_TYPES,
+    TYPES,
+    assert_same_bits,
+    dequantize,
+    expand_blocks,
+    normal_with_specials,
+    quantize,
+)
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from packaging.version import Version
@@ -78,11 +86,7 @@ def _blocked_params(name: str, rng: np.random.Generator, shape: tuple[int, ...],
 
 
 def _x(rng: np.random.Generator, shape: tuple[int, ...], spread: float) -> np.ndarray:
-    x = (rng.standard_normal(shape) * spread).astype(F32)
-    flat = x.reshape(-1)
-    k = min(flat.size, SPECIAL.size)
-    flat[rng.choice(flat.size, k, replace=False)] = SPECIAL[:k]
-    return x
+    return normal_with_specials(rng, shape, spread, SPECIAL)
 
 
 def _expected_q(x, s, z, axis, block):

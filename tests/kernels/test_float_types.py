@@ -18,7 +18,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import BF16, REAL_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    BF16,
+    REAL_TYPES,
+    TYPES,
+    assert_same_bits,
+    dequantize,
+    expand_blocks,
+    normal_with_specials,
+    quantize,
+)
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from packaging.version import Version
@@ -51,10 +60,7 @@ LAYOUTS = [
 
 
 def _x(rng: np.random.Generator, shape, dtype: np.dtype, spread: float) -> np.ndarray:
-    x = (rng.standard_normal(shape) * spread).astype(np.float32)
-    flat = x.reshape(-1)
-    k = min(flat.size, SPECIAL.size)
-    flat[rng.choice(flat.size, k, replace=False)] = SPECIAL[:k]
+    x = normal_with_specials(rng, shape, spread, SPECIAL)
     with np.errstate(over="ignore"):
         return x.astype(dtype)
 

@@ -19,7 +19,15 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import BF16, SUBBYTE_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    BF16,
+    SUBBYTE_TYPES,
+    assert_same_bits,
+    dequantize,
+    expand_blocks,
+    normal_with_specials,
+    quantize,
+)
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from packaging.version import Version
@@ -80,10 +88,7 @@ def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype=F32
 
 
 def _x(rng, shape, dtype=F32, spread: float = 6.0) -> np.ndarray:
-    x = (rng.standard_normal(shape) * spread).astype(np.float32)
-    flat = x.reshape(-1)
-    k = min(flat.size, SPECIAL.size)
-    flat[rng.choice(flat.size, k, replace=False)] = SPECIAL[:k]
+    x = normal_with_specials(rng, shape, spread, SPECIAL)
     with np.errstate(over="ignore"):
         return x.astype(dtype)
 

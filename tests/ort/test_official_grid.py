@@ -29,6 +29,7 @@ import pytest
 from contract import BF16, assert_same_bits, expand_blocks
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ortutil import tensor
 from packaging.version import Version
 
 import extql
@@ -115,17 +116,6 @@ def _arrays(rng, case):
                 np.asarray(z))
 
 
-def _tensor(name: str, value: np.ndarray) -> onnx.TensorProto:
-    value = np.asarray(value)
-    code = {**{QUANTIZED[n].dtype: QUANTIZED[n].onnx for n in OFFICIAL},
-            **{dt: c for dt, c in REALS.values()}}[value.dtype]
-    if ort_io.is_packed(value.dtype):
-        raw = ort_io.pack(value).tobytes()
-    else:
-        raw = np.ascontiguousarray(value).view(np.uint8).tobytes()
-    return helper.make_tensor(name, code, value.shape, raw, raw=True)
-
-
 def _model(case, x, s, z, domain: str = "", ai_opset: int = 21) -> onnx.ModelProto:
     """x -> Q -> q; q -> DQ(scale 1, zero 0) -> values (q's values as
     float32); q -> DQ -> y."""
@@ -151,8 +141,8 @@ def _model(case, x, s, z, domain: str = "", ai_opset: int = 21) -> onnx.ModelPro
         nodes, "grid", [helper.make_tensor_value_info("x", REALS[case["x_type"]][1], x.shape)],
         [helper.make_tensor_value_info("values", TensorProto.FLOAT, x.shape),
          helper.make_tensor_value_info("y", y_code, x.shape)],
-        [_tensor("s", s), _tensor("z", z), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
-         _tensor("zero", np.zeros((), qt.dtype))])
+        [tensor("s", s), tensor("z", z), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+         tensor("zero", np.zeros((), qt.dtype))])
     if domain:
         # The Extended nodes do not depend on the ai.onnx opset (ai_opset: 21,
         # the oldest with every attribute, for the library; the case's for

@@ -160,19 +160,25 @@ def test_collected():
     assert any(_block_size(c[1]) for c in USABLE)
 
 
+def _unpack(case) -> tuple:
+    """One case's input arrays (x, scale[, zero point]), zero point (or
+    None), ONNX's expected output and node_model's keywords."""
+    _, node, inputs, outputs = case
+    arrays = [_as_array(v) for v in inputs]
+    zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
+    kw = {"zp_form": "given" if zp is not None else "absent",
+          "axis": next((a.i for a in node.attribute if a.name == "axis"), None),
+          "block_size": _block_size(node) or None, "attrs": _attrs(node)}
+    return arrays, zp, _as_array(outputs[0]), kw
+
+
 @pytest.mark.parametrize("case", USABLE, ids=[c[0] for c in USABLE])
 def test_onnx_node_case(case):
-    name, node, inputs, outputs = case
+    name, node = case[0], case[1]
     op = OFFICIAL[node.op_type]
-    axis = next((a.i for a in node.attribute if a.name == "axis"), None)
-    block = _block_size(node)
-    arrays = [_as_array(v) for v in inputs]
-    expected = _as_array(outputs[0])
+    arrays, zp, expected, kw = _unpack(case)
     x, scale = arrays[0], arrays[1]
-    zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
-    form = "given" if zp is not None else "absent"
-    attrs = _attrs(node)
-    kw = {"zp_form": form, "axis": axis, "block_size": block or None, "attrs": attrs}
+    axis, block, attrs = kw["axis"], _block_size(node), kw["attrs"]
     if _onnxruntime_cannot(node, arrays, expected):
         # The Extended node through onnx.reference with extql.reference.OPS
         # (the same kernels).
@@ -207,15 +213,10 @@ def test_onnx_node_case_through_the_fallbacks(case):
     the functions need and can bind the types, else in onnx.reference."""
     from extql import fallbacks
 
-    name, node, inputs, outputs = case
+    name, node = case[0], case[1]
     op = OFFICIAL[node.op_type]
-    arrays = [_as_array(v) for v in inputs]
-    expected = _as_array(outputs[0])
+    arrays, zp, expected, kw = _unpack(case)
     x, scale = arrays[0], arrays[1]
-    zp = arrays[2] if len(arrays) > 2 and node.input[2] else None
-    kw = {"zp_form": "given" if zp is not None else "absent",
-          "axis": next((a.i for a in node.attribute if a.name == "axis"), None),
-          "block_size": _block_size(node) or None, "attrs": _attrs(node)}
     model, feeds, _ = node_model(op, x, scale, zp, declare_output=False, **kw)
     qtype = extql.types.quantized_type_of(x.dtype if op == DQ else expected.dtype)
     opset = max(model.opset_import[0].version, fallbacks.variant_opset(qtype.name))
