@@ -195,7 +195,7 @@ class BuildExt(build_ext):
 # The custom-op shim, one file per concern (see extql/src/ort_internal.h).
 SHIM_SOURCES = [
     os.path.join(SRC, f"ort_{name}.c")
-    for name in ("library", "register", "ops", "validate", "compute", "messages")
+    for name in ("library", "register", "ops", "validate", "infer", "compute", "messages")
 ]
 SHIM_HEADERS = ["ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h"]
 KERNEL_HEADERS = [

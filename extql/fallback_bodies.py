@@ -33,7 +33,15 @@ from onnxscript import FLOAT, INT64, script
 from onnxscript import opset21 as op
 from onnxscript.values import Opset
 
-from .types import DEFAULT_QTYPE, DOMAIN, QTYPES, QUANTIZED, SMALLFLOAT, SmallFloatType
+from .types import (
+    DEFAULT_QTYPE,
+    DOMAIN,
+    QTYPES,
+    QUANTIZED,
+    SMALLFLOAT,
+    SmallFloatType,
+    is_float8,
+)
 
 __all__ = [
     "INTERNAL_DOMAIN",
@@ -432,7 +440,7 @@ def quantize_core(variant: str):
     if variant == "default":
         return QuantizeDefault
     qt = QUANTIZED[variant]
-    if variant in SMALLFLOAT and qt.is_float8:
+    if is_float8(variant):
         return _quantize_float8_core(qt)
     if qt.is_float:
         return _quantize_float_core(qt.onnx, float(qt.hi))
@@ -467,10 +475,6 @@ def zero_point_carrier(quantize: bool, variant: str) -> int:
 _PACKED = frozenset(t.onnx for t in QUANTIZED.values() if getattr(t, "bits", 8) < 8)
 
 
-def _is_float8(variant: str) -> bool:
-    return variant in SMALLFLOAT and SMALLFLOAT[variant].is_float8
-
-
 # --------------------------------------------------------------------------
 # One operator with its granularity known: x, s[, zp] broadcastable, the
 # attributes as the operator's (for graph passes that fix the granularity
@@ -487,7 +491,7 @@ def make_static_quantize(variant: str):
         def Quantize(x, s, precision: int = 1):
             return core(Quotient(x, s, precision=precision))
 
-    elif _is_float8(variant):
+    elif is_float8(variant):
 
         @script(_INTERNAL, default_opset=op)
         def Quantize(x, s, zp, precision: int = 1, saturate: int = 1):
@@ -547,7 +551,7 @@ def make_quantize(variant: str):
 
         return ExtendedQuantizeLinear
     carrier = zero_point_carrier(True, variant)
-    if _is_float8(variant):
+    if is_float8(variant):
 
         @script(_QUARK, default_opset=op)
         def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,

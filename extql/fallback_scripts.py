@@ -45,7 +45,7 @@ from onnxscript.values import OnnxFunction, Opset
 # extql.opset installs the conversion and eager hooks these functions rely on.
 from . import opset  # noqa: F401
 from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
-from .types import FLOAT_CODES
+from .types import FLOAT_CODES, is_float8
 
 __all__ = ["FallbackFunction", "function_name"]
 
@@ -69,7 +69,7 @@ def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
     :func:`extql.script_export.finish_model`) -- and, for the "default"
     variants, the zero point optional (the decomposition ignores it), so
     that ``f(x, scale)`` is a valid call."""
-    float8 = variant.startswith("float8")
+    float8 = is_float8(variant)
     if quantize:
 
         def ExtendedQuantizeLinear(x, y_scale, y_zero_point=None, axis: int = 1,

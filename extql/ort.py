@@ -32,6 +32,7 @@ __all__ = [
     "info_rows",
     "MIN_ONNXRUNTIME",
     "TESTED_ONNXRUNTIME",
+    "INFERENCE_ONNXRUNTIME",
 ]
 
 #: The oldest onnxruntime the library supports (C API version 18); older
@@ -41,6 +42,16 @@ MIN_ONNXRUNTIME = "1.18"
 #: The onnxruntime releases the shim was tested against: the oldest supported
 #: and the newest at the time of release.
 TESTED_ONNXRUNTIME = ("1.18.1", "1.31.1")
+
+#: The first onnxruntime on which the library takes part in onnxruntime's
+#: graph inference: a node's output gets the type its ``output_dtype`` says
+#: (a dequantize to another type than the scale's, a quantize without zero
+#: point to another type than uint8) and x's shape, where x's rank is known
+#: when the session is made.  Older runtimes type a custom operator's output
+#: from its inputs only (and crash on the inference callback of a node with
+#: an empty zero-point name), so there ``output_dtype`` can only repeat the
+#: type the inputs give.
+INFERENCE_ONNXRUNTIME = "1.24"
 
 _SessionOptions = TypeVar("_SessionOptions")
 

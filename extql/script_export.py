@@ -40,7 +40,7 @@ import onnx
 from onnxscript.values import OnnxFunction
 
 from .tools.graph import walk_nodes
-from .types import DOMAIN, LEGACY_DOMAIN
+from .types import DOMAIN, LEGACY_DOMAIN, is_float8
 
 __all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "install", "check_model", "finish_model"]
 
@@ -113,7 +113,7 @@ def _explicit_calls(model: onnx.ModelProto) -> None:
         defaults = {"axis": 1, "block_size": 0}
         if quantize:
             defaults["precision"] = scale_type
-            if variant.startswith("float8"):
+            if is_float8(variant):
                 defaults["saturate"] = 1
         else:
             defaults["output_dtype"] = scale_type

@@ -237,6 +237,13 @@ def quantized_type_of(dtype: np.dtype | type) -> QuantizedType | None:
         return None
 
 
+def is_float8(name: str) -> bool:
+    """Whether the quantized type ``name`` is one of the four float8 types
+    (the ones with ``saturate``)."""
+    t = SMALLFLOAT.get(name)
+    return t is not None and t.is_float8
+
+
 def type_opset(name: str) -> int:
     """The oldest ai.onnx opset whose Cast / QuantizeLinear take the
     quantized type ``name`` (13 for the eight: older than any opset extql's

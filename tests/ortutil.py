@@ -19,9 +19,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+from packaging.version import Version
 
 import extql
 from extql import ort_io
+from extql.ort import INFERENCE_ONNXRUNTIME
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DOMAIN = "com.amd.quark"
@@ -76,6 +78,9 @@ LEVELS = [ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel
 #: onnxruntime's arena, so AddressSanitizer guards each one.
 NO_ARENA = bool(os.environ.get("EXTQL_TEST_NO_ARENA"))
 OPSET = 17 if tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 20) else 21
+#: Whether this onnxruntime types a node's output by output_dtype (where x's
+#: rank is known when the session is made): extql.ort.INFERENCE_ONNXRUNTIME.
+INFERS = Version(ort.__version__) >= Version(INFERENCE_ONNXRUNTIME)
 
 
 def tensor(name: str, value: np.ndarray) -> TensorProto:
@@ -209,7 +214,10 @@ def node_model(
     name = LEGACY[op] if legacy else op
     domain = LEGACY_DOMAIN if legacy else DOMAIN
     x = np.asarray(x)
-    if out_dtype is None:
+    typed_by = (attrs or {}).get("output_dtype") if INFERS and x.ndim > 0 else None
+    if out_dtype is None and typed_by:  # (onnxruntime types y by the attribute)
+        out_dtype = helper.tensor_dtype_to_np_dtype(typed_by)
+    elif out_dtype is None:
         if op == DQ:  # the scale's type (float32, float16, bfloat16)
             s_dtype = np.asarray(scale).dtype
             out_dtype = s_dtype if s_dtype in (np.float16, BF16) else np.dtype(np.float32)

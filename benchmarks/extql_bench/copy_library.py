@@ -28,8 +28,8 @@ SRC = ROOT / "extql" / "src"
 COPY_SOURCE = BENCHMARKS / "copy_ops" / "copy_ops.c"
 BUILD = BENCHMARKS / "build"
 #: The shim's files the copy library is made of (all but extql's op table).
-SHIM_FILES = ("ort_register.c", "ort_ops.c", "ort_validate.c", "ort_compute.c",
-              "ort_messages.c")
+SHIM_FILES = ("ort_register.c", "ort_ops.c", "ort_validate.c", "ort_infer.c",
+              "ort_compute.c", "ort_messages.c")
 FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
 
 _LIB: ctypes.CDLL | None = None

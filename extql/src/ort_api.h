@@ -24,7 +24,8 @@
  *  ... 238    up to version 14 (KernelInfo_GetInputCount = 230, _GetInputTypeInfo = 234)
  *  ... 254    version 15       (KernelInfo_GetNodeName = 244)
  *  ... 265    version 16
- *  ... 275    version 17       (KernelContext_ParallelFor = 274)
+ *  ... 275    version 17       (ShapeInferContext_GetInputCount = 267 .. ReadOpAttr = 272,
+ *                               KernelContext_ParallelFor = 274)
  *  ... 279    version 18
  * onnxruntime 1.N provides API version N.
  */
@@ -55,7 +56,8 @@ typedef struct OrtSessionOptions OrtSessionOptions;
 typedef struct OrtCustomOpDomain OrtCustomOpDomain;
 typedef struct OrtKernelInfo OrtKernelInfo;
 typedef struct OrtKernelContext OrtKernelContext;
-typedef struct OrtShapeInferContext OrtShapeInferContext; /* never used */
+typedef struct OrtShapeInferContext OrtShapeInferContext;
+typedef struct OrtOpAttr OrtOpAttr;
 typedef struct OrtCustomOp OrtCustomOp;
 typedef struct OrtApi OrtApi;
 
@@ -85,6 +87,9 @@ enum {
   EXTQL_ORT_IO_VARIADIC = 2
 };
 
+/* OrtOpAttrType */
+enum { EXTQL_ORT_OP_ATTR_INT = 1 };
+
 /* OrtMemType */
 enum { EXTQL_ORT_MEM_DEFAULT = 0 };
 
@@ -111,12 +116,16 @@ struct OrtApi {
   EXTQL_ORT_STATUS CastTypeInfoToTensorInfo)(const OrtTypeInfo *type_info,
                                              const OrtTensorTypeAndShapeInfo **out); /* 55 */
   EXTQL_ORT_STATUS GetOnnxTypeFromTypeInfo)(const OrtTypeInfo *type_info, int *out);
-  void *slots_57_59[3];
+  EXTQL_ORT_STATUS CreateTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo **out); /* 57 */
+  EXTQL_ORT_STATUS SetTensorElementType)(OrtTensorTypeAndShapeInfo *info, int type);
+  EXTQL_ORT_STATUS SetDimensions)(OrtTensorTypeAndShapeInfo *info, const int64_t *dims,
+                                  size_t count);                                  /* 59 */
   EXTQL_ORT_STATUS GetTensorElementType)(const OrtTensorTypeAndShapeInfo *info, int *out);
   EXTQL_ORT_STATUS GetDimensionsCount)(const OrtTensorTypeAndShapeInfo *info, size_t *out);
   EXTQL_ORT_STATUS GetDimensions)(const OrtTensorTypeAndShapeInfo *info, int64_t *dims,
                                   size_t count);                                  /* 62 */
-  void *slot_63;
+  EXTQL_ORT_STATUS GetSymbolicDimensions)(const OrtTensorTypeAndShapeInfo *info,
+                                          const char **dim_params, size_t count); /* 63 */
   EXTQL_ORT_STATUS GetTensorShapeElementCount)(const OrtTensorTypeAndShapeInfo *info,
                                                size_t *out);                      /* 64 */
   EXTQL_ORT_STATUS GetTensorTypeAndShape)(const OrtValue *value,
@@ -159,7 +168,22 @@ struct OrtApi {
   void *slots_236_243[8];
   EXTQL_ORT_STATUS KernelInfo_GetNodeName)(const OrtKernelInfo *info, char *out,
                                            size_t *size);                         /* 244 */
-  void *slots_245_273[29];
+  void *slots_245_266[22];
+  EXTQL_ORT_STATUS ShapeInferContext_GetInputCount)(const OrtShapeInferContext *ctx,
+                                                    size_t *out);                 /* 267 */
+  EXTQL_ORT_STATUS ShapeInferContext_GetInputTypeShape)(const OrtShapeInferContext *ctx,
+                                                        size_t index,
+                                                        OrtTensorTypeAndShapeInfo **info);
+  EXTQL_ORT_STATUS ShapeInferContext_GetAttribute)(const OrtShapeInferContext *ctx,
+                                                   const char *name, const OrtOpAttr **attr);
+  EXTQL_ORT_STATUS ShapeInferContext_SetOutputTypeShape)(const OrtShapeInferContext *ctx,
+                                                         size_t index,
+                                                         const OrtTensorTypeAndShapeInfo *info);
+  EXTQL_ORT_STATUS SetSymbolicDimensions)(OrtTensorTypeAndShapeInfo *info,
+                                          const char **dim_params, size_t count); /* 271 */
+  EXTQL_ORT_STATUS ReadOpAttr)(const OrtOpAttr *attr, int type, void *data, size_t len,
+                               size_t *out);                                      /* 272 */
+  void *slot_273;
   EXTQL_ORT_STATUS KernelContext_ParallelFor)(const OrtKernelContext *ctx,
                                               void (*fn)(void *data, size_t index),
                                               size_t total, size_t num_batch,
@@ -205,7 +229,7 @@ struct OrtCustomOp {
   OrtStatus *(EXTQL_ORT_CALL *CreateKernelV2)(const OrtCustomOp *op, const OrtApi *api,
                                                const OrtKernelInfo *info, void **kernel);
   OrtStatus *(EXTQL_ORT_CALL *KernelComputeV2)(void *kernel, OrtKernelContext *ctx);
-  /* version 17 (InferOutputShapeFn left NULL: see ort_shim.c) */
+  /* version 17 (InferOutputShapeFn: set from C API 24 only, see ort_infer.c) */
   OrtStatus *(EXTQL_ORT_CALL *InferOutputShapeFn)(const OrtCustomOp *op,
                                                    OrtShapeInferContext *ctx);
   int(EXTQL_ORT_CALL *GetStartVersion)(const OrtCustomOp *op);
@@ -258,6 +282,16 @@ EXTQL_ORT_SLOT(KernelInfo_GetInputTypeInfo, 234);
 EXTQL_ORT_SLOT(KernelInfo_GetOutputTypeInfo, 235);
 EXTQL_ORT_SLOT(KernelInfo_GetNodeName, 244);
 EXTQL_ORT_SLOT(KernelContext_ParallelFor, 274);
+EXTQL_ORT_SLOT(CreateTensorTypeAndShapeInfo, 57);
+EXTQL_ORT_SLOT(SetTensorElementType, 58);
+EXTQL_ORT_SLOT(SetDimensions, 59);
+EXTQL_ORT_SLOT(GetSymbolicDimensions, 63);
+EXTQL_ORT_SLOT(ShapeInferContext_GetInputCount, 267);
+EXTQL_ORT_SLOT(ShapeInferContext_GetInputTypeShape, 268);
+EXTQL_ORT_SLOT(ShapeInferContext_GetAttribute, 269);
+EXTQL_ORT_SLOT(ShapeInferContext_SetOutputTypeShape, 270);
+EXTQL_ORT_SLOT(SetSymbolicDimensions, 271);
+EXTQL_ORT_SLOT(ReadOpAttr, 272);
 #undef EXTQL_ORT_SLOT
 
 /* The library's entry point, called by SessionOptions.register_custom_ops_library. */

@@ -132,8 +132,9 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
    * inputs give, or the kernel would write the wrong element size. */
   if (fy.type != out_type || fy.count != fx.count) {
     st = extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                    "the output y is %s but the inputs make it %s",
+                    "the output y is %s but the inputs%s make it %s",
                     extql_type_name(fy.type, b1, sizeof b1),
+                    k->output_dtype != 0 ? " and output_dtype" : "",
                     extql_type_name(out_type, b2, sizeof b2));
     goto done;
   }

@@ -7,6 +7,7 @@
  *                   and kernel creation
  *   ort_validate.c  the checks of inputs, attributes and declared types
  *   ort_messages.c  type names, shapes and failed statuses
+ *   ort_infer.c     the output's type and shape for graph inference
  *   ort_compute.c   staging, splitting the work on the session's thread
  *                   pool and calling the range function
  *   ort_library.c   extql's library: its operators, on extql's kernels
@@ -34,6 +35,10 @@
 #endif
 
 enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
+
+/* The first C API version (onnxruntime release) on which the inference
+ * callback is registered (ort_infer.c says why not before). */
+#define EXTQL_ORT_API_INFER 24
 
 /* One operator's work on one tensor.  kind OP_QUANTIZE: x of ftype, y of
  * qtype; OP_DEQUANTIZE: x of qtype, y of ftype (ftype float32, float16 or
@@ -86,6 +91,9 @@ typedef struct {
   ExtqlRangeFn range;
   ExtqlConvertFn convert_scales;
   ExtqlUnpackFn unpack;
+  /* The runtime's API for the inference callback (ort_infer.c); NULL when
+   * the runtime is too old for it and the callback is not registered. */
+  const OrtApi *infer_api;
 } ExtqlOp;
 
 enum {
@@ -93,7 +101,8 @@ enum {
                              dequantize: x and zero point qtype, scale and y stype */
   EXTQL_FORM_ZP_ONLY = 1, /* quantize: x and scale untyped, zero point and y qtype (uint8) */
   EXTQL_FORM_UNTYPED = 2, /* inputs untyped; dequantize's output float, quantize's untyped */
-  EXTQL_FORM_SCALE_ONLY = 3 /* dequantize: x and zero point untyped, scale and y stype */
+  EXTQL_FORM_SCALE_ONLY = 3, /* dequantize: x and zero point untyped, scale and y stype */
+  EXTQL_FORM_ANY = 4         /* dequantize: inputs and output untyped (with ort_infer.c) */
 };
 
 /* A custom-op library: what it registers, and its registrations, built once
@@ -118,6 +127,7 @@ typedef struct {
   ExtqlOp *ops;
   int n_ops;
   OrtCustomOpDomain **handles; /* n_domains, NULL until built */
+  const OrtApi *infer_api;     /* see ExtqlOp */
 } ExtqlOpSet;
 
 /* A kernel: one node of a session. */
@@ -195,9 +205,14 @@ EXTQL_INTERNAL OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKern
 EXTQL_INTERNAL OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                                                 const char *label, int kind, int *output_dtype,
                                                 int *precision, int *saturate);
+EXTQL_INTERNAL int extql_output_dtype_ok(int kind, int64_t code);
 EXTQL_INTERNAL OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info,
                                            const char *label, int kind, int output_dtype,
-                                           int precision);
+                                           int precision, int inferred);
+
+/* ort_infer.c */
+EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_infer_output(const OrtCustomOp *op,
+                                                            OrtShapeInferContext *ctx);
 
 /* ort_compute.c */
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel,

@@ -26,10 +26,11 @@
  * kernel that reads the actual types at run time, so whichever registration
  * onnxruntime picks, the result is right.
  *
- * Shapes.  No InferOutputShapeFn is registered: onnxruntime 1.17 dereferences
- * a null type for an absent optional input before calling it (a crash for an
- * empty zero-point name), and before API 24 the callback cannot tell an
- * input of unknown rank from a scalar, so it would declare wrong shapes.
+ * output_dtype and shapes.  From C API 24 (EXTQL_ORT_API_INFER) every
+ * registration also has the inference callback of ort_infer.c, which gives
+ * the output the type the attribute output_dtype says and x's shape, and
+ * dequantize has a last registration whose output takes any type, for the
+ * kernel lookup of a node whose y the callback typed so.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@
 #define N_EXTRA 7 /* int4, uint4, four float8, float4e2m1 */
 /* Registrations per operator name: at most the typed ones of every scale
  * type and the fallbacks (dequantize: one per scale type and the untyped). */
-#define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_EXTRA) + N_FLOATS + 1)
+#define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_EXTRA) + N_FLOATS + 2)
 
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
@@ -93,7 +94,9 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   if (st == NULL)
     st = extql_read_type_attrs(api, info, k->label, op->kind, &k->output_dtype, &k->precision,
                                &k->saturate);
-  if (st == NULL) st = extql_check_node(api, info, k->label, op->kind, k->output_dtype, k->precision);
+  if (st == NULL)
+    st = extql_check_node(api, info, k->label, op->kind, k->output_dtype, k->precision,
+                          op->infer_api != NULL);
   if (st != NULL) {
     free(k);
     return st;
@@ -119,7 +122,7 @@ static const char *EXTQL_ORT_CALL op_provider(const OrtCustomOp *op) {
 
 static int EXTQL_ORT_CALL op_input_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
-  if (op->form == EXTQL_FORM_UNTYPED) return EXTQL_ORT_UNDEFINED;
+  if (op->form == EXTQL_FORM_UNTYPED || op->form == EXTQL_FORM_ANY) return EXTQL_ORT_UNDEFINED;
   if (op->form == EXTQL_FORM_ZP_ONLY) return index == 2 ? op->qtype : EXTQL_ORT_UNDEFINED;
   if (op->form == EXTQL_FORM_SCALE_ONLY) return index == 1 ? op->stype : EXTQL_ORT_UNDEFINED;
   if (op->kind == OP_QUANTIZE) return index == 2 ? op->qtype : EXTQL_ORT_FLOAT;
@@ -134,6 +137,7 @@ static size_t EXTQL_ORT_CALL op_input_count(const OrtCustomOp *op) {
 static int EXTQL_ORT_CALL op_output_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
   (void)index;
+  if (op->form == EXTQL_FORM_ANY) return EXTQL_ORT_UNDEFINED;
   if (op->kind == OP_DEQUANTIZE) return op->form == EXTQL_FORM_UNTYPED ? EXTQL_ORT_FLOAT : op->stype;
   return op->form == EXTQL_FORM_UNTYPED ? EXTQL_ORT_UNDEFINED : op->qtype;
 }
@@ -199,6 +203,8 @@ static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int st
   op->base.GetVariadicOutputHomogeneity = op_variadic_homogeneity;
   op->base.CreateKernelV2 = kernel_create;
   op->base.KernelComputeV2 = extql_kernel_compute;
+  op->infer_api = set->infer_api;
+  if (set->infer_api != NULL) op->base.InferOutputShapeFn = extql_infer_output;
 }
 
 /* Fill set->ops (allocated here, kept for the life of the process); -1 when
@@ -247,6 +253,10 @@ int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api) 
       for (f = 0; f < N_FLOATS; f++)
         init_op(&ops[i++], set, n, 0, floats[f], EXTQL_FORM_SCALE_ONLY, version);
     init_op(&ops[i++], set, n, 0, 0, EXTQL_FORM_UNTYPED, version);
+    /* With the inference callback, a dequantize's y may have a type its
+     * inputs do not give (output_dtype): a last registration takes any. */
+    if (!quantize && set->infer_api != NULL)
+      init_op(&ops[i++], set, n, 0, 0, EXTQL_FORM_ANY, version);
   }
   set->ops = ops;
   set->n_ops = i;

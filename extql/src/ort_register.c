@@ -68,10 +68,12 @@ static OrtStatus *too_old(const OrtApiBase *base, const char *version) {
 
 /* Create the set's registrations and domains (under its lock); level is the
  * runtime's C API version (0: not known). */
-static OrtStatus *build_domains(const OrtApi *api, ExtqlOpSet *set, uint32_t level) {
+static OrtStatus *build_domains(const OrtApiBase *base, const OrtApi *api, ExtqlOpSet *set,
+                                uint32_t level) {
   OrtStatus *st = NULL;
   OrtCustomOpDomain **dom;
   int d, i;
+  if (level >= EXTQL_ORT_API_INFER) set->infer_api = base->GetApi(EXTQL_ORT_API_INFER);
   if (set->ops == NULL && extql_ort_init_ops(set, EXTQL_ORT_CUSTOM_OP_VERSION, level) != 0)
     return api->CreateStatus(EXTQL_ORT_FAIL, "extql: out of memory");
   dom = (OrtCustomOpDomain **)calloc((size_t)set->n_domains, sizeof *dom);
@@ -113,7 +115,7 @@ OrtStatus *extql_ort_register(OrtSessionOptions *options, const OrtApiBase *base
   if (api == NULL) return too_old(base, version);
 
   lock_acquire(&set->lock);
-  if (set->handles == NULL) st = build_domains(api, set, level);
+  if (set->handles == NULL) st = build_domains(base, api, set, level);
   lock_release(&set->lock);
   if (st != NULL) return st;
 

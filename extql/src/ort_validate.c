@@ -334,6 +334,14 @@ OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
   return NULL;
 }
 
+/* Whether code names a type the attribute output_dtype may give: one of
+ * the quantized types for quantize, float32 / float16 / bfloat16 for
+ * dequantize. */
+int extql_output_dtype_ok(int kind, int64_t code) {
+  if (code <= 0 || code > 64) return 0;
+  return kind == OP_QUANTIZE ? extql_is_qtype((int)code) : is_float_type((int)code);
+}
+
 /* The attributes output_dtype (quantize: one of the quantized types;
  * dequantize: float32, float16 or bfloat16) and precision (quantize:
  * float32, float16 or bfloat16), 0 when absent, and quantize's saturate (0
@@ -350,8 +358,7 @@ OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute saturate must be 0 or 1, got %lld", (long long)sat);
   *saturate = (int)sat;
-  if (out != 0 && (out < 0 || out > 64 ||
-                   (kind == OP_QUANTIZE ? !extql_is_qtype((int)out) : !is_float_type((int)out))))
+  if (out != 0 && !extql_output_dtype_ok(kind, out))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute output_dtype must be one of %s, got %s",
                       kind == OP_QUANTIZE ? EXTQL_ALL_QTYPE_NAMES : EXTQL_FLOAT_NAMES,
@@ -368,7 +375,7 @@ OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
 /* The input count and the element types the graph declares, when it
  * declares them: a wrong graph fails now rather than at run time. */
 OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info, const char *label,
-                            int kind, int output_dtype, int precision) {
+                            int kind, int output_dtype, int precision, int inferred) {
   OrtStatus *st;
   size_t nin = 0;
   int x_type, s_type, zp_type = 0, y_type, out_type = 0, prec = 0;
@@ -395,12 +402,15 @@ OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInfo *info, const 
                       extql_type_name(y_type, b1, sizeof b1),
                       output_dtype != 0 ? " and output_dtype" : "",
                       extql_type_name(out_type, b2, sizeof b2),
-                      output_dtype != 0
-                          ? " (onnxruntime gives a custom operator's output the type of an "
-                            "input: output_dtype can only repeat the type the inputs give: "
-                            "the zero point's, uint8 without one, or for dequantize the "
-                            "scale's)"
-                          : "");
+                      output_dtype == 0 ? ""
+                      : inferred
+                          ? " (onnxruntime types the output by the attribute only where the "
+                            "rank of x is known when the session is made: give the model "
+                            "x's shape)"
+                          : " (before 1.24 onnxruntime gives a custom operator's output the "
+                            "type of an input: output_dtype can only repeat the type the "
+                            "inputs give: the zero point's, uint8 without one, or for "
+                            "dequantize the scale's)");
   }
   return st;
 }

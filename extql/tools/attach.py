@@ -21,7 +21,7 @@ from ..types import (
     OP_NAMES,
     QTYPES,
     QUANTIZED_BY_ONNX,
-    SMALLFLOAT,
+    is_float8,
     type_opset,
 )
 from .check import raise_first_problem
@@ -109,7 +109,7 @@ def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
             scale_type = _scale_type(ext, types, "the division's precision")
             _set_attr(node, "precision",
                       TensorProto.FLOAT if scale_type == E8M0_CODE else scale_type)
-        if variant in SMALLFLOAT and SMALLFLOAT[variant].is_float8:
+        if is_float8(variant):
             if _attr(node, "saturate") is None:
                 _set_attr(node, "saturate", 1)
         else:

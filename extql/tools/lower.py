@@ -13,7 +13,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import fallbacks
-from ..types import MS_DOMAIN, OP_NAMES
+from ..types import MS_DOMAIN, OP_NAMES, is_float8
 from .check import check_node
 from .graph import (
     ExtNode,
@@ -130,7 +130,7 @@ def lower_to_standard(
         except ValueError as exc:
             messages.append(f"{exc}; left as is")
             continue
-        if variant.startswith("float8") and _not_saturating(ext):
+        if is_float8(variant) and _not_saturating(ext):
             messages.append(f"{ext.label}: left as is: saturate = 0 (onnxruntime's official "
                             "float8 conversion differs without saturation)")
             continue
@@ -173,7 +173,7 @@ def lower_to_standard(
             node.input.pop()
         # Attributes that repeat their default (as attach_fallbacks spells
         # them out) go: older official operators do not define them.
-        kept = [a for a in node.attribute if not _redundant(ext, a)]
+        kept = [a for a in node.attribute if not _redundant(ext, a, is_float8(variant))]
         del node.attribute[:]
         node.attribute.extend(kept)
         if opset < 13:
@@ -194,11 +194,15 @@ def lower_to_standard(
     return out
 
 
-def _redundant(ext: ExtNode, attr: onnx.AttributeProto) -> bool:
+def _redundant(ext: ExtNode, attr: onnx.AttributeProto, float8: bool = False) -> bool:
     """An attribute that says what its absence says for a node with float32
     x and scale: ``block_size`` 0, ``precision`` float, dequantize's
     ``output_dtype`` float, quantize's ``output_dtype`` beside a zero point
-    (which must have that type)."""
+    (which must have that type), ``saturate`` 1 -- or any ``saturate`` of a
+    node whose type is not a float8 one (it means nothing there, and the
+    official operator defines it only from opset 19)."""
+    if attr.name == "saturate":
+        return not float8 or attr.i == 1
     if attr.name == "block_size":
         return attr.i == 0
     if attr.name == "precision":

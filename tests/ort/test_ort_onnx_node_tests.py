@@ -11,8 +11,8 @@ have (float8e8m0 / int32 scales); test_collected checks that every
 left-out case has such a reason.  A case runs in onnxruntime where its
 custom operators and Python API take the types (int4 from 1.21, float8 from
 1.20, float4e2m1 from 1.24, int2 / uint2 never) and the output's type is the
-one the inputs give (onnxruntime types a custom operator's output from its
-inputs, so an output_dtype of another type cannot be honoured); elsewhere
+one the inputs give or, from extql.ort.INFERENCE_ONNXRUNTIME on, x's rank is
+known (onnxruntime then types the output by output_dtype); elsewhere
 the Extended node runs through onnx.reference with extql.reference.OPS (the
 same kernels).  Every case also runs without the library, through the
 fallback functions.
@@ -39,7 +39,7 @@ from contract import (
 )
 from onnx import TensorProto, numpy_helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import DQ, Q, node_model, run, run_node, session
+from ortutil import DQ, INFERS, Q, node_model, run, run_node, session
 from packaging.version import Version
 
 import extql
@@ -127,14 +127,16 @@ def _skip_reason(node: onnx.NodeProto, inputs: list, outputs: list) -> str | Non
 def _onnxruntime_cannot(node: onnx.NodeProto, arrays: list, expected: np.ndarray) -> str | None:
     """Why extql's onnxruntime library cannot run the case here, or None:
     a type its custom operators or onnxruntime's Python API lack, or an
-    output_dtype other than the type the inputs give (onnxruntime types a
-    custom operator's output from its inputs)."""
+    output_dtype other than the type the inputs give where onnxruntime types
+    a custom operator's output from its inputs only (before
+    extql.ort.INFERENCE_ONNXRUNTIME, or a scalar x)."""
     quantized = arrays[0] if node.op_type == "DequantizeLinear" else expected
     if quantized.dtype in NEW - ORT_NEW:
         return f"{quantized.dtype} in onnxruntime {ort.__version__}"
     given = node.op_type == "DequantizeLinear" and arrays[1].dtype or (
         arrays[2].dtype if len(arrays) > 2 and node.input[2] else np.dtype(np.uint8))
-    if "output_dtype" in _attrs(node) and expected.dtype != given:
+    if "output_dtype" in _attrs(node) and expected.dtype != given and not (
+            INFERS and np.ndim(arrays[0]) > 0):
         return f"output_dtype {expected.dtype}"
     return None
 

@@ -484,6 +484,23 @@ def test_lower_per_axis_needs_opset_13():
     assert_same_bits(got["z"], dequantize(q, np.float32(0.5), np.int8(1)))
 
 
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_lower_drops_a_saturate_that_means_nothing(saturate):
+    """saturate on an int8 quantize says nothing (it is float8's), and the
+    official QuantizeLinear defines it only from opset 19: the lowered node
+    at opset 17 is valid without it, and computes the same."""
+    model = qdq_model("int8", [2, 3, 4], np.float32(0.5), np.int8(1), opset=17)
+    q_node = model.graph.node[0]
+    q_node.attribute.append(onnx.helper.make_attribute("saturate", saturate))
+    lowered = extql.lower_to_standard(model)
+    assert [n.op_type for n in lowered.graph.node] == ["QuantizeLinear", "DequantizeLinear"]
+    assert all(a.name != "saturate" for n in lowered.graph.node for a in n.attribute)
+    onnx.checker.check_model(lowered, full_check=True)
+    x = special_x((2, 3, 4), np.random.default_rng(2), "int8")
+    q = quantize(x, np.float32(0.5), np.int8(1))
+    assert_same_bits(run_ort(lowered, {"x": x})["y"], q)
+
+
 def test_lower_removes_functions_and_imports_no_longer_needed():
     model, expected = mixed_model(["int8", "uint8"])
     lowered = extql.lower_to_standard(extql.attach_fallbacks(model))
