@@ -19,7 +19,20 @@ import onnx
 import pytest
 from contract import BF16, assert_same_bits, dequantize, quantize
 from onnx import TensorProto, helper
-from ortutil import DQ, INFERS, LEVELS, ONNX_OF, Q, make_model, run, session, tensor, value_info
+from ortutil import (
+    DQ,
+    INFERS,
+    LEGACY,
+    LEGACY_DOMAIN,
+    LEVELS,
+    ONNX_OF,
+    Q,
+    make_model,
+    run,
+    session,
+    tensor,
+    value_info,
+)
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 SHAPE = (2, 3, 5)
@@ -167,3 +180,29 @@ def test_output_dtype_onnxruntime_cannot_give_is_a_clear_error(op, x_dtype, attr
     text = str(info.value)
     assert "Extended" in text and "output_dtype" in text
     assert ("rank of x" if INFERS else "before 1.24") in text
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("legacy", [False, True], ids=["extended", "legacy"])
+def test_legacy_names_and_threads(legacy, threads):
+    """The legacy names (com.vai.quantize) take part in the inference as the
+    Extended ones do, on one thread or two."""
+    rng = np.random.default_rng(8)
+    x = _x(rng, DQ, np.int16)
+    s, z = np.asarray(np.float32(0.125)), np.asarray(np.int16(-3))
+    op, domain = (LEGACY[DQ], LEGACY_DOMAIN) if legacy else (DQ, "com.amd.quark")
+    nodes = [helper.make_node(op, ["x", "s", "z"], ["y"], domain=domain,
+                              output_dtype=TensorProto.FLOAT16),
+             helper.make_node("Shape", ["y"], ["y_shape"])]
+    model = make_model(nodes, [value_info("x", TensorProto.INT16, DECLARED["named"])],
+                       [value_info("y", None), value_info("y_shape", TensorProto.INT64, [3])],
+                       [tensor("s", s), tensor("z", z)], domains=(domain,))
+    if not INFERS:
+        with pytest.raises(Exception, match="output_dtype make it float16"):
+            session(model, threads=threads)
+        return
+    sess = session(model, threads=threads)
+    assert sess.get_outputs()[0].type == "tensor(float16)"
+    y, y_shape = run(sess, {"x": x}, [F16, np.int64], [SHAPE, (3,)])
+    assert list(y_shape) == list(SHAPE)
+    assert_same_bits(y, dequantize(x, s, z, output_dtype=F16))
