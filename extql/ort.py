@@ -41,7 +41,7 @@ MIN_ONNXRUNTIME = "1.18"
 
 #: The onnxruntime releases the shim was tested against: the oldest supported
 #: and the newest at the time of release.
-TESTED_ONNXRUNTIME = ("1.18.1", "1.31.1")
+TESTED_ONNXRUNTIME = ("1.18.1", "1.32.0")
 
 #: The first onnxruntime on which the library takes part in onnxruntime's
 #: graph inference: a node's output gets the type its ``output_dtype`` says

@@ -52,7 +52,8 @@
 #define EXTQL_FLOAT4_API 24
 #define N_EXTRA 7 /* int4, uint4, four float8, float4e2m1 */
 /* Registrations per operator name: at most the typed ones of every scale
- * type and the fallbacks (dequantize: one per scale type and the untyped). */
+ * type and the fallbacks (dequantize: one per scale type, the untyped one
+ * and, with the inference callback, the one whose output takes any type). */
 #define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_EXTRA) + N_FLOATS + 2)
 
 /* ------------------------------------------------------------------------ */

@@ -240,6 +240,22 @@ def test_grid_case(index):
         with np.errstate(all="ignore"):
             tame = np.abs(x.astype(np.float32) / _broadcast(s, case).astype(np.float32)) < 3e4
         judged = [judged[0] & tame, judged[1] & tame]
+    qt = QUANTIZED[case["name"]]
+    lone_ort = len(judges) == 1 and judges[0][0] == "onnxruntime"
+    if lone_ort and case["name"] in ("int2", "uint2") and ORT < Version("1.30"):
+        # onnxruntime alone, 1.24 to 1.28: its int2 / uint2 quantize
+        # truncates the quotient (docs/differences.rst): no judge.
+        COVERAGE["not judged"] += 1
+        return
+    if lone_ort and not qt.is_float and ORT < Version("1.32"):
+        # onnxruntime alone, a release before 1.32: 1.24 to 1.30 wrap int2
+        # quotients beyond the range and take +inf to 0 in some uint16
+        # quantizations (docs/differences.rst); what saturates is not judged.
+        with np.errstate(all="ignore"):
+            v = (x.astype(np.float32) / _broadcast(s, case).astype(np.float32)
+                 + _broadcast(z, case).astype(np.float32))
+            inside = np.isfinite(v) & (v >= float(qt.lo)) & (v <= float(qt.hi))
+        judged = [judged[0] & inside, judged[1] & inside]
     if (len(judges) == 1 and judges[0][0] == "onnxruntime" and not case["saturate"]
             and case["name"].startswith("float8")):
         # onnxruntime alone, float8 without saturation: its float8e4m3fn
