@@ -40,6 +40,7 @@ SHAPE = (2, 3, 5)
 DECLARED = {"exact": list(SHAPE), "named": ["batch", 3, "width"], "unnamed": [None, 3, None],
             "unknown": None}
 
+
 def _x(rng, op: str, x_dtype) -> np.ndarray:
     if op == Q:
         x = (rng.standard_normal(SHAPE) * 200).astype(np.float32)
