@@ -26,6 +26,7 @@ from ortutil import (
     LEGACY_DOMAIN,
     LEVELS,
     ONNX_OF,
+    ORT_TYPE,
     Q,
     make_model,
     run,
@@ -105,17 +106,12 @@ def test_output_dtype_types_the_output(op, x_dtype, s_dtype, z_dtype, out, zp_fo
             session(model, level=level).run(["y_shape"], {"x": x})
         return
     sess = session(model, level=level)
-    assert sess.get_outputs()[0].type == f"tensor({_ort_name(out)})"
+    assert sess.get_outputs()[0].type == ORT_TYPE[ONNX_OF[np.dtype(out)]]
     y, y_shape = run(sess, {"x": x}, [out, np.int64], [SHAPE, (3,)])
     assert list(y_shape) == list(SHAPE)
     want = (quantize(x, s, z, axis=1, dtype=out) if op == Q
             else dequantize(x, s, z, axis=1, output_dtype=out))
     assert_same_bits(y, want, f"{op} to {np.dtype(out).name}")
-
-
-def _ort_name(dtype) -> str:
-    return {F32: "float", F16: "float16", BF16: "bfloat16"}.get(np.dtype(dtype),
-                                                               np.dtype(dtype).name)
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=["disabled", "basic", "extended", "all"])
