@@ -226,11 +226,19 @@ ctypedef fused qtype_t:
     bfloat16_t
     float
 
-# The floating-point side: quantize's x, dequantize's y.
+# The floating-point side: dequantize's y.
 ctypedef fused ftype_t:
     float
     float16_t
     bfloat16_t
+
+# Quantize's x: the three float types and int32 (converted to float32 by
+# widen_x, after which it is a float32 x).
+ctypedef fused xtype_t:
+    float
+    float16_t
+    bfloat16_t
+    int32_t
 
 
 # ---------------------------------------------------------------------------
@@ -684,15 +692,21 @@ cdef inline void load_tile(const qtype_t *x, int32_t *ti, float *tf,
         load_f16(tf, <const uint16_t *>x, n)
 
 
-cdef inline const float *widen_x(const ftype_t *x, float *xw,
+cdef inline const float *widen_x(const xtype_t *x, float *xw,
                                  int64_t n) noexcept nogil:
-    """x as float32: x itself, or its float16 / bfloat16 elements widened
-    (exactly) into xw."""
+    """x as float32: x itself, or its elements converted into xw --
+    float16 / bfloat16 widened exactly, int32 rounded to nearest even (as
+    ONNX's Cast to float does)."""
     cdef const float *w = xw
-    if ftype_t is float16_t:
+    cdef int64_t j
+    if xtype_t is float16_t:
         load_f16(xw, <const uint16_t *>x, n)
-    elif ftype_t is bfloat16_t:
+    elif xtype_t is bfloat16_t:
         load_bf16(xw, <const uint16_t *>x, n)
+    elif xtype_t is int32_t:
+        n = n if n < TILE else TILE  # (always; it tells the compiler xw's bound)
+        for j in range(n):
+            xw[j] = <float>x[j]
     else:
         w = x
     return w
@@ -737,18 +751,18 @@ cdef inline const float *quotients(const float *xs, float *xw, int64_t n,
     return xw
 
 
-cdef inline bint rounds_x(ftype_t *like, int prec) noexcept nogil:
+cdef inline bint rounds_x(xtype_t *like, int prec) noexcept nogil:
     """Whether x of this type must be rounded to prec before the division
     (it is not a value of prec already)."""
-    if ftype_t is float16_t:
+    if xtype_t is float16_t:
         return prec == EXTQL_BFLOAT16
-    elif ftype_t is bfloat16_t:
+    elif xtype_t is bfloat16_t:
         return prec == EXTQL_FLOAT16
     else:
         return prec != 0
 
 
-cdef inline void quantize_tile(const ftype_t *xin, qtype_t *y, int64_t n,
+cdef inline void quantize_tile(const xtype_t *xin, qtype_t *y, int64_t n,
                                const Chan *c, bint mul, int out, int prec) noexcept nogil:
     """Quantize n <= TILE elements with one channel's constants; mul: divide
     by multiplying with the exact reciprocal.  prec 0: the quotient is the
@@ -762,7 +776,7 @@ cdef inline void quantize_tile(const ftype_t *xin, qtype_t *y, int64_t n,
     if prec == 0:
         quantize_tile_f32(x, y, n, c, mul, out)
     else:
-        x = quotients(x, xw, n, &c.s, 0, prec, rounds_x(<ftype_t *>xin, prec))
+        x = quotients(x, xw, n, &c.s, 0, prec, rounds_x(<xtype_t *>xin, prec))
         one = c[0]
         one.s = 1
         one.r = 1
@@ -796,7 +810,7 @@ cdef inline void quantize_tile_f32(const float *x, qtype_t *y, int64_t n,
     store_tile(y, ti, tf, n, out == OUT_STREAM)
 
 
-cdef inline void quantize_tile_cols(const ftype_t *xin, qtype_t *y, int64_t n,
+cdef inline void quantize_tile_cols(const xtype_t *xin, qtype_t *y, int64_t n,
                                     const Cols *cl, int64_t k, bint perz,
                                     int out, int prec) noexcept nogil:
     """Quantize n <= TILE elements, element j with entry k + j of cl (prec:
@@ -809,7 +823,7 @@ cdef inline void quantize_tile_cols(const ftype_t *xin, qtype_t *y, int64_t n,
     cdef const float *s = cl.s + k
     cdef const float *x = widen_x(xin, xw, n)
     if prec != 0:
-        x = quotients(x, xw, n, s, 1, prec, rounds_x(<ftype_t *>xin, prec))
+        x = quotients(x, xw, n, s, 1, prec, rounds_x(<xtype_t *>xin, prec))
         fill_32(ones, f32_bits(1), n)
         s = ones
     cdef const float *zfs = cl.zf + k if perz else NULL
@@ -994,18 +1008,18 @@ cdef inline int64_t stream_head(const void *y, int64_t size,
     return h if h < n else n
 
 
-cdef inline int64_t quantize_tiles(const ftype_t *x, qtype_t *y, int64_t i,
+cdef inline int64_t quantize_tiles(const xtype_t *x, qtype_t *y, int64_t i,
                                    int64_t n, const Chan *c, bint mul,
                                    int out, int prec) noexcept nogil:
     """Whole tiles from element i; returns where they end."""
     while i + TILE <= n:
-        prefetch(x + i, TILE * sizeof(ftype_t))
+        prefetch(x + i, TILE * sizeof(xtype_t))
         quantize_tile(x + i, y + i, TILE, c, mul, out, prec)
         i += TILE
     return i
 
 
-cdef void quantize_block(const ftype_t *x, qtype_t *y, int64_t n,
+cdef void quantize_block(const xtype_t *x, qtype_t *y, int64_t n,
                          const Chan *c, int out, int prec) noexcept nogil:
     """n elements with one channel's constants."""
     cdef int64_t i = 0
@@ -1032,19 +1046,19 @@ cdef void quantize_block(const ftype_t *x, qtype_t *y, int64_t n,
         quantize_tile(x + i, y + i, n - i, c, c.r != 0, out, prec)
 
 
-cdef inline int64_t quantize_tiles_cols(const ftype_t *x, qtype_t *y, int64_t i,
+cdef inline int64_t quantize_tiles_cols(const xtype_t *x, qtype_t *y, int64_t i,
                                         int64_t n, const Cols *cl, int64_t *k,
                                         int64_t P, bint perz,
                                         int out, int prec) noexcept nogil:
     while i + TILE <= n:
-        prefetch(x + i, TILE * sizeof(ftype_t))
+        prefetch(x + i, TILE * sizeof(xtype_t))
         quantize_tile_cols(x + i, y + i, TILE, cl, k[0], perz, out, prec)
         k[0] = next_entry(k[0], TILE, P)
         i += TILE
     return i
 
 
-cdef void quantize_columns(const ftype_t *x, qtype_t *y, int64_t n,
+cdef void quantize_columns(const xtype_t *x, qtype_t *y, int64_t n,
                            const Cols *cl, int64_t P, int64_t k0,
                            int out, int prec) noexcept nogil:
     """n elements, element i with entry (k0 + i) % P of cl; when the
@@ -1167,7 +1181,7 @@ cdef inline int64_t channels_touched(int64_t D, int64_t inner, int64_t start,
     return rows if rows < D else D
 
 
-cdef void quantize_runs_stream(const ftype_t *x, const float *scale,
+cdef void quantize_runs_stream(const xtype_t *x, const float *scale,
                                const qtype_t *zp, qtype_t *y, int64_t D,
                                int64_t inner, int64_t start,
                                int64_t stop, int prec) noexcept nogil:
@@ -1255,7 +1269,7 @@ cdef void dequantize_runs_stream(const qtype_t *x, const float *scale,
             off = off % inner
 
 
-cdef bint quantize_period(const ftype_t *x, const float *scale,
+cdef bint quantize_period(const xtype_t *x, const float *scale,
                           const qtype_t *zp, qtype_t *y, int64_t D,
                           int64_t inner, int64_t start, int64_t stop,
                           int out, int prec) noexcept nogil:
@@ -1278,7 +1292,7 @@ cdef bint quantize_period(const ftype_t *x, const float *scale,
     return True
 
 
-cdef void quantize_range(const ftype_t *x, const float *scale,
+cdef void quantize_range(const xtype_t *x, const float *scale,
                          const qtype_t *zp, qtype_t *y, int64_t D,
                          int64_t inner, int64_t start,
                          int64_t stop, int stream, int prec) noexcept nogil:
@@ -1286,7 +1300,7 @@ cdef void quantize_range(const ftype_t *x, const float *scale,
     tensor (D 1) or per axis (element i of channel (i // inner) % D);
     stream: write with streaming stores where the variant has them."""
     cdef int64_t i = start, run, d, off, w
-    cdef int out = out_mode(x, sizeof(ftype_t), y, sizeof(qtype_t), start,
+    cdef int out = out_mode(x, sizeof(xtype_t), y, sizeof(qtype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * (WINDOW + TILE)]
     cdef Cols cl
@@ -1485,7 +1499,7 @@ cdef inline void tile_blocks(Cols *tc, const float *scale, const qtype_t *zp,
                 ti[k * m + j] = vi
 
 
-cdef inline int64_t quantize_tiles_blocks(const ftype_t *x, const float *scale,
+cdef inline int64_t quantize_tiles_blocks(const xtype_t *x, const float *scale,
                                           const qtype_t *zp, qtype_t *y,
                                           int64_t i, int64_t stop, Cols *tc,
                                           int shift, bint perz,
@@ -1493,7 +1507,7 @@ cdef inline int64_t quantize_tiles_blocks(const ftype_t *x, const float *scale,
     """Whole tiles from element i (a multiple of TILE), blocked along the
     last axis in aligned blocks of 1 << shift elements (<= TILE)."""
     while i + TILE <= stop:
-        prefetch(x + i, TILE * sizeof(ftype_t))
+        prefetch(x + i, TILE * sizeof(xtype_t))
         tile_blocks(tc, scale, zp, i >> shift, shift)
         quantize_tile_cols(x + i, y + i, TILE, tc, 0, perz, out, prec)
         i += TILE
@@ -1528,7 +1542,7 @@ cdef inline int block_shift(int64_t D, int64_t inner, int64_t B) noexcept nogil:
     return 0
 
 
-cdef void quantize_blocked(const ftype_t *x, const float *scale,
+cdef void quantize_blocked(const xtype_t *x, const float *scale,
                            const qtype_t *zp, qtype_t *y, int64_t D,
                            int64_t inner, int64_t B, int64_t start,
                            int64_t stop, int stream, int prec) noexcept nogil:
@@ -1545,7 +1559,7 @@ cdef void quantize_blocked(const ftype_t *x, const float *scale,
     of the row if that allocation fails)."""
     cdef int64_t Db = (D + B - 1) // B
     cdef int64_t i = start, r, d, off, n, w, b, cached = -1
-    cdef int out = out_mode(x, sizeof(ftype_t), y, sizeof(qtype_t), start,
+    cdef int out = out_mode(x, sizeof(xtype_t), y, sizeof(qtype_t), start,
                             stop, stream)
     cdef float buf[COLS_ARRAYS * WINDOW]
     cdef float *row = buf
@@ -1702,7 +1716,7 @@ cdef void dequantize_blocked(const qtype_t *x, const float *scale,
         store_fence()
 
 
-cdef inline void quantize_any(const ftype_t *x, const float *scale,
+cdef inline void quantize_any(const xtype_t *x, const float *scale,
                               const qtype_t *zp, qtype_t *y, int64_t D,
                               int64_t inner, int64_t block, int64_t start,
                               int64_t stop, int stream, int prec) noexcept nogil:
@@ -1824,7 +1838,7 @@ cdef inline void *based_at(void *buf, int64_t offset) noexcept nogil:
     return <void *>(<size_t>buf - <size_t>offset)
 
 
-cdef int quantize_subbyte(int qtype, const ftype_t *x, const float *scale,
+cdef int quantize_subbyte(int qtype, const xtype_t *x, const float *scale,
                           const void *zp, void *y, int64_t D, int64_t inner,
                           int64_t block, int64_t start, int64_t stop,
                           int prec, bint unpacked) noexcept nogil:
@@ -2006,7 +2020,7 @@ cdef void lookup_codes(const uint8_t *src, float *v, int64_t n,
         v[j] = table[src[j]]
 
 
-cdef int quantize_smallfloat(int qtype, const ftype_t *x, const float *scale,
+cdef int quantize_smallfloat(int qtype, const xtype_t *x, const float *scale,
                              const void *zp, void *y, int64_t D, int64_t inner,
                              int64_t block, int64_t start, int64_t stop,
                              int prec, bint unpacked, bint sat) noexcept nogil:
@@ -2079,7 +2093,7 @@ cdef int dequantize_smallfloat(int qtype, const void *x, const float *scale,
 # C entry points (src/extql_kernels.h)
 # ---------------------------------------------------------------------------
 
-cdef inline int quantize_to(int qtype, const ftype_t *x, const float *scale,
+cdef inline int quantize_to(int qtype, const xtype_t *x, const float *scale,
                             const void *zp, void *y, int64_t D, int64_t inner,
                             int64_t block, int64_t start, int64_t stop,
                             int st, int prec, bint unpacked,
@@ -2195,6 +2209,9 @@ cdef public int extql_quantize_typed_range_ex(
     if xtype == EXTQL_BFLOAT16:
         return quantize_to(qtype, <const bfloat16_t *>x, scale, zero_point, y,
                            D, inner, block, start, stop, st, p, up, sat)
+    if xtype == EXTQL_INT32:
+        return quantize_to(qtype, <const int32_t *>x, scale, zero_point, y,
+                           D, inner, block, start, stop, st, p, up, sat)
     return -1
 
 
@@ -2275,6 +2292,11 @@ cdef inline int64_t type_size(int qtype) noexcept nogil:
     return qtype_size(qtype)
 
 
+cdef inline int64_t x_size(int xtype) noexcept nogil:
+    """Bytes of an element of quantize's x (0: not one of its four types)."""
+    return 4 if xtype == EXTQL_INT32 else float_size(xtype)
+
+
 cdef inline int64_t float_size(int ftype) noexcept nogil:
     """Bytes of an element of the float side (0: not one of the three)."""
     if ftype == EXTQL_FLOAT32:
@@ -2290,7 +2312,7 @@ cdef public int extql_quantize_typed(
         int64_t block, int nthreads, int flags) noexcept nogil:
     cdef int64_t t, chunk
     cdef int nt
-    if not known_type(qtype) or float_size(xtype) == 0 or prec_code(prec) < 0:
+    if not known_type(qtype) or x_size(xtype) == 0 or prec_code(prec) < 0:
         return -1
     # (Packed and small float outputs are never streamed: type_size is 0.)
     flags = ((flags & (EXTQL_UNPACKED | EXTQL_NO_SATURATE))
@@ -2439,8 +2461,8 @@ def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
              const float[::1] scale, const uint8_t[::1] zero_point,
              uint8_t[::1] y, int64_t n, int64_t D, int64_t inner,
              int nthreads=0, int64_t block=0, int flags=0):
-    """Quantize the n elements of the byte buffer ``x`` (float32, float16
-    or bfloat16: ``xtype``) into the byte buffer ``y`` (element type
+    """Quantize the n elements of the byte buffer ``x`` (float32, float16,
+    bfloat16 or int32: ``xtype``) into the byte buffer ``y`` (element type
     ``qtype``), the quotient in the precision ``prec``.
 
     ``zero_point`` is a byte view of an array of the type ``qtype``, or None;

@@ -14,10 +14,11 @@ FunctionProtos that models carry.  Here:
   :func:`make_dequantize`);
 * the type-generic dispatchers ``QuantizeDispatch`` / ``DequantizeDispatch``.
 
-Every body takes ``x`` and the scale in float32, float16 or bfloat16 (the
-arithmetic is float32's, the division rounded to ``precision``, a
-dequantize's result to ``output_dtype``), and any quantized type's zero
-point as the ONNX opset of the model can express it
+Every body takes ``x`` and the scale in float32, float16 or bfloat16 (and
+quantize's ``x`` in int32, which ``Quotient``'s Cast rounds to float32 as
+the contract does; the arithmetic is float32's, the division rounded to
+``precision``, a dequantize's result to ``output_dtype``), and any quantized
+type's zero point as the ONNX opset of the model can express it
 (:func:`extql.types.type_opset`).  The type ranges and codes come from the
 type table (:mod:`extql.types`).
 """
@@ -228,7 +229,8 @@ def Quotient(x, s, precision: int = 1) -> FLOAT:
     the quotient rounded to it; as float32.  (float32 has more than twice
     float16's / bfloat16's precision plus two bits: the float32 quotient
     rounded again is the correctly rounded quotient.)  x and s of any of the
-    three types (widened to float32 exactly first)."""
+    three types (widened to float32 exactly first); x may be int32 (rounded
+    to nearest even into float32 by the Cast, the contract's conversion)."""
     xp = RoundTo(op.Cast(x, to=_F32), precision=precision)
     sp = RoundTo(op.Cast(s, to=_F32), precision=precision)
     return RoundTo(op.Div(xp, sp), precision=precision)

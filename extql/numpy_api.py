@@ -37,6 +37,7 @@ DEQUANTIZE = "ExtendedDequantizeLinear"
 _TYPE_NAMES = ", ".join(QUANTIZED)
 _FLOAT_NAMES = ", ".join(FLOAT_NAMES.values())
 _BY_CODE = {t.onnx: t for t in QUANTIZED.values()}
+_INT32 = QTYPES["int32"].onnx
 
 
 def _has_dtype(value: Any) -> bool:
@@ -68,6 +69,18 @@ def _floating(op: str, name: str, value: Any) -> tuple[np.ndarray, int]:
             raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, got {arr.dtype}")
         return arr, code
     return _float32(op, name, value), FLOAT_CODES[np.dtype(np.float32)]
+
+
+def _quantize_input(op: str, value: Any) -> tuple[np.ndarray, int]:
+    """Quantize's x and its ONNX code: one of the float types, or int32 (as
+    the official QuantizeLinear allows; the kernels round it to float32)."""
+    if _has_dtype(value):
+        arr = np.asarray(value)
+        if arr.dtype == np.int32:
+            return arr, _INT32
+        if arr.dtype not in FLOAT_CODES:
+            raise TypeError(f"{op}: x must be one of {_FLOAT_NAMES}, int32, got {arr.dtype}")
+    return _floating(op, "x", value)
 
 
 def _scale(op: str, name: str, value: Any) -> tuple[np.ndarray, int, bool]:
@@ -242,7 +255,9 @@ def quantize_linear(
     """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
 
     ``x`` and ``y_scale`` are float32, float16 or ``ml_dtypes.bfloat16``
-    (Python numbers: float32); the scale may also be
+    (Python numbers: float32); ``x`` may also be int32 (as the official
+    operator allows), which is rounded to nearest even into float32 first,
+    as ONNX's Cast does, and is then a float32 ``x``; the scale may also be
     ``ml_dtypes.float8_e8m0fnu`` (widened to float32 exactly).  The zero
     point's dtype (int8, uint8, int16, uint16, int32, uint32, float16,
     ``ml_dtypes.bfloat16``, or the sub-byte
@@ -281,7 +296,7 @@ def quantize_linear(
     """
     op = QUANTIZE
     block = _block_size(op, block_size)
-    x_arr, xtype = _floating(op, "x", x)
+    x_arr, xtype = _quantize_input(op, x)
     scale, stype, _ = _scale(op, "y_scale", y_scale)
     prec = stype if precision is None else _float_type(op, "precision", precision)
     if not isinstance(saturate, (bool, np.bool_, int, np.integer)):

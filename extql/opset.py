@@ -10,7 +10,8 @@ them:
   inside an ``@onnxscript.script`` function has a known signature (2 or 3
   inputs, an ``axis`` attribute), and the model it builds passes
   ``onnx.checker.check_model`` with the type constraints of the operator
-  documents (x float32, float16 or bfloat16, the scale those or float8e8m0;
+  documents (x float32, float16, bfloat16 or int32, the scale float32,
+  float16, bfloat16 or float8e8m0;
   zero point and output one of the quantized types the installed onnx has)
   and the official attributes;
 * onnx shape inference knows the output type and shape of every Extended node
@@ -102,7 +103,7 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         ]
         outputs = [FP("y", "T3", "Quantized tensor, shape of x.")]
         constraints = [
-            ("T1", REAL_TYPES, "The type of x."),
+            ("T1", REAL_TYPES + ["tensor(int32)"], "The type of x."),
             ("T2", SCALE_TYPES, "The type of y_scale."),
             ("T3", QUANTIZE_TYPES, "The type of y_zero_point and y."),
         ]

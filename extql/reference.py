@@ -115,6 +115,11 @@ class _MicrosoftQuantize(OpRun):
 
     def _run(self, x, y_scale, y_zero_point=None, axis=1, **_):  # type: ignore[override]
         # (onnx.reference adds the ai.onnx schema's other attributes' defaults.)
+        x = np.asarray(x)
+        if x.dtype not in (np.float32, np.float16):
+            # onnxruntime's contrib operator has kernels for these only.
+            raise TypeError(f"com.microsoft QuantizeLinear: x must be float32 or float16, got "
+                            f"{x.dtype}")
         zp = y_zero_point if _present(y_zero_point) else None
         sub = None if zp is None else _subbyte(np.asarray(zp))
         if sub is None:

@@ -44,11 +44,12 @@ SMALLFLOAT_TYPES: dict[str, tuple[np.dtype, float, float]] = {
                      ("float8e5m2", "float8_e5m2"), ("float8e5m2fnuz", "float8_e5m2fnuz"),
                      ("float4e2m1", "float4_e2m1fn")]
 }
-_ALL = {**TYPES, **SUBBYTE_TYPES, **SMALLFLOAT_TYPES}
+#: Every quantized type, by name: the eight, the sub-byte ones, the small floats.
+ALL_TYPES = {**TYPES, **SUBBYTE_TYPES, **SMALLFLOAT_TYPES}
 
 
 def type_name(dtype: np.dtype) -> str:
-    for name, (dt, _, _) in _ALL.items():
+    for name, (dt, _, _) in ALL_TYPES.items():
         if dt == np.dtype(dtype):
             return name
     raise KeyError(dtype)
@@ -94,7 +95,8 @@ REAL_TYPES: dict[str, np.dtype] = {
 
 
 def _real(v) -> np.ndarray:
-    """v as an array of one of REAL_TYPES (other input: float32)."""
+    """v as an array of one of REAL_TYPES (other input, int32 x included:
+    float32, rounded to nearest even)."""
     v = np.asarray(v)
     return v if v.dtype in REAL_TYPES.values() else v.astype(np.float32)
 
@@ -110,7 +112,9 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
              precision=None, saturate: bool = True) -> np.ndarray:
     """Expected ExtendedQuantizeLinear output.
 
-    x and scale are float32, float16 or bfloat16.  The division is done in
+    x and scale are float32, float16 or bfloat16; x may also be int32, which
+    is rounded to nearest even into float32 first (NumPy's conversion, as
+    ONNX's Cast does) and is then a float32 x.  The division is done in
     ``precision`` (a dtype), by default the scale's type, as ONNX's
     QuantizeLinear-23 says: in float16 / bfloat16, x and the scale are
     rounded to that type, and their quotient is the correctly rounded one
@@ -126,7 +130,7 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
         zero_point = np.zeros(scale.shape, dtype)
     zp = np.asarray(zero_point)
     name = type_name(zp.dtype)
-    dt, lo, hi = _ALL[name]
+    dt, lo, hi = ALL_TYPES[name]
     s = _along(scale, x.ndim, axis)
     z = _along(zp, x.ndim, axis)
     with np.errstate(all="ignore"):

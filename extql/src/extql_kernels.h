@@ -75,7 +75,9 @@ int extql_dequantize_range_ex(int qtype, const void *x, const float *scale,
 
 /* The general form.  The float side -- quantize's x, dequantize's y -- is
  * float32, float16 or bfloat16 (xtype / ytype: EXTQL_FLOAT32,
- * EXTQL_FLOAT16, EXTQL_BFLOAT16).  Quantize divides in the precision prec
+ * EXTQL_FLOAT16, EXTQL_BFLOAT16); quantize's x may also be int32
+ * (EXTQL_INT32), rounded to nearest even into float32 and then quantized as
+ * a float32 x.  Quantize divides in the precision prec
  * (one of the same three codes): for float16 / bfloat16, x is rounded to
  * prec, divided by the scale, and the quotient rounded to prec again (the
  * scale must already be a value of prec: extql_convert_scales).

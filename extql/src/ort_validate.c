@@ -130,9 +130,11 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
                       "%s must be one of " EXTQL_FLOAT_NAMES ", got %s",
                       extql_input_name(kind, 1), extql_type_name(s_type, b1, sizeof b1));
   if (kind == OP_QUANTIZE) {
-    if (x_type != 0 && !is_float_type(x_type))
+    /* int32 x: the official operator allows it; the kernels round it to
+     * float32. */
+    if (x_type != 0 && !is_float_type(x_type) && x_type != EXTQL_INT32)
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                        "x must be one of " EXTQL_FLOAT_NAMES ", got %s",
+                        "x must be one of " EXTQL_FLOAT_NAMES ", int32, got %s",
                         extql_type_name(x_type, b1, sizeof b1));
     if (zp_type != 0 && !extql_is_qtype(zp_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,

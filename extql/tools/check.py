@@ -112,8 +112,11 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     names = ", ".join(sorted(tname(c) for c in allowed))
     float_names = " or ".join(floats.values()) if len(floats) < 3 else "one of " + REAL_NAMES
     if ext.quantize:
-        if x is not None and x.elem_type not in floats:
-            problems.append(f"x {x_name!r} must be {float_names}, it is {tname(x.elem_type)}")
+        # The Extended quantize also takes int32 x, as the official one does.
+        x_types = floats if ext.microsoft else {**floats, TensorProto.INT32: "int32"}
+        if x is not None and x.elem_type not in x_types:
+            x_names = float_names if ext.microsoft else "one of " + ", ".join(x_types.values())
+            problems.append(f"x {x_name!r} must be {x_names}, it is {tname(x.elem_type)}")
         if z is not None and z.elem_type not in allowed:
             problems.append(
                 f"the zero point {z_name!r} must be one of {names}, it is {tname(z.elem_type)}"

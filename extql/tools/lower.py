@@ -214,18 +214,20 @@ def _redundant(ext: ExtNode, attr: onnx.AttributeProto, float8: bool = False) ->
 
 
 def _float_types_not_lowered(ext: ExtNode, types: dict[str, TypeInfo]) -> str | None:
-    """Why an Extended node with float16 / bfloat16 x or scale (or the
-    attributes that go with them) stays as it is, or None.  The official
-    operator is not exact for them where models run: onnxruntime's
-    QuantizeLinear divides float16 x by a float16 scale in float32 for
-    int8 / uint8 (the operator document, and extql, divide in the scale's
-    type) and has no bfloat16 kernel."""
+    """Why an Extended node with float16 / bfloat16 / int32 x or a float16 /
+    bfloat16 scale (or the attributes that go with them) stays as it is, or
+    None.  The official operator is not exact for them where models run:
+    onnxruntime's QuantizeLinear divides float16 x by a float16 scale in
+    float32 for int8 / uint8 (the operator document, and extql, divide in
+    the scale's type) and has no bfloat16 or int32 kernel."""
     for a in ext.node.attribute:
         if a.name in ("precision", "output_dtype") and not _redundant(ext, a):
             return (f"the attribute {a.name} (the official operator is lowered to for float32 "
                     "only)")
     names = set([ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else []))
     other = sorted({types[n].elem_type for n in names if n in types} - {TensorProto.FLOAT})
+    if TensorProto.INT32 in other:
+        return "x is int32: onnxruntime's official QuantizeLinear has no kernel for it"
     if other:
         return (f"x or the scale is {' / '.join(type_name(t) for t in other)}: onnxruntime's "
                 "official operator does not give the same bits for it")

@@ -115,6 +115,12 @@ def abs_qdq_opset18(x: FLOAT[8], s: FLOAT, zp: INT16) -> tuple[INT16[8], FLOAT[8
     return q, quark.ExtendedDequantizeLinear(q, s, zp)
 
 
+@onnxscript.script()
+def qdq_int32_input(x: INT32[2, 8], s: FLOAT[8], zp: INT16[8]) -> tuple[INT16[2, 8], FLOAT[2, 8]]:
+    q = quark.ExtendedQuantizeLinear(x, s, zp, axis=1)
+    return q, quark.ExtendedDequantizeLinear(q, s, zp, axis=1)
+
+
 def _case(fn, shape, scale, zp, axis=1, span=1e3, pre=None, opset=21):
     x = special_x(shape, span, seed=len(fn.name))
     return {"fn": fn, "x": x, "s": np.asarray(scale, np.float32),
@@ -143,7 +149,16 @@ CASES = {
         abs_qdq_opset18, (8,), 0.125, np.array(100, np.int16), span=5e3,
         pre=np.abs, opset=18,
     ),
+    "int32 x per axis": _case(
+        qdq_int32_input, (2, 8), [1.0, 0.5, 3.0, 1e-3, 1024.0, 7.0, 2.0**-5, 1e5],
+        np.array([0, -3, 9, 0, 100, -32768, 32767, 1], np.int16),
+    ),
 }
+# int32 x: the ends of int32, float32's exact range (2^24) and beyond, ties.
+CASES["int32 x per axis"]["x"] = np.array(
+    [[0, 1, -1, 3, 2**24 + 1, 16777729, 2**31 - 1, -2**31],
+     [5, -5, 7, 65519, 2**30 + 2**22 + 1, -(2**30 + 2**22 + 1), 123456789, -987654]],
+    np.int64).astype(np.int32)
 
 
 def _feeds(case) -> dict[str, np.ndarray]:
@@ -293,7 +308,7 @@ def axis_out_of_range(x: FLOAT[2, 3], s: FLOAT[3], zp: INT16[3]) -> INT16[2, 3]:
          r"^ExtendedQuantizeLinear node \S+: the zero point 'zp' must be one of .*it is int64$"),
         (wrong_x, TypeError,
          r"^ExtendedQuantizeLinear node \S+: x 'x' must be one of float32, float16, bfloat16, "
-         r"it is double$"),
+         r"int32, it is double$"),
         (wrong_scale, TypeError,
          r"^ExtendedDequantizeLinear node \S+: the scale 's' must be one of float32, float16, "
          r"bfloat16, float8e8m0, it is double$"),

@@ -15,9 +15,13 @@ X = np.zeros((2, 3, 4), F32)
 QUANTIZE_CASES = [
     # (description, args, kwargs, exception, message pattern)
     ("x float64", (X.astype(np.float64), F32(1), np.int8(0)), {}, TypeError,
-     "x must be one of float32, float16, bfloat16, got float64"),
-    ("x int32", (X.astype(np.int32), F32(1), np.int8(0)), {}, TypeError,
-     "x must be one of float32, float16, bfloat16, got int32"),
+     "x must be one of float32, float16, bfloat16, int32, got float64"),
+    ("x int64", (X.astype(np.int64), F32(1), np.int8(0)), {}, TypeError,
+     "x must be one of float32, float16, bfloat16, int32, got int64"),
+    ("x uint32", (X.astype(np.uint32), F32(1), np.int8(0)), {}, TypeError,
+     "x must be one of float32, float16, bfloat16, int32, got uint32"),
+    ("int32 x, int32 scale", (X.astype(np.int32), np.int32(1), np.int8(0)), {}, TypeError,
+     "y_scale must be one of float32, float16, bfloat16, float8e8m0, got int32"),
     ("x int8", (X.astype(np.int8), F32(1)), {}, TypeError, "x must be one of float32"),
     ("x strings", (["a", "b"], F32(1)), {}, TypeError, "x must be float32"),
     ("scale float64", (X, np.float64(1), np.int8(0)), {}, TypeError,

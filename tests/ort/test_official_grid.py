@@ -43,6 +43,8 @@ ONNX_OPSET = onnx.defs.onnx_opset_version()
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 REALS = {"float32": (F32, TensorProto.FLOAT), "float16": (F16, TensorProto.FLOAT16),
          "bfloat16": (BF16, TensorProto.BFLOAT16)}
+#: Quantize's x: those and int32.
+X_TYPES = REALS | {"int32": (np.dtype(np.int32), TensorProto.INT32)}
 #: The official quantized types and the opset each arrives in.
 OFFICIAL = {"int8": 21, "uint8": 21, "int16": 21, "uint16": 21, "int4": 21, "uint4": 21,
             "float8e4m3fn": 21, "float8e4m3fnuz": 21, "float8e5m2": 21, "float8e5m2fnuz": 21,
@@ -88,6 +90,14 @@ def _draw(rng: np.random.Generator, index: int) -> dict:
               else None)
     saturate = bool(rng.random() < 0.7) if name.startswith("float8") else True
     q_out = bool(rng.random() < 0.2)  # output_dtype repeating the zero point's type
+    # int32 x (its own generator, so that the other cases stay as they are):
+    # from opset 23, where the scale may be of another type than x, with the
+    # attribute precision, without which onnx.reference divides in float64
+    # where the document says the scale's type (docs/differences.rst).
+    own = np.random.default_rng([20261126, index, 32])
+    if opset >= 23 and own.random() < 0.25:
+        x_type = "int32"
+        precision = str(own.choice(list(REALS), p=weights))
     return dict(name=name, opset=opset, shape=shape, kind=kind, axis=axis, block=block,
                 x_type=x_type, s_type=s_type, precision=precision, dq_out=dq_out,
                 saturate=saturate, q_out=q_out)
@@ -113,6 +123,11 @@ def _arrays(rng, case):
     else:
         z = np.asarray(rng.integers(int(qt.lo), int(qt.hi), pshape, endpoint=True)).astype(
             qt.dtype)
+    if case["x_type"] == "int32":
+        # Integers up to 2^31 (beyond 2^24 float32 rounds them), the ends.
+        x = np.rint(x * float(rng.choice([1.0, 1e3, 1e7]))).clip(-2.0**31, 2.0**31 - 128)
+        x = np.where(np.isfinite(x), x, rng.choice([0.0, -2.0**31, 2.0**31 - 128], x.shape))
+        return x.astype(np.int32), np.asarray(s.astype(REALS[case["s_type"]][0])), np.asarray(z)
     with np.errstate(over="ignore"):
         return (x.astype(REALS[case["x_type"]][0]), np.asarray(s.astype(REALS[case["s_type"]][0])),
                 np.asarray(z))
@@ -140,7 +155,7 @@ def _model(case, x, s, z, domain: str = "", ai_opset: int = 21) -> onnx.ModelPro
              helper.make_node(dq_name, ["q", "one", "zero"], ["values"], domain=domain),
              helper.make_node(dq_name, ["q", "s", "z"], ["y"], domain=domain, **dq_attrs)]
     graph = helper.make_graph(
-        nodes, "grid", [helper.make_tensor_value_info("x", REALS[case["x_type"]][1], x.shape)],
+        nodes, "grid", [helper.make_tensor_value_info("x", X_TYPES[case["x_type"]][1], x.shape)],
         [helper.make_tensor_value_info("values", TensorProto.FLOAT, x.shape),
          helper.make_tensor_value_info("y", y_code, x.shape)],
         [tensor("s", s), tensor("z", z), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
@@ -189,7 +204,11 @@ def _reference_divides_as_documented(case: dict) -> bool:
     scale of one type and no other precision.  It divides a float32 x by a
     float16 / bfloat16 scale in float32, NumPy's promotion (docs/
     differences.rst), and releases before 1.20 treat mixed types and
-    ``precision`` differently again."""
+    ``precision`` differently again.  An int32 x it rounds to ``precision``
+    as the contract does (its float64 division without the attribute is
+    not the document's)."""
+    if case["x_type"] == "int32":  # rounded to precision (float32 first: a Cast)
+        return case["precision"] is not None
     return case["x_type"] == case["s_type"] and case["precision"] in (None, case["s_type"])
 
 

@@ -21,9 +21,10 @@ F32 = np.float32
 
 # name -> (operator named in the message, words of the problem)
 EXPECT: dict[str, tuple[str, str]] = {
-    "q_x_int8": (Q, "x must be one of float32, float16, bfloat16, got int8"),
-    "q_x_float64": (Q, "x must be one of float32, float16, bfloat16, got float64"),
+    "q_x_int8": (Q, "x must be one of float32, float16, bfloat16, int32, got int8"),
+    "q_x_float64": (Q, "x must be one of float32, float16, bfloat16, int32, got float64"),
     "q_scale_int16": (Q, "y_scale must be one of float32, float16, bfloat16, got int16"),
+    "q_x_int32_scale_int32": (Q, "y_scale must be one of float32, float16, bfloat16, got int32"),
     "q_precision_int8": (Q, "the attribute precision must be one of float32, float16, bfloat16, "
                             "got int8"),
     "q_output_dtype_float32": (Q, "the attribute output_dtype must be one of int8"),
@@ -68,7 +69,8 @@ EXPECT: dict[str, tuple[str, str]] = {
     "dq_scale_int8_output_declared": (DQ, "x_scale must be one of float32, float16, bfloat16, "
                                           "got int8"),
     "dq_x_float32_output_declared": (DQ, "x must be one of"),
-    "q_x_int8_no_zp_output_declared": (Q, "x must be one of float32, float16, bfloat16, got int8"),
+    "q_x_int8_no_zp_output_declared": (Q, "x must be one of float32, float16, bfloat16, int32, "
+                                          "got int8"),
     "q_scale_int16_zp_int16_output_declared": (Q, "y_scale must be one of float32, float16, "
                                                   "bfloat16, got int16"),
     "q_zp_float32_output_declared": (Q, "y_zero_point must be one of"),
@@ -106,6 +108,7 @@ def _cases():
         "q_x_int8": q(i8, F32(1), np.int8(0)),
         "q_x_float64": q(x3.astype(np.float64), F32(1), np.int8(0)),
         "q_scale_int16": q(x3, np.int16(1), np.int8(0)),
+        "q_x_int32_scale_int32": q(x3.astype(np.int32), np.int32(1), np.int8(0)),
         "q_precision_int8": q(x3, F32(1), np.int8(0), precision=onnx.TensorProto.INT8),
         "q_output_dtype_float32": q(x3, F32(1), output_dtype=onnx.TensorProto.FLOAT),
         "q_output_dtype_not_zp": q(x3, F32(1), np.int16(0), output_dtype=onnx.TensorProto.INT8),

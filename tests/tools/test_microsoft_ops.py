@@ -8,6 +8,8 @@ neither extql nor onnxruntime implements.
 
 from __future__ import annotations
 
+import re
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -119,6 +121,23 @@ def test_reference_quantize_matches_onnxruntime(qtype, form, with_zp):
     want = run_ort(model, {"x": x})[model.graph.output[0].name]
     got = ReferenceEvaluator(model, new_ops=extql.reference.OPS).run(None, {"x": x})[0]
     assert_same_bits(np.asarray(got), want, f"{qtype} {form}")
+
+
+@pytest.mark.parametrize(("x", "x_type"), [(np.ones(3, np.int32), TensorProto.INT32),
+                                           (np.ones(3, ml_dtypes.bfloat16), TensorProto.BFLOAT16)])
+def test_reference_quantize_refuses_what_onnxruntime_refuses(x, x_type):
+    """onnxruntime's com.microsoft QuantizeLinear takes float32 / float16 x
+    only (an invalid model otherwise); the reference op says so too, where
+    the Extended one would take int32 and bfloat16."""
+    model = _model("QuantizeLinear", x_type, TensorProto.INT8, np.float32(1), np.int8(0), None,
+                   (3,))
+    with pytest.raises(Exception, match="tensor\\((int32|bfloat16)\\)"):
+        run_ort(model, {"x": x})
+    with pytest.raises(TypeError) as info:
+        ReferenceEvaluator(model, new_ops=extql.reference.OPS).run(None, {"x": x})
+    # (onnx.reference wraps a TypeError of an op in its own, from the op's.)
+    assert re.fullmatch("com.microsoft QuantizeLinear: x must be float32 or float16, got "
+                        "(int32|bfloat16)", str(info.value.__cause__ or info.value))
 
 
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])

@@ -1,0 +1,286 @@
+"""Quantize of int32 ``x`` (the official QuantizeLinear's T1 includes
+int32), through the NumPy API, against the contract (tests/contract.py),
+ONNX's reference implementation and, where it has a kernel, onnxruntime's
+own QuantizeLinear, on both kernel variants (conftest.py runs this module
+once per variant).
+
+The contract: x is rounded to nearest even into float32 -- what ONNX's Cast
+does in onnxruntime and ml_dtypes, and what onnx.reference does when the
+attribute ``precision`` is given -- and is then a float32 x (the division in
+the scale's type or ``precision``).  Values beyond 2^24 are where that
+rounding shows; 2^30 + 2^22 + 1 is one whose bfloat16 value through float32
+(a tie there) differs from a single rounding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from contract import (
+    ALL_TYPES,
+    BF16,
+    REAL_TYPES,
+    TYPES,
+    assert_same_bits,
+    expand_blocks,
+    quantize,
+)
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+from packaging.version import Version
+
+import extql
+
+I32 = np.iinfo(np.int32)
+REALS = list(REAL_TYPES)
+CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
+        BF16: TensorProto.BFLOAT16}
+
+# Where the conversion and the division matter: the ends of int32, float32's
+# exact range (2^24) and its first inexact values, a float32 tie, odd values
+# (ties after a division by 2), the double-rounding case above.
+SPECIAL = np.array(
+    [0, 1, -1, 2, 3, 5, -5, 7, 127, 128, -128, 255, 256, 32767, 32768, 65504, 65519, 65520,
+     2**24 - 1, 2**24, 2**24 + 1, 2**24 + 3, -(2**24 + 1), 2**25 + 2, 2**30 + 2**22 + 1,
+     -(2**30 + 2**22 + 1), 12582914, I32.max, I32.max - 64, I32.min, I32.min + 1],
+    np.int64,
+).astype(np.int32)
+
+LAYOUTS = [
+    ((3, 50), 1, 0, "tensor"),
+    ((2, 5, 7, 3), 1, 0, "axis"),
+    ((4, 37), -1, 0, "axis"),
+    ((4, 37), 1, 8, "blocked"),
+]
+
+
+def _x(rng: np.random.Generator, shape, wide: bool) -> np.ndarray:
+    """int32 values of the whole range (wide) or small ones, with SPECIAL."""
+    n = int(np.prod(shape))
+    if wide:
+        v = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
+    else:
+        v = rng.integers(-700, 700, n, endpoint=True, dtype=np.int64)
+    k = min(n // 3, SPECIAL.size)
+    v[rng.choice(n, k, replace=False)] = SPECIAL[:k]
+    return v.astype(np.int32).reshape(shape)
+
+
+def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype):
+    a = axis % len(shape)
+    if kind == "tensor":
+        pshape: tuple[int, ...] = ()
+    elif kind == "axis":
+        pshape = (shape[a],)
+    else:
+        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 1.0, 3.0, 1e5], np.float32), pshape)
+         * (1 + (rng.random(pshape) < 0.5) * rng.random(pshape))).astype(np.float32)
+    dt, lo, hi = ALL_TYPES[name]
+    if name in ("float16", "bfloat16"):
+        z = (rng.standard_normal(pshape) * 4).astype(np.float32).astype(dt)
+    elif name.startswith("float"):
+        z = np.zeros(pshape, dt)
+    else:
+        z = rng.integers(lo, hi, pshape, endpoint=True, dtype=np.int64).astype(dt)
+    with np.errstate(over="ignore"):  # 1e5 is +-inf in float16: x / inf
+        return np.asarray(s.astype(s_dtype)), np.asarray(z)
+
+
+def _expanded(v, shape, axis: int, block: int) -> np.ndarray:
+    if not block:
+        return v
+    a = axis % len(shape)
+    return expand_blocks(v, a, block, shape[a])
+
+
+@pytest.mark.parametrize("s_type", REALS)
+@pytest.mark.parametrize("precision", [None, *REALS])
+@pytest.mark.parametrize("name", list(ALL_TYPES))
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
+@pytest.mark.parametrize("wide", [True, False])
+def test_quantize_int32_against_contract(s_type, precision, name, shape, axis, block, kind,
+                                         wide):
+    rng = np.random.default_rng(abs(hash((s_type, precision, name, shape, wide))) % 2**32)
+    s, z = _params(rng, name, shape, axis, block, kind, REAL_TYPES[s_type])
+    x = _x(rng, shape, wide)
+    prec = None if precision is None else REAL_TYPES[precision]
+    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=prec)
+    assert y.dtype == z.dtype and y.shape == x.shape
+    want = quantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
+                    axis=axis % len(shape), precision=prec)
+    assert_same_bits(y, want, f"Q int32 x, s {s_type} precision {precision} -> {name} {kind}")
+
+
+def test_int32_x_is_rounded_to_float32_first():
+    """int32 x is first rounded to float32 (nearest even), then to the
+    precision: as ONNX's Cast and ml_dtypes convert int32 to bfloat16."""
+    x = np.array([2**24 + 1, 2**24 + 3, 2**30 + 2**22 + 1, -(2**30 + 2**22 + 1)], np.int32)
+    one = np.float32(1)
+    y = extql.quantize_linear(x, one, np.zeros((), np.int32))
+    assert y.tolist() == [2**24, 2**24 + 4, 2**30 + 2**22, -(2**30 + 2**22)]
+    # bfloat16 precision: 2^30 + 2^22 (float32) is a bfloat16 tie -> even.
+    yb = extql.quantize_linear(x, one, np.zeros((), np.int32), precision=BF16)
+    assert yb.tolist() == [2**24, 2**24, 2**30, -(2**30)]
+    assert yb.tolist() == x.astype(BF16).astype(np.float64).astype(np.int64).tolist()
+
+
+def test_int32_x_same_as_its_float32_value():
+    """An int32 x gives the bits of the same values as float32 x, for every
+    output type (the kernels' int32 path is the float32 one after the
+    conversion)."""
+    rng = np.random.default_rng(11)
+    x = _x(rng, (4, 64), True)
+    for name in ALL_TYPES:
+        s, z = _params(rng, name, (4, 64), 1, 0, "axis", np.float32)
+        assert_same_bits(extql.quantize_linear(x, s, z, axis=1),
+                         extql.quantize_linear(x.astype(np.float32), s, z, axis=1), name)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int32_x_large_tensor_split(threads):
+    """A tensor the kernels split between threads and stream."""
+    rng = np.random.default_rng(12)
+    x = rng.integers(I32.min, I32.max, 3_000_003, endpoint=True, dtype=np.int64).astype(np.int32)
+    s = np.float32(1 / 3)
+    old = extql.get_num_threads()
+    extql.set_num_threads(threads)
+    try:
+        y = extql.quantize_linear(x, s, np.int32(7))
+        y8 = extql.quantize_linear(x.reshape(3, -1), np.full(3, 2**20, np.float32),
+                                   np.zeros(3, np.int8), axis=0)
+    finally:
+        extql.set_num_threads(old)
+    assert_same_bits(y, quantize(x, s, np.int32(7)), "int32 -> int32, split")
+    assert_same_bits(y8, quantize(x.reshape(3, -1), np.full(3, 2**20, np.float32),
+                                  np.zeros(3, np.int8), axis=0), "int32 -> int8, split")
+
+
+def _official(opset: int, s_code: int, z_code: int, **attrs) -> onnx.ModelProto:
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, None),
+         helper.make_tensor_value_info("s", s_code, None),
+         helper.make_tensor_value_info("z", z_code, None)],
+        [helper.make_tensor_value_info("y", z_code, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+#: onnx.reference takes the attribute precision from onnx 1.20 (before, its
+#: QuantizeLinear-23 / -24 run as -21's, which has none).
+REFERENCE_PRECISION = Version(onnx.__version__) >= Version("1.20")
+
+
+def _official_in(opset: int, s_code: int, z_code: int, p_code: int, **attrs) -> onnx.ModelProto:
+    """QuantizeLinear dividing in the precision p_code: the attribute, or
+    where onnx.reference lacks it, x and the scale cast to that type first
+    (what the attribute means: x.astype(P) / s.astype(P))."""
+    if REFERENCE_PRECISION:
+        return _official(opset, s_code, z_code, precision=p_code, **attrs)
+    model = _official(opset, p_code, z_code, **attrs)
+    node = model.graph.node[0]
+    node.input[0], node.input[1] = "x_p", "s_p"
+    model.graph.node.insert(0, helper.make_node("Cast", ["x"], ["x_p"], to=p_code))
+    model.graph.node.insert(1, helper.make_node("Cast", ["s"], ["s_p"], to=p_code))
+    model.graph.input[1].type.tensor_type.elem_type = s_code
+    return model
+
+
+def _ort_official(model: onnx.ModelProto, feeds) -> np.ndarray | None:
+    """onnxruntime's own QuantizeLinear, or None where it has no kernel for
+    int32 x (no release has one yet)."""
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)[0]
+    except Exception as exc:  # noqa: BLE001 - only "no kernel" is expected
+        text = str(exc)
+        if any(k in text for k in ("NOT_IMPLEMENTED", "Type Error", "opset", "not supported")):
+            return None
+        raise
+
+
+# The scale's type and precision beside int32 x: from opset 23 any of the
+# float types (opset 21 binds the scale to x's type, int32); with the
+# attribute precision, onnx.reference rounds x to it as the contract does.
+REFERENCE_CASES = [(opset, s_type, precision) for opset in (23, 24, 25)
+                   for s_type in REALS for precision in REALS
+                   if opset <= onnx.defs.onnx_opset_version()]
+
+
+@pytest.mark.parametrize(("opset", "s_type", "precision"), REFERENCE_CASES)
+@pytest.mark.parametrize("name", ["int8", "uint8", "int16", "uint16", "int4", "float8e4m3fn"])
+def test_quantize_int32_against_the_official_operator(opset, s_type, precision, name):
+    """Judged by onnx.reference (onnxruntime joins where it has a kernel):
+    every element whose quotient is finite; onnx.reference converts
+    round(x / s) to int32 first, so NaN and infinite quotients are not
+    judged."""
+    rng = np.random.default_rng(21)
+    shape = (3, 60)
+    s, z = _params(rng, name, shape, 1, 0, "axis", REAL_TYPES[s_type])
+    x = _x(rng, shape, wide=False)
+    x[0, :len(SPECIAL)] = SPECIAL
+    code = helper.np_dtype_to_tensor_dtype(z.dtype)
+    prec = REAL_TYPES[precision]
+    model = _official_in(opset, CODE[np.dtype(s.dtype)], code, CODE[prec], axis=1)
+    feeds = {"x": x, "s": s, "z": z}
+    y = extql.quantize_linear(x, s, z, axis=1, precision=prec)
+    ref = ReferenceEvaluator(model).run(None, feeds)[0]
+    with np.errstate(all="ignore"):
+        v = (x.astype(np.float32).astype(prec).astype(np.float32)
+             / s.astype(prec).astype(np.float32)[None, :])
+    judged = np.isfinite(v) & (np.abs(v) < 6.0e4)
+    assert judged.sum() > x.size // 2
+    assert_same_bits(y[judged], ref[judged], "extql vs onnx.reference")
+    got = _ort_official(_official(opset, CODE[np.dtype(s.dtype)], code, axis=1,
+                                  precision=CODE[prec]), feeds)
+    if got is not None:
+        assert_same_bits(y[judged], got[judged], "extql vs onnxruntime's QuantizeLinear")
+
+
+# int32 x with a float32 scale: opsets 10 and 13, and from 23 (19 and 21
+# bind the scale to x's type, int32, which is not a scale extql takes).
+EXACT_CASES = [(opset, name) for opset in (10, 13, 23, 25) for name in ("int8", "uint8", "int16")
+               if opset <= onnx.defs.onnx_opset_version() and (name != "int16" or opset >= 21)]
+
+
+@pytest.mark.parametrize(("opset", "name"), EXACT_CASES)
+def test_quantize_int32_exact_quotients_against_the_reference(opset, name):
+    """Without the attribute precision onnx.reference divides int32 x by a
+    float32 scale in float64 (NumPy's promotion) where the document says the
+    scale's type: the two agree wherever x is a float32 value and the
+    quotient exact, which power-of-two scales and |x| <= 2^24 make sure
+    of."""
+    rng = np.random.default_rng(22)
+    x = rng.integers(-2**24, 2**24, (2, 90), endpoint=True, dtype=np.int64).astype(np.int32)
+    x[0, :7] = [0, 1, -1, 3, -3, 5, 2**24]
+    s = np.float32(2.0) ** rng.integers(-3, 20, 90).astype(np.float32)
+    per_tensor = opset < 13
+    if per_tensor:
+        s = s[:1].reshape(())
+    dt = TYPES[name][0]
+    z = np.zeros(s.shape, dt)
+    code = helper.np_dtype_to_tensor_dtype(z.dtype)
+    model = _official(opset, TensorProto.FLOAT, code, **({} if per_tensor else {"axis": 1}))
+    ref = ReferenceEvaluator(model).run(None, {"x": x, "s": s, "z": z})[0]
+    y = extql.quantize_linear(x, s, z, axis=1)
+    assert_same_bits(y, ref, f"extql vs onnx.reference, opset {opset}")
+
+
+def test_quantize_int32_without_precision_divides_in_the_scales_type():
+    """Where float32 and float64 quotients round differently the contract
+    follows the document (the scale's type), not onnx.reference's float64:
+    16777729 = 2^24 + 2^9 + 1 is 16777728 in float32, and / 1024 a tie
+    (16384.5, to even) where the float64 quotient is above it."""
+    x, s, z = np.array([16777729], np.int32), np.float32(1024), np.int16(0)
+    y = extql.quantize_linear(x, s, z)
+    assert y.tolist() == [16384]
+    feeds = {"x": x, "s": s, "z": z}
+    model = _official(23, TensorProto.FLOAT, TensorProto.INT16)
+    with_precision = _official_in(23, TensorProto.FLOAT, TensorProto.INT16, TensorProto.FLOAT)
+    assert ReferenceEvaluator(with_precision).run(None, feeds)[0].tolist() == [16384]
+    assert ReferenceEvaluator(model).run(None, feeds)[0].tolist() == [16385]
