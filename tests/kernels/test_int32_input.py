@@ -27,6 +27,9 @@ from contract import (
     expand_blocks,
     quantize,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from packaging.version import Version
@@ -284,3 +287,51 @@ def test_quantize_int32_without_precision_divides_in_the_scales_type():
     with_precision = _official_in(23, TensorProto.FLOAT, TensorProto.INT16, TensorProto.FLOAT)
     assert ReferenceEvaluator(with_precision).run(None, feeds)[0].tolist() == [16384]
     assert ReferenceEvaluator(model).run(None, feeds)[0].tolist() == [16385]
+
+
+# Scales: any float32 (NaN, +-inf, +-0, subnormals), with the interesting
+# ones drawn often.
+SCALES = st.one_of(
+    st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
+    st.sampled_from([0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 1e-45, 1e-38, 3e38, 1 / 3, 1024.0]),
+)
+
+
+@st.composite
+def int32_problems(draw):
+    """(x int32, scale, zero point, axis, precision, saturate) with
+    consistent shapes: per tensor or per axis, any output type."""
+    name = draw(st.sampled_from(list(ALL_TYPES)))
+    dt, lo, hi = ALL_TYPES[name]
+    rank = draw(st.integers(0, 3))
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank)))
+    per_axis = rank > 0 and draw(st.booleans())
+    axis = draw(st.integers(-rank, rank - 1)) if per_axis else 0
+    pshape = (shape[axis],) if per_axis else ()
+    values = st.one_of(st.integers(I32.min, I32.max), st.sampled_from(SPECIAL.tolist()))
+    x = draw(arrays(np.int64, shape, elements=values)).astype(np.int32)
+    s_type = draw(st.sampled_from(REALS))
+    with np.errstate(over="ignore", under="ignore"):
+        scale = draw(arrays(np.float32, pshape, elements=SCALES)).astype(REAL_TYPES[s_type])
+    if name in ("float16", "bfloat16"):
+        zp = draw(arrays(np.float32, pshape, elements=st.floats(-1e5, 1e5, width=32)))
+        with np.errstate(over="ignore"):  # (beyond 65504: an infinite float16 zero point)
+            zp = zp.astype(dt)
+    elif name.startswith("float"):
+        zp = np.zeros(pshape, dt)
+    else:
+        zp = draw(arrays(np.int64, pshape, elements=st.integers(int(lo), int(hi)))).astype(dt)
+    precision = draw(st.sampled_from([None, *REALS]))
+    return x, scale, zp, axis, precision, draw(st.booleans()), name
+
+
+@settings(max_examples=400, deadline=None)
+@given(int32_problems())
+def test_int32_quantize_property(problem):
+    """Any int32 x, any float32 / float16 / bfloat16 scale (NaN, +-inf,
+    +-0, subnormal), any output type and precision: the contract's bits."""
+    x, scale, zp, axis, precision, saturate, name = problem
+    prec = None if precision is None else REAL_TYPES[precision]
+    got = extql.quantize_linear(x, scale, zp, axis=axis, precision=prec, saturate=saturate)
+    want = quantize(x, scale, zp, axis, precision=prec, saturate=saturate)
+    assert_same_bits(got, want, f"{name} axis={axis} precision={precision} saturate={saturate}")
