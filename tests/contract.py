@@ -74,6 +74,43 @@ def expand_blocks(v, axis: int, block: int, length: int) -> np.ndarray:
     return np.take(np.repeat(v, block, axis=axis), np.arange(length), axis=axis)
 
 
+def full_param(v, shape: tuple[int, ...], axis: int, block: int) -> np.ndarray:
+    """A scale or zero point as the contract's functions take it: a blocked
+    one (block > 0) expanded to x's shape, any other as it is."""
+    if not block:
+        return np.asarray(v)
+    a = axis % len(shape)
+    return expand_blocks(v, a, block, shape[a])
+
+
+def param_shape(shape: tuple[int, ...], axis: int, block: int, kind: str) -> tuple[int, ...]:
+    """The scale's (and zero point's) shape for x's shape: kind "tensor" (a
+    scalar), "axis" (1-D along axis) or "blocked" (x's shape with
+    ceil(D / block) along axis)."""
+    a = axis % len(shape)
+    if kind == "tensor":
+        return ()
+    if kind == "axis":
+        return (shape[a],)
+    return shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+
+
+def zero_points(rng: np.random.Generator, name: str, pshape: tuple[int, ...],
+                bound: int | None = None) -> np.ndarray:
+    """Random zero points of the type name: float16 / bfloat16 around 0,
+    0 for the small floats (float8 takes none), integers over the type's
+    range (within +-bound when given)."""
+    dt, lo, hi = ALL_TYPES[name]
+    if name in FLOAT_TYPES:
+        return np.asarray((rng.standard_normal(pshape) * 4).astype(np.float32).astype(dt))
+    if name in SMALLFLOAT_TYPES:
+        return np.zeros(pshape, dt)
+    if bound is not None:
+        lo, hi = max(lo, -bound), min(hi, bound)
+    return np.asarray(rng.integers(int(lo), int(hi), pshape, endpoint=True, dtype=np.int64)
+                      .astype(dt))
+
+
 def _along(v: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     """Broadcast a per-tensor (size 1) or per-axis (1-D) parameter against x;
     a parameter of x's rank >= 2 (an expanded blocked one) is taken as it is."""

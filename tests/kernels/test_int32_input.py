@@ -24,8 +24,10 @@ from contract import (
     REAL_TYPES,
     TYPES,
     assert_same_bits,
-    expand_blocks,
+    full_param,
+    param_shape,
     quantize,
+    zero_points,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,31 +74,13 @@ def _x(rng: np.random.Generator, shape, wide: bool) -> np.ndarray:
 
 
 def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype):
-    a = axis % len(shape)
-    if kind == "tensor":
-        pshape: tuple[int, ...] = ()
-    elif kind == "axis":
-        pshape = (shape[a],)
-    else:
-        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    """A scale of s_dtype (both signs; 1e5 is +-inf in float16) and a zero
+    point of the type name, of the layout's shape."""
+    pshape = param_shape(shape, axis, block, kind)
     s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 1.0, 3.0, 1e5], np.float32), pshape)
          * (1 + (rng.random(pshape) < 0.5) * rng.random(pshape))).astype(np.float32)
-    dt, lo, hi = ALL_TYPES[name]
-    if name in ("float16", "bfloat16"):
-        z = (rng.standard_normal(pshape) * 4).astype(np.float32).astype(dt)
-    elif name.startswith("float"):
-        z = np.zeros(pshape, dt)
-    else:
-        z = rng.integers(lo, hi, pshape, endpoint=True, dtype=np.int64).astype(dt)
-    with np.errstate(over="ignore"):  # 1e5 is +-inf in float16: x / inf
-        return np.asarray(s.astype(s_dtype)), np.asarray(z)
-
-
-def _expanded(v, shape, axis: int, block: int) -> np.ndarray:
-    if not block:
-        return v
-    a = axis % len(shape)
-    return expand_blocks(v, a, block, shape[a])
+    with np.errstate(over="ignore"):
+        return np.asarray(s.astype(s_dtype)), zero_points(rng, name, pshape)
 
 
 @pytest.mark.parametrize("s_type", REALS)
@@ -112,7 +96,7 @@ def test_quantize_int32_against_contract(s_type, precision, name, shape, axis, b
     prec = None if precision is None else REAL_TYPES[precision]
     y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=prec)
     assert y.dtype == z.dtype and y.shape == x.shape
-    want = quantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
+    want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
                     axis=axis % len(shape), precision=prec)
     assert_same_bits(y, want, f"Q int32 x, s {s_type} precision {precision} -> {name} {kind}")
 

@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from contract import BF16, REAL_TYPES, TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    BF16,
+    REAL_TYPES,
+    TYPES,
+    assert_same_bits,
+    dequantize,
+    full_param,
+    quantize,
+)
 from onnx import TensorProto
 from ortutil import DQ, LEVELS, Q, node_model, run, run_unaligned, session
 
@@ -47,13 +55,6 @@ def _inputs(rng, shape, axis, block, kind, x_dtype, s_dtype, zp_name):
     return x, np.asarray(s), np.asarray(z)
 
 
-def _full(v, shape, axis, block):
-    if not block:
-        return v
-    a = axis % len(shape)
-    return expand_blocks(v, a, block, shape[a])
-
-
 @pytest.mark.parametrize("level", LEVELS, ids=["disabled", "basic", "extended", "all"])
 @pytest.mark.parametrize(("x_type", "s_type", "precision"), [
     ("float16", "float16", None), ("bfloat16", "bfloat16", None), ("float32", "float16", None),
@@ -72,7 +73,7 @@ def test_quantize_in_onnxruntime(level, x_type, s_type, precision, zp_name, shap
                                      params="input" if kind == "axis" else "const", attrs=attrs)
     (y,) = run(_session(model, level, 2 if kind == "blocked" else 1), feeds, [dtype], [shape])
     prec = None if precision is None else REAL_TYPES[precision]
-    want = quantize(x, _full(s, shape, axis, block), _full(z, shape, axis, block),
+    want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
                     axis=axis, precision=prec)
     assert_same_bits(y, want, f"{x_type}/{s_type} precision {precision} -> {zp_name} {kind}")
 
@@ -91,7 +92,8 @@ def test_dequantize_in_onnxruntime(level, s_type, zp_name, shape, axis, block, k
                                      attrs=attrs)
     assert dtype == REAL_TYPES[s_type]
     (y,) = run(_session(model, level, 1), feeds, [dtype], [shape])
-    want = dequantize(q, _full(s, shape, axis, block), _full(z, shape, axis, block), axis=axis)
+    want = dequantize(q, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
+                      axis=axis)
     assert_same_bits(y, want, f"DQ {zp_name} scale {s_type} {kind}")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import ALL_TYPES, BF16, assert_same_bits, expand_blocks, quantize
+from contract import BF16, assert_same_bits, full_param, param_shape, quantize, zero_points
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from ortutil import LEVELS, ONNX_OF, Q, node_model, run, session, tensor
@@ -48,25 +48,10 @@ def _inputs(rng, shape, axis, block, kind, s_dtype, zp_name, wide: bool):
         x = rng.integers(-2000, 2000, n, endpoint=True, dtype=np.int64)
     x[:SPECIAL.size] = SPECIAL
     x = x.astype(np.int32).reshape(shape)
-    a = axis % len(shape)
-    pshape = {"tensor": (), "axis": (shape[a],),
-              "blocked": shape[:a] + (-(-shape[a] // max(block, 1)),) + shape[a + 1:]}[kind]
+    pshape = param_shape(shape, axis, block, kind)
     s = ((rng.random(pshape) + 0.05) * 3.7).astype(np.float32).astype(s_dtype)
-    dt, lo, hi = ALL_TYPES[zp_name]
-    if zp_name in ("float16", "bfloat16"):
-        z = (rng.standard_normal(pshape) * 3).astype(np.float32).astype(dt)
-    elif zp_name.startswith("float"):
-        z = np.zeros(pshape, dt)
-    else:
-        z = rng.integers(max(lo, -1000), min(hi, 1000), pshape, endpoint=True).astype(dt)
+    z = zero_points(rng, zp_name, pshape, bound=1000)
     return x, np.asarray(s), np.asarray(z)
-
-
-def _full(v, shape, axis, block):
-    if not block:
-        return v
-    a = axis % len(shape)
-    return expand_blocks(v, a, block, shape[a])
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=["disabled", "basic", "extended", "all"])
@@ -85,8 +70,8 @@ def test_int32_quantize_in_the_library(level, s_type, precision, zp_name, shape,
                                      params="input" if kind == "axis" else "const", attrs=attrs)
     sess = session(model, threads=2 if kind == "blocked" else 1, level=level)
     (y,) = run(sess, feeds, [dtype], [shape])
-    want = quantize(x, _full(s, shape, axis, block), _full(z, shape, axis, block), axis=axis,
-                    precision=precision)
+    want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
+                    axis=axis, precision=precision)
     assert_same_bits(y, want, f"int32 x, s {np.dtype(s_type)} precision {precision} -> "
                               f"{zp_name} {kind}")
 
