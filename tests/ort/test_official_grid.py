@@ -1,8 +1,8 @@
 """A held-out grid over the official operators' opset 21-25 features: random
 combinations (a seed of their own, not the hand-picked cases of the other
-tests) of quantized type, x / scale type, granularity (per tensor, per axis,
-blocked with ragged tails), attributes (precision, output_dtype, saturate),
-opset and special values.
+tests) of quantized type, x / scale type (x int32 too), granularity (per
+tensor, per axis, blocked with ragged tails), attributes (precision,
+output_dtype, saturate), opset and special values.
 
 Each case is an official QuantizeLinear -> DequantizeLinear model.  The
 expected bits are the official implementations', judged where onnxruntime's
