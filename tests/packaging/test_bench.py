@@ -205,6 +205,21 @@ def test_without_the_harness_bench_says_where_it_is(tmp_path):
     assert len(lines) == 1 and "source checkout" in lines[0], proc.stderr
 
 
+def test_int32_input_script_runs_exact():
+    """benchmarks/int32_input.py (extql against Cast + QuantizeLinear) runs
+    as a process and finds both outputs bit-identical (a mismatch is exit
+    status 1)."""
+    bench_dir = os.environ["EXTQL_BENCHMARKS"]
+    proc = subprocess.run(
+        [sys.executable, os.path.join(bench_dir, "int32_input.py"), "--sizes", "64K",
+         "--threads", "1", "--repeat", "1", "--types", "int8", "uint16"],
+        cwd=bench_dir, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| int8")
+            or line.startswith("| uint16")]
+    assert len(rows) == 4 and not any("MISMATCH" in r for r in rows), proc.stdout
+
+
 def test_bench_help_is_the_harness_help():
     proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--help"],
                           capture_output=True, text=True, timeout=120)
