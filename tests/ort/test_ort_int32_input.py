@@ -4,8 +4,8 @@ initializers or inputs, per tensor / per axis on NCHW / blocked, the zero
 point given, absent or an empty name, the attribute precision) and through
 the fallback functions without the library (onnxruntime at every level and
 onnx.reference, at Quark's opset 17 and at 21), against the contract, bit for
-bit.  Plus what the tools say of such a node (check, lower_to_standard, the
-com.microsoft rewrite).  Run once per kernel variant (conftest.py)."""
+bit.  Plus what the tools say of such a node (check, lower_to_standard).
+Run once per kernel variant (conftest.py)."""
 
 from __future__ import annotations
 
