@@ -14,6 +14,8 @@ rounding shows; 2^30 + 2^22 + 1 is one whose bfloat16 value through float32
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -90,7 +92,7 @@ def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype):
 @pytest.mark.parametrize("wide", [True, False])
 def test_quantize_int32_against_contract(s_type, precision, name, shape, axis, block, kind,
                                          wide):
-    rng = np.random.default_rng(abs(hash((s_type, precision, name, shape, wide))) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((s_type, precision, name, shape, wide)).encode()))
     s, z = _params(rng, name, shape, axis, block, kind, REAL_TYPES[s_type])
     x = _x(rng, shape, wide)
     prec = None if precision is None else REAL_TYPES[precision]
