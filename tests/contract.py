@@ -7,6 +7,8 @@ reference ops) against these functions, bit for bit.
 
 from __future__ import annotations
 
+import zlib
+
 import ml_dtypes
 import numpy as np
 
@@ -46,6 +48,12 @@ SMALLFLOAT_TYPES: dict[str, tuple[np.dtype, float, float]] = {
 }
 #: Every quantized type, by name: the eight, the sub-byte ones, the small floats.
 ALL_TYPES = {**TYPES, **SUBBYTE_TYPES, **SMALLFLOAT_TYPES}
+
+
+def case_rng(*key) -> np.random.Generator:
+    """A generator seeded from a test case's parameters, the same in every
+    process (Python's hash of a str is not: it changes per process)."""
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
 def type_name(dtype: np.dtype) -> str:

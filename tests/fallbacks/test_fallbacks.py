@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxscript
 import pytest
-from contract import FLOAT_TYPES, INT_TYPES, TYPES, assert_same_bits, dequantize, quantize
+from contract import FLOAT_TYPES, INT_TYPES, TYPES, assert_same_bits, case_rng, dequantize, quantize
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -100,7 +100,7 @@ def _scale(shape, rng) -> np.ndarray:
 
 @functools.cache
 def _model(kind, qtype, form, with_zp, domain=DOMAIN):
-    rng = np.random.default_rng(hash((kind, qtype, form, with_zp)) % 2**32)
+    rng = case_rng(kind, qtype, form, with_zp)
     x_shape, s_shape, axis = FORMS[form]
     scale = np.asarray(_scale(s_shape, rng), np.float32)
     n = None if s_shape is None else s_shape[0]

@@ -27,6 +27,7 @@ from contract import (
     FLOAT_TYPES,
     TYPES,
     assert_same_bits,
+    case_rng,
     dequantize,
     expand_blocks,
     normal_with_specials,
@@ -105,7 +106,7 @@ def _expected_dq(q, s, z, axis, block):
 @pytest.mark.parametrize(("shape", "axis", "block"), SHAPES)
 @pytest.mark.parametrize("uniform_zero", [False, True])
 def test_blocked_against_contract(name, shape, axis, block, uniform_zero):
-    rng = np.random.default_rng(abs(hash((name, shape, axis, block))) % 2**32)
+    rng = case_rng(name, shape, axis, block)
     s, z = _blocked_params(name, rng, shape, axis, block, uniform_zero)
     spread = 1e10 if name in ("int32", "uint32") else 300.0
     x = _x(rng, shape, spread)
