@@ -35,7 +35,6 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from packaging.version import Version
 
 import extql
 
@@ -159,9 +158,20 @@ def _official(opset: int, s_code: int, z_code: int, **attrs) -> onnx.ModelProto:
     return model
 
 
-#: onnx.reference takes the attribute precision from onnx 1.20 (before, its
-#: QuantizeLinear-23 / -24 run as -21's, which has none).
-REFERENCE_PRECISION = Version(onnx.__version__) >= Version("1.20")
+def _reference_takes_precision() -> bool:
+    """Whether this onnx.reference computes the attribute precision (older
+    releases run QuantizeLinear-23 / -24 as -21, which has none: a
+    TypeError)."""
+    model = _official(23, TensorProto.FLOAT, TensorProto.INT8, precision=TensorProto.FLOAT)
+    feeds = {"x": np.zeros(1, np.int32), "s": np.float32(1), "z": np.int8(0)}
+    try:
+        ReferenceEvaluator(model).run(None, feeds)
+    except TypeError:
+        return False
+    return True
+
+
+REFERENCE_PRECISION = _reference_takes_precision()
 
 
 def _official_in(opset: int, s_code: int, z_code: int, p_code: int, **attrs) -> onnx.ModelProto:
