@@ -26,7 +26,15 @@ from onnx.reference.op_run import OpRun
 
 from .numpy_api import dequantize_linear, quantize_linear
 from .tools.microsoft import reference_dequantize_int32
-from .types import DOMAIN, LEGACY_DOMAIN, MS_DOMAIN, SUBBYTE, SubByteType
+from .types import (
+    DOMAIN,
+    FLOAT_CODES,
+    LEGACY_DOMAIN,
+    MS_DOMAIN,
+    MS_FLOAT_NAMES,
+    SUBBYTE,
+    SubByteType,
+)
 
 __all__ = [
     "OPS",
@@ -116,10 +124,10 @@ class _MicrosoftQuantize(OpRun):
     def _run(self, x, y_scale, y_zero_point=None, axis=1, **_):  # type: ignore[override]
         # (onnx.reference adds the ai.onnx schema's other attributes' defaults.)
         x = np.asarray(x)
-        if x.dtype not in (np.float32, np.float16):
+        if FLOAT_CODES.get(x.dtype) not in MS_FLOAT_NAMES:
             # onnxruntime's contrib operator has kernels for these only.
-            raise TypeError(f"com.microsoft QuantizeLinear: x must be float32 or float16, got "
-                            f"{x.dtype}")
+            raise TypeError(f"com.microsoft QuantizeLinear: x must be "
+                            f"{' or '.join(MS_FLOAT_NAMES.values())}, got {x.dtype}")
         zp = y_zero_point if _present(y_zero_point) else None
         sub = None if zp is None else _subbyte(np.asarray(zp))
         if sub is None:

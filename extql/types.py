@@ -57,6 +57,7 @@ __all__ = [
     "FLOAT_CODES",
     "FLOAT_DTYPES",
     "FLOAT_NAMES",
+    "MS_FLOAT_NAMES",
     "E8M0_NAME",
     "E8M0_CODE",
     "E8M0_DTYPE",
@@ -272,3 +273,8 @@ FLOAT_NAMES: dict[int, str] = {FLOAT_CODES[np.dtype(np.float32)]: "float32",
                                **{QTYPES[n].onnx: n for n in FLOAT_TYPES}}
 #: The scale's types by ONNX code: the float types and float8e8m0.
 SCALE_CODES: dict[int, str] = {**FLOAT_NAMES, E8M0_CODE: E8M0_NAME}
+#: The float side of onnxruntime's com.microsoft QuantizeLinear /
+#: DequantizeLinear (its CPU kernels: float32 and float16), by ONNX code.
+MS_FLOAT_NAMES: dict[int, str] = {code: FLOAT_NAMES[code]
+                                  for code in (FLOAT_CODES[np.dtype(np.float32)],
+                                               QTYPES["float16"].onnx)}

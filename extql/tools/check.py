@@ -18,6 +18,7 @@ from ..types import (
     E8M0_NAME,
     FLOAT_NAMES,
     MS_DEQUANTIZE_TYPES,
+    MS_FLOAT_NAMES,
     MS_QUANTIZE_TYPES,
     QUANTIZED_BY_ONNX,
     SCALE_CODES,
@@ -105,7 +106,7 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     tname = type_name
     if ext.microsoft:
         allowed = MS_QUANTIZE_TYPES if ext.quantize else MS_DEQUANTIZE_TYPES
-        floats = {TensorProto.FLOAT: "float32", TensorProto.FLOAT16: "float16"}
+        floats = dict(MS_FLOAT_NAMES)
     else:
         allowed = set(QUANTIZED_BY_ONNX)
         floats = dict(REAL_CODES)
