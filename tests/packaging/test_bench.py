@@ -220,6 +220,20 @@ def test_int32_input_script_runs_exact():
     assert len(rows) == 4 and not any("MISMATCH" in r for r in rows), proc.stdout
 
 
+def test_int32_scales_script_runs_exact():
+    """benchmarks/int32_scales.py (extql against the fallback functions)
+    runs as a process and finds both outputs bit-identical (a mismatch is
+    exit status 1)."""
+    bench_dir = os.environ["EXTQL_BENCHMARKS"]
+    proc = subprocess.run(
+        [sys.executable, os.path.join(bench_dir, "int32_scales.py"), "--sizes", "64K",
+         "--threads", "1", "--repeat", "1", "--types", "int8", "uint16"],
+        cwd=bench_dir, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(("| int32", "| float32"))]
+    assert len(rows) == 8 and not any("MISMATCH" in r for r in rows), proc.stdout
+
+
 def test_bench_help_is_the_harness_help():
     proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--help"],
                           capture_output=True, text=True, timeout=120)
