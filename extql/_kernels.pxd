@@ -35,6 +35,17 @@ cdef public int extql_dequantize_typed(
     int qtype, int ytype, const void *x, const float *scale,
     const void *zero_point, void *y, int64_t n, int64_t D, int64_t inner,
     int64_t block, int nthreads, int flags) noexcept nogil
+cdef public int extql_quotients_f64(
+    int qtype, int xtype, int stype, const void *x, const void *scale,
+    const void *zero_point, float *v, int64_t D, int64_t inner, int64_t block,
+    int64_t start, int64_t stop) noexcept nogil
+cdef public int extql_f64_params(
+    int qtype, float *ones, void *zero2, int64_t count) noexcept nogil
+cdef public int extql_quantize_f64_range(
+    int qtype, int xtype, int stype, const void *x, const void *scale,
+    const void *zero_point, void *y, int64_t D, int64_t inner, int64_t block,
+    int64_t start, int64_t stop, int flags, float *work, const float *ones,
+    const void *zero2) noexcept nogil
 cdef public int extql_unpack(
     int qtype, const void *src, void *dst, int64_t n) noexcept nogil
 cdef public int extql_quantize(

@@ -6,18 +6,24 @@ FunctionProtos that models carry.  Here:
 
 * the internal helpers (``ParamShape`` / ``ParamPlan`` / ``Spread``:
   granularity at run time; ``Quotient``: the division in its precision;
+  ``SpreadParams64`` / ``Quotient64`` / ``RoundedQuotient64`` /
+  ``ShiftedQuotient64``: the same for precision float64; ``Pick``: one of
+  two tensors, every bit kept;
   ``OpaqueZero`` / ``AddSigned``: signed zeros a runtime cannot fold away;
   ``IsFloat`` / ``IntBounds``: the zero point's type for the dispatchers),
   in the private domain :data:`INTERNAL_DOMAIN`, always inlined;
 * the per-type math cores (:func:`quantize_core` / :func:`dequantize_core`)
   and the operator-signature wrappers (:func:`make_quantize` /
-  :func:`make_dequantize`);
+  :func:`make_dequantize`), and quantize's of precision float64
+  (:func:`quantize_core64`, :func:`make_static_quantize64`,
+  :func:`make_quantize64`);
 * the type-generic dispatchers ``QuantizeDispatch`` / ``DequantizeDispatch``.
 
 Every body takes ``x`` and the scale in float32, float16 or bfloat16 (and
-quantize's ``x`` in int32, which ``Quotient``'s Cast rounds to float32 as
-the contract does; the arithmetic is float32's, the division rounded to
-``precision``, a dequantize's result to ``output_dtype``), and any quantized
+quantize's ``x`` and scale in int32, which ``Quotient``'s Cast rounds to
+float32 as the contract does; the arithmetic is float32's, the division
+rounded to ``precision``, a dequantize's result to ``output_dtype``; the
+precision-float64 bodies divide the exact values in float64), and any quantized
 type's zero point as the ONNX opset of the model can express it
 (:func:`extql.types.type_opset`).  The type ranges and codes come from the
 type table (:mod:`extql.types`).
@@ -30,7 +36,7 @@ import functools
 import numpy as np
 import onnx
 from onnx import TensorProto
-from onnxscript import FLOAT, INT64, script
+from onnxscript import DOUBLE, FLOAT, INT64, script
 from onnxscript import opset21 as op
 from onnxscript.values import Opset
 
@@ -51,17 +57,26 @@ __all__ = [
     "Spread",
     "SpreadScale",
     "SpreadParams",
+    "SpreadScale64",
+    "SpreadParams64",
     "Quotient",
+    "Quotient64",
+    "RoundedQuotient64",
+    "ShiftedQuotient64",
+    "Pick",
     "OpaqueZero",
     "AddSigned",
     "IsFloat",
     "IntBounds",
     "quantize_core",
+    "quantize_core64",
     "dequantize_core",
     "zero_point_carrier",
     "make_static_quantize",
+    "make_static_quantize64",
     "make_static_dequantize",
     "make_quantize",
+    "make_quantize64",
     "make_dequantize",
     "QuantizeDispatch",
     "DequantizeDispatch",
@@ -236,6 +251,98 @@ def Quotient(x, s, precision: int = 1) -> FLOAT:
     return RoundTo(op.Div(xp, sp), precision=precision)
 
 
+@script(_INTERNAL, default_opset=op)
+def OpaqueZero(t) -> FLOAT:
+    """A scalar +0.0 that a runtime cannot compute before it has ``t``'s data.
+
+    onnxruntime removes ``Add(v, 0)`` / ``Sub(v, 0)`` when the 0 is a constant
+    (its no-op elimination), which is wrong for signed zeros: ``-0 + +0`` is
+    ``+0``, ``-0 - (-0)`` is ``+0``.  A zero point passed through
+    ``Sub(zp, OpaqueZero(t))`` keeps its value and sign exactly
+    (``z - (+0) = z`` for every z, ``-0`` included) but is no longer a
+    constant, so the Add / Sub that uses it stays.  O(1): one element of
+    ``t`` (any type; none for an empty ``t``) as float32 through IsNaN, cast
+    to 0 or 1, times +0.
+    """
+    first = op.Slice(op.Reshape(t, op.Constant(value_ints=[-1])),
+                     op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+    probe = op.ReduceSum(op.Cast(first, to=_F32), keepdims=0)
+    return op.Mul(op.Cast(op.IsNaN(probe), to=_F32), op.Constant(value_float=0.0))
+
+
+@script(_INTERNAL, default_opset=op)
+def AddSigned(v: FLOAT, z: FLOAT) -> FLOAT:
+    """``v + z`` in float32 with IEEE's sign of a zero sum at every
+    optimisation level: ``z`` is made opaque first (see ``OpaqueZero``)."""
+    return op.Add(v, op.Sub(z, OpaqueZero(v)))
+
+
+# --------------------------------------------------------------------------
+# Precision float64 (the attribute ``precision`` 11; the default for an int32
+# scale): the quotient of the exact values in float64, then one rounding to
+# float32 of what each route takes (see extql.fallbacks).
+
+
+@script(_INTERNAL, default_opset=op)
+def SpreadScale64(x, scale, axis: int = 1, block_size: int = 0) -> DOUBLE:
+    """The scale as float64 (exactly: every value of int32, float32,
+    float16, bfloat16 and float8e8m0 is one), broadcastable against x.
+    (Not float32 as :func:`SpreadScale`: that Cast would round an int32
+    scale.)"""
+    s64 = op.Cast(scale, to=_F64)
+    first, wide, merged, axes, ends, final = ParamPlan(x, s64, axis=axis, block_size=block_size)
+    return Spread(s64, first, wide, merged, axes, ends, final)
+
+
+@script(_INTERNAL, default_opset=op)
+def SpreadParams64(x, scale, zp, axis: int = 1, block_size: int = 0):
+    """The scale as float64 (exactly, as :func:`SpreadScale64`) and ``zp``
+    (already in its carrier), both broadcastable against x, by one plan."""
+    s64 = op.Cast(scale, to=_F64)
+    first, wide, merged, axes, ends, final = ParamPlan(x, s64, axis=axis, block_size=block_size)
+    return (Spread(s64, first, wide, merged, axes, ends, final),
+            Spread(zp, first, wide, merged, axes, ends, final))
+
+
+@script(_INTERNAL, default_opset=op)
+def Quotient64(x, s) -> DOUBLE:
+    """``x / s`` in float64: x (float32, float16, bfloat16 or int32) and s
+    (any of those, or already float64) are exact in float64, so this is one
+    correctly rounded float64 division of the exact values -- the division
+    onnx.reference does with NumPy for an int32 scale."""
+    return op.Div(op.Cast(x, to=_F64), op.Cast(s, to=_F64))
+
+
+@script(_INTERNAL, default_opset=op)
+def RoundedQuotient64(q: DOUBLE) -> FLOAT:
+    """The integer routes' quotient: ``q`` rounded to an integer in float64
+    (half to even), then to float32 (nearest even; an integer stays one,
+    beyond float32's range +-inf, NaN stays NaN).  The integer cores round
+    it again, which changes nothing."""
+    return op.Cast(op.Round(q), to=_F32)
+
+
+@script(_INTERNAL, default_opset=op)
+def ShiftedQuotient64(q: DOUBLE, zp) -> FLOAT:
+    """The float16 / bfloat16 / float4e2m1 routes' value: ``q + zp`` in
+    float64 (the zero point of any float type, exact there), rounded once to
+    float32.  The zero point goes through :func:`OpaqueZero` as in
+    :func:`AddSigned`, so that ``-0 + (+0)`` is ``+0`` at every optimisation
+    level."""
+    z = op.Sub(op.Cast(zp, to=_F64), op.Cast(OpaqueZero(q), to=_F64))
+    return op.Cast(op.Add(q, z), to=_F32)
+
+
+@script(_INTERNAL, default_opset=op)
+def Pick(cond, a, b):
+    """``a`` if the scalar ``cond`` holds, else ``b`` (of one shape), every
+    bit kept.  (Not Where: onnxruntime's Where gives +0 where it picks a -0
+    from its second input.)"""
+    zero_v = op.Constant(value_ints=[0])
+    both = op.Concat(op.Unsqueeze(a, zero_v), op.Unsqueeze(b, zero_v), axis=0)
+    return op.Gather(both, op.Where(cond, op.Constant(value_int=0), op.Constant(value_int=1)))
+
+
 # --------------------------------------------------------------------------
 # Quantize cores: the float32 quotient v and the zero point (any type
 # holding its values) already broadcastable against x.
@@ -273,32 +380,6 @@ def _quantize_wide_core(to: int, lo: int, hi: int):
     return QuantizeWide
 
 
-@script(_INTERNAL, default_opset=op)
-def OpaqueZero(t) -> FLOAT:
-    """A scalar +0.0 that a runtime cannot compute before it has ``t``'s data.
-
-    onnxruntime removes ``Add(v, 0)`` / ``Sub(v, 0)`` when the 0 is a constant
-    (its no-op elimination), which is wrong for signed zeros: ``-0 + +0`` is
-    ``+0``, ``-0 - (-0)`` is ``+0``.  A zero point passed through
-    ``Sub(zp, OpaqueZero(t))`` keeps its value and sign exactly
-    (``z - (+0) = z`` for every z, ``-0`` included) but is no longer a
-    constant, so the Add / Sub that uses it stays.  O(1): one element of
-    ``t`` (any type; none for an empty ``t``) as float32 through IsNaN, cast
-    to 0 or 1, times +0.
-    """
-    first = op.Slice(op.Reshape(t, op.Constant(value_ints=[-1])),
-                     op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
-    probe = op.ReduceSum(op.Cast(first, to=_F32), keepdims=0)
-    return op.Mul(op.Cast(op.IsNaN(probe), to=_F32), op.Constant(value_float=0.0))
-
-
-@script(_INTERNAL, default_opset=op)
-def AddSigned(v: FLOAT, z: FLOAT) -> FLOAT:
-    """``v + z`` in float32 with IEEE's sign of a zero sum at every
-    optimisation level: ``z`` is made opaque first (see ``OpaqueZero``)."""
-    return op.Add(v, op.Sub(z, OpaqueZero(v)))
-
-
 def _quantize_float_core(to: int, limit: float):
     # float16 / bfloat16 / float4e2m1: they saturate; NaN goes to the Cast
     # (NaN for float16 / bfloat16; float4e2m1, which has none, takes it to
@@ -310,6 +391,18 @@ def _quantize_float_core(to: int, limit: float):
         return op.Cast(op.Where(op.IsNaN(w), w, c), to=to)
 
     return QuantizeFloat
+
+
+def _quantize_shifted_float_core(to: int, limit: float):
+    # The float routes of precision float64: the zero point is already in
+    # v (ShiftedQuotient64), so none is added here (x + (-0) would be x for
+    # every x: nothing to add).
+    @script(_INTERNAL, default_opset=op)
+    def QuantizeFloatShifted(v: FLOAT):
+        c = op.Clip(v, op.Constant(value_float=-limit), op.Constant(value_float=limit))
+        return op.Cast(op.Where(op.IsNaN(v), v, c), to=to)
+
+    return QuantizeFloatShifted
 
 
 def overflow_from(t: SmallFloatType) -> float:
@@ -509,6 +602,56 @@ def make_static_quantize(variant: str):
 
 
 @functools.cache
+def quantize_core64(variant: str):
+    """The quantize math of one variant for precision float64, after
+    :func:`Quotient64`: the integer and float8 cores as they are, the float
+    types' without their zero-point addition (ShiftedQuotient64 made it)."""
+    qt = QUANTIZED.get(variant)
+    if qt is not None and qt.is_float and not is_float8(variant):
+        return _quantize_shifted_float_core(qt.onnx, float(qt.hi))
+    return quantize_core(variant)
+
+
+@functools.cache
+def make_static_quantize64(variant: str):
+    """Quantize (x, s[, zp]) of one variant with precision float64, s and zp
+    broadcastable: q = x / s in float64 (:func:`Quotient64`), then
+
+    * integer types and "default": ``float32(Round(q))`` into the integer core;
+    * float8: ``float32(q)`` into the float8 core (no zero point);
+    * float16 / bfloat16 / float4e2m1: ``float32(q + zp)``
+      (:func:`ShiftedQuotient64`) into the core, which adds nothing more.
+
+    No ``precision`` attribute: this is the float64 one."""
+    core = quantize_core64(variant)
+    if variant == "default":
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize64(x, s):
+            return core(RoundedQuotient64(Quotient64(x, s)))
+
+    elif is_float8(variant):
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize64(x, s, zp, saturate: int = 1):
+            return core(op.Cast(Quotient64(x, s), to=_F32), zp, saturate=saturate)
+
+    elif QUANTIZED[variant].is_float:
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize64(x, s, zp):
+            return core(ShiftedQuotient64(Quotient64(x, s), zp))
+
+    else:
+
+        @script(_INTERNAL, default_opset=op)
+        def Quantize64(x, s, zp):
+            return core(RoundedQuotient64(Quotient64(x, s)), zp)
+
+    return Quantize64
+
+
+@functools.cache
 def make_static_dequantize(variant: str):
     """Dequantize (x, s[, zp]) of one variant, s and zp broadcastable; the
     float32 result rounded to ``output_dtype``."""
@@ -574,6 +717,48 @@ def make_quantize(variant: str):
     return ExtendedQuantizeLinear
 
 
+def make_quantize64(variant: str):
+    """ExtendedQuantizeLinear of one variant with precision float64 (the
+    attribute ``precision`` 11, which :func:`extql.attach_fallbacks` spells
+    out on such nodes: the functions of the float precisions stay as they
+    are).  The scale is spread as float64 (:func:`SpreadParams64`, exact for
+    an int32 scale too), the zero point in its route's carrier; the math is
+    :func:`make_static_quantize64`'s.  ``precision`` is declared for the
+    operator's signature and not read; ``output_dtype`` only repeats the
+    zero point's type."""
+    static = make_static_quantize64(variant)
+    if variant == "default":
+
+        @script(_QUARK, default_opset=op)
+        def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                                   precision: int = _F64, output_dtype: int = 0):
+            s = SpreadScale64(x, y_scale, axis=axis, block_size=block_size)
+            return static(x, s)
+
+        return ExtendedQuantizeLinear
+    carrier = zero_point_carrier(True, variant)
+    if is_float8(variant):
+
+        @script(_QUARK, default_opset=op)
+        def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                                   precision: int = _F64, saturate: int = 1,
+                                   output_dtype: int = 0):
+            s, z = SpreadParams64(x, y_scale, op.Cast(y_zero_point, to=carrier),
+                                  axis=axis, block_size=block_size)
+            return static(x, s, z, saturate=saturate)
+
+        return ExtendedQuantizeLinear
+
+    @script(_QUARK, default_opset=op)
+    def ExtendedQuantizeLinear(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                               precision: int = _F64, output_dtype: int = 0):
+        s, z = SpreadParams64(x, y_scale, op.Cast(y_zero_point, to=carrier),
+                              axis=axis, block_size=block_size)
+        return static(x, s, z)
+
+    return ExtendedQuantizeLinear
+
+
 def make_dequantize(variant: str):
     """ExtendedDequantizeLinear of one variant (as :func:`make_quantize`);
     the float32 result rounded to ``output_dtype`` (set by
@@ -623,7 +808,10 @@ def make_dequantize(variant: str):
 # nodes without one an explicit zero when a model needs a dispatcher), use no
 # If (old onnxruntime cannot infer types through If inside functions) and
 # are valid for every type: both routes are computed, cast to the zero
-# point's type and one is picked with Gather.
+# point's type and one is picked with Gather.  Likewise for ``precision``:
+# the quotient of precision float64 (11) and that of the node's float
+# precision are both computed, one is picked (the compatibility path pays
+# for both; the per-type functions compute one).
 # The zero point's type is found with in-range CastLike round trips and, for
 # the integer width, int64 -> int wrap-around (two's complement truncation,
 # as onnxruntime's static_cast and NumPy's astype do).
@@ -682,23 +870,30 @@ _D_ZERO = onnx.helper.make_tensor("zero", TensorProto.DOUBLE, [], [0.0])
 @script(_QUARK, default_opset=op)
 def QuantizeDispatch(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
                      precision: int = 1, output_dtype: int = 0):
-    # The zero point's values, spread in float64 (which holds every value of
-    # every type here); y_zero_point itself only gives the type below.
-    s, zd = SpreadParams(x, y_scale, op.Cast(y_zero_point, to=TensorProto.DOUBLE), axis=axis,
-                         block_size=block_size)
+    # The scale and the zero point's values, spread in float64 (which holds
+    # every value of every type here, an int32 scale's too); y_zero_point
+    # itself only gives the type below.  The float32 scale is rounded from
+    # the exact float64 one: the same single rounding as SpreadParams' Cast.
+    s64, zd = SpreadParams64(x, y_scale, op.Cast(y_zero_point, to=TensorProto.DOUBLE),
+                             axis=axis, block_size=block_size)
+    s = op.Cast(s64, to=_F32)
     zp = y_zero_point
+    # Precision float64 (11): both quotients are computed, one is picked.
+    as_double = op.Equal(op.Constant(value_int=precision), op.Constant(value_int=_F64))
     v = Quotient(x, s, precision=precision)
+    q = Quotient64(x, s64)
     # float16 / bfloat16 route
     probe = op.Constant(value_float=_F16_PROBE)
     is_f16 = op.Equal(op.Cast(op.CastLike(probe, zp), to=_F32), probe)
     limit = op.Where(is_f16, op.Constant(value_float=_F16_MAX), op.Constant(value_float=_BF16_MAX))
-    w = AddSigned(v, op.Cast(zd, to=_F32))
+    w = Pick(as_double, ShiftedQuotient64(q, zd), AddSigned(v, op.Cast(zd, to=_F32)))
     wf = op.Where(op.IsNaN(w), w, op.Clip(w, op.Neg(limit), limit))
     # integer route (a float zero point is made finite and small first, so
-    # that no cast below sees NaN or an out-of-range value)
+    # that no cast below sees NaN or an out-of-range value; the sign of a
+    # zero r does not matter: Where may pick)
     lo_r = op.Constant(value_float=-_WIDE)
     hi_r = op.Constant(value_float=_WIDE)
-    r = op.Round(v)
+    r = op.Where(as_double, RoundedQuotient64(q), op.Round(v))
     r = op.Clip(op.Where(op.IsNaN(r), lo_r, r), lo_r, hi_r)
     zero_d = op.Constant(value=_D_ZERO)
     wide_d = op.Constant(value=_D_WIDE)

@@ -30,6 +30,15 @@ called like any script function::
   library.
 * Called eagerly on NumPy arrays, the decomposition's ops run one by one in
   onnxscript's evaluator: the fallback's own bits, which are the kernels'.
+
+Precision float64 (quantize's ``precision`` 11, which is also what an int32
+scale without ``precision`` means): the same entry (``QUANTIZE["int8"]``)
+takes it.  Eagerly it runs the precision-float64 decomposition
+(:func:`extql.fallbacks.function_proto` of ``"int8-float64"``); converted,
+:func:`extql.script_export.finish_model` points such calls at that
+function (``ExtendedQuantizeLinear_int8-float64``, added to the model),
+from a constant ``precision`` or the scale's static type; a quantize call
+with neither is an error at conversion, never a float32 division by default.
 """
 
 from __future__ import annotations
@@ -45,14 +54,27 @@ from onnxscript.values import OnnxFunction, Opset
 # extql.opset installs the conversion and eager hooks these functions rely on.
 from . import opset  # noqa: F401
 from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
-from .types import FLOAT_CODES, is_float8
+from .types import FLOAT64_CODE, FLOAT_CODES, is_float8
 
-__all__ = ["FallbackFunction", "function_name"]
+__all__ = ["FallbackFunction", "function_name", "fallback_proto"]
 
 
 def function_name(quantize: bool, variant: str) -> str:
-    """The operator name of one fallback in :data:`FALLBACK_DOMAIN`."""
+    """The operator name of one fallback in :data:`FALLBACK_DOMAIN`
+    (``variant`` may be a precision-float64 overload, ``"int8-float64"``)."""
     return f"Extended{'Quantize' if quantize else 'Dequantize'}Linear_{variant}"
+
+
+def fallback_proto(quantize: bool, variant: str, version: int) -> onnx.FunctionProto:
+    """The flat definition of one fallback named for :data:`FALLBACK_DOMAIN`
+    (:func:`function_name`), importing ai.onnx ``version``."""
+    from .fallbacks import function_proto
+
+    proto = function_proto(quantize, variant, opset=version)
+    proto.domain = FALLBACK_DOMAIN
+    proto.name = function_name(quantize, variant)
+    proto.overload = ""
+    return proto
 
 
 def _scale_code(scale: Any) -> int:
@@ -62,24 +84,38 @@ def _scale_code(scale: Any) -> int:
     return FLOAT_CODES.get(dtype, onnx.TensorProto.FLOAT)
 
 
+def _precision_code(scale: Any) -> int:
+    """The ``precision`` a quantize without one has, from an eager scale:
+    float64 for an int32 scale (never a float type, which would round the
+    scale), else the scale's type (float32 for float8e8m0)."""
+    dtype = np.asarray(getattr(scale, "value", scale)).dtype
+    return FLOAT64_CODE if dtype == np.int32 else _scale_code(scale)
+
+
 def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
     """The eager body of a fallback: the operator's attributes with their
     meaning -- ``precision`` / ``output_dtype`` 0 stand for the scale's type,
-    as for the operator (the converted call gets the same from
+    as for the operator, ``precision`` float64 for an int32 scale (the
+    converted call gets the same from
     :func:`extql.script_export.finish_model`) -- and, for the "default"
     variants, the zero point optional (the decomposition ignores it), so
-    that ``f(x, scale)`` is a valid call."""
+    that ``f(x, scale)`` is a valid call.  Precision float64 runs the
+    variant's precision-float64 decomposition."""
     float8 = is_float8(variant)
     if quantize:
 
         def ExtendedQuantizeLinear(x, y_scale, y_zero_point=None, axis: int = 1,
                                    block_size: int = 0, precision: int = 0, saturate: int = 1,
                                    output_dtype: int = 0):
-            attrs = {"axis": axis, "block_size": block_size,
-                     "precision": precision or _scale_code(y_scale),
+            precision = precision or _precision_code(y_scale)
+            attrs = {"axis": axis, "block_size": block_size, "precision": precision,
                      "output_dtype": output_dtype}
             if float8:
                 attrs["saturate"] = saturate
+            if precision == FLOAT64_CODE:
+                from .fallbacks import quantize64_script
+
+                return quantize64_script(variant).function(x, y_scale, y_zero_point, **attrs)
             return body(x, y_scale, y_zero_point, **attrs)
 
         return ExtendedQuantizeLinear
@@ -99,14 +135,9 @@ class FallbackFunction(OnnxFunction):
     onnxscript source of the decomposition."""
 
     def __init__(self, quantize: bool, variant: str, body: OnnxFunction) -> None:
-        from .fallbacks import function_proto, variant_opset
+        from .fallbacks import variant_opset
 
-        proto = onnx.FunctionProto()
-        proto.CopyFrom(function_proto(quantize, variant,
-                                      opset=max(MODEL_OPSET, variant_opset(variant))))
-        proto.domain = FALLBACK_DOMAIN
-        proto.name = function_name(quantize, variant)
-        proto.overload = ""
+        proto = fallback_proto(quantize, variant, max(MODEL_OPSET, variant_opset(variant)))
         self._proto = proto
         self.quantize = quantize
         self.variant = variant

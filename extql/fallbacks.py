@@ -45,6 +45,30 @@ then take that quotient in place of ``x / s``:
 * float4e2m1: the float16 route with its largest value, 6; its Cast takes
   NaN to a zero as ONNX's table says.
 
+Precision float64 (``precision`` 11, which attach_fallbacks sets on a
+quantize with an int32 scale and no ``precision``, as onnx.reference divides
+such a one with NumPy): functions of their own, ``overload``
+``"<variant>-float64"`` (:data:`FLOAT64_VARIANTS`), so that the functions
+of the float precisions above keep every op they have.  The scale is spread
+as float64 (``Cast(scale, DOUBLE)``: exact for int32 and every float type,
+where the float functions' Cast to float32 would round an int32 scale), x
+is cast to float64 (exact, int32 included) and ``q = x / s`` is one float64
+division.  Then one rounding to float32 of what each route takes, and the
+route above from there:
+
+* integer types and ``"default"``: ``v = float32(Round(q))`` (Round in
+  float64, half to even; an integer stays one in float32), the quotient of
+  the 8/16-bit, 32-bit or sub-byte route with its zero point as usual;
+* float8: ``v = float32(q)`` (beyond float32's range +-inf), the float8
+  route (no zero point; ``saturate`` as usual);
+* float16 / bfloat16 / float4e2m1: ``v = float32(q + float64(zp))``, the sum
+  made as ``AddSigned`` makes it (``-0 + +0`` is ``+0`` at every
+  optimisation level), then the route's clamp and Cast with nothing more
+  added (the contract's ``v + (-0)``, which is v).
+
+With a float ``precision`` an int32 scale takes the functions above: their
+Cast rounds it to nearest even into float32, then to the precision.
+
 Dequantize: ``float32(x) - float32(zp)`` for the 8/16-bit, sub-byte and
 float types (the conversion and difference are exact in float32 for the
 integers, and float32 arithmetic for the float types; float4e2m1 with a
@@ -74,10 +98,14 @@ Public objects:
   block_size=0, ...)``, to
   call from ``@onnxscript.script`` functions and eagerly
   (:mod:`extql.fallback_scripts`; ``to_function_proto()`` gives the flat
-  definition).  The ``"default"`` functions ignore their third input.
+  definition).  The ``"default"`` functions ignore their third input.  A
+  quantize call of precision float64 (an int32 scale, ``precision=11``)
+  runs the variant's precision-float64 function, eagerly and converted.
 * :func:`function_proto` -- a flat ``FunctionProto`` (no nested calls) for one
   (operator, variant), named and versioned for a model: this is what
-  :func:`extql.attach_fallbacks` adds to models.
+  :func:`extql.attach_fallbacks` adds to models.  Quantize's variants
+  include the precision-float64 ones (:data:`FLOAT64_VARIANTS`,
+  :func:`float64_overload`, :func:`split_overload`).
 * :func:`variant` -- the variant of a node from its zero point's type.
 
 The onnxscript source of the decompositions is :mod:`extql.fallback_bodies`;
@@ -101,6 +129,10 @@ __all__ = [
     "QUANTIZE",
     "DEQUANTIZE",
     "VARIANTS",
+    "FLOAT64",
+    "FLOAT64_VARIANTS",
+    "float64_overload",
+    "split_overload",
     "MIN_OPSET",
     "DISPATCH_MIN_OPSET",
     "OP_NAMES",
@@ -123,10 +155,33 @@ DISPATCH_MIN_OPSET = 15
 VARIANTS: tuple[str, ...] = (*QUANTIZED, "default")
 
 
+#: The suffix of the quantize functions of precision float64 (the attribute
+#: ``precision`` 11, the default for an int32 scale): their ``overload`` is
+#: ``"<variant>-float64"`` (``"int8-float64"``, ``"default-float64"``, ...).
+FLOAT64 = "-float64"
+#: The overloads of the precision-float64 quantize functions, one per variant.
+FLOAT64_VARIANTS: tuple[str, ...] = tuple(f"{v}{FLOAT64}" for v in VARIANTS)
+
+
+def float64_overload(variant: str) -> str:
+    """The overload of a variant's precision-float64 quantize function."""
+    return f"{variant}{FLOAT64}"
+
+
+def split_overload(overload: str) -> tuple[str, bool]:
+    """``(variant, float64)`` of an overload: ``"int8"`` -> ``("int8",
+    False)``, ``"int8-float64"`` -> ``("int8", True)``."""
+    if overload.endswith(FLOAT64):
+        return overload[: -len(FLOAT64)], True
+    return overload, False
+
+
 def variant_opset(variant: str) -> int:
     """The oldest ai.onnx opset a variant's function can be stamped with:
     :data:`MIN_OPSET`, or the opset whose Cast takes its type (int4 / uint4
-    21, float8 19, float4e2m1 23, int2 / uint2 25)."""
+    21, float8 19, float4e2m1 23, int2 / uint2 25).  A precision-float64
+    overload (``"int8-float64"``) needs what its variant needs."""
+    variant = split_overload(variant)[0]
     return MIN_OPSET if variant == "default" else max(MIN_OPSET, type_opset(variant))
 
 
@@ -168,6 +223,8 @@ class _LazyFunctions(dict):
 # so they are not for user scripts).
 _QUANTIZE_SCRIPTS: dict = _LazyFunctions(bodies.make_quantize)
 _DEQUANTIZE_SCRIPTS: dict = _LazyFunctions(bodies.make_dequantize)
+# The same for the quantize functions of precision float64 (keyed by variant).
+_QUANTIZE64_SCRIPTS: dict = _LazyFunctions(bodies.make_quantize64)
 
 
 def _user_function(quantize: bool, variant: str):
@@ -175,6 +232,13 @@ def _user_function(quantize: bool, variant: str):
 
     scripts = _QUANTIZE_SCRIPTS if quantize else _DEQUANTIZE_SCRIPTS
     return FallbackFunction(quantize, variant, scripts[variant])
+
+
+def quantize64_script(variant: str):
+    """The onnxscript source of a variant's precision-float64 quantize
+    function (what :class:`~extql.fallback_scripts.FallbackFunction` runs
+    eagerly for ``precision`` 11 or an int32 scale)."""
+    return _QUANTIZE64_SCRIPTS[variant]
 
 
 #: variant -> onnxscript function for ExtendedQuantizeLinear, to call from a
@@ -214,9 +278,15 @@ def _flatten(fn, callees) -> onnx.FunctionProto:
 _PLAN = [bodies.ParamShape, bodies.Choose, bodies.ParamPlan, bodies.Spread, bodies.SpreadScale,
          bodies.SpreadParams, bodies.RoundTo, bodies.Quotient, bodies.AddSigned,
          bodies.OpaqueZero]
+# The helpers of precision float64.
+_PLAN64 = [bodies.SpreadScale64, bodies.SpreadParams64, bodies.Quotient64,
+           bodies.RoundedQuotient64, bodies.ShiftedQuotient64]
 
 
-def _callees(variant: str, quantize: bool) -> list:
+def _callees(variant: str, quantize: bool, float64: bool = False) -> list:
+    if float64:
+        return [*_PLAN, *_PLAN64, bodies.quantize_core64(variant),
+                bodies.make_static_quantize64(variant)]
     if quantize:
         return [*_PLAN, bodies.quantize_core(variant), bodies.make_static_quantize(variant)]
     return [*_PLAN, bodies.dequantize_core(variant), bodies.make_static_dequantize(variant)]
@@ -264,9 +334,23 @@ def _check_opset(opset: int, minimum: int, what: str) -> None:
 
 
 @functools.cache
-def _flat(quantize: bool, variant: str) -> onnx.FunctionProto:
-    fn = _QUANTIZE_SCRIPTS[variant] if quantize else _DEQUANTIZE_SCRIPTS[variant]
-    return _flatten(fn, _callees(variant, quantize))
+def _flat(quantize: bool, overload: str) -> onnx.FunctionProto:
+    variant, float64 = split_overload(overload)
+    if float64:
+        fn = _QUANTIZE64_SCRIPTS[variant]
+    else:
+        fn = _QUANTIZE_SCRIPTS[variant] if quantize else _DEQUANTIZE_SCRIPTS[variant]
+    return _flatten(fn, _callees(variant, quantize, float64))
+
+
+def _check_overload(quantize: bool, overload: str) -> None:
+    variant, float64 = split_overload(overload)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown fallback variant {overload!r}: expected one of {VARIANTS}"
+                         + (f" or {', '.join(FLOAT64_VARIANTS)}" if quantize else ""))
+    if float64 and not quantize:
+        raise ValueError(f"fallback variant {overload!r}: precision float64 is quantize's "
+                         "(dequantize has no precision)")
 
 
 def function_proto(
@@ -275,15 +359,16 @@ def function_proto(
     """The flat FunctionProto of one fallback, ready to be added to a model.
 
     ``quantize`` selects the operator, ``variant`` is a type name or
-    ``"default"`` (no zero point).  The function is named after the operator
-    of ``domain`` (``com.amd.quark`` or the legacy ``com.vai.quantize``) and
-    carries ``overload=variant``; its default-domain opset import is
-    ``opset`` (that of the model it goes into, >= :data:`MIN_OPSET`), since
-    ONNX requires a model-local function to import the model's version.
+    ``"default"`` (no zero point), for quantize also one of
+    :data:`FLOAT64_VARIANTS` (``"int8-float64"``: the function of precision
+    float64).  The function is named after the operator of ``domain``
+    (``com.amd.quark`` or the legacy ``com.vai.quantize``) and carries
+    ``overload=variant``; its default-domain opset import is ``opset`` (that
+    of the model it goes into, >= :data:`MIN_OPSET`), since ONNX requires a
+    model-local function to import the model's version.
     """
     _check_domain(domain)
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown fallback variant {variant!r}: expected one of {VARIANTS}")
+    _check_overload(quantize, variant)
     _check_opset(opset, variant_opset(variant),
                  "extql fallback functions" if variant_opset(variant) == MIN_OPSET
                  else f"the {variant} fallback functions")
@@ -302,28 +387,38 @@ def core_proto(quantize: bool, variant: str, *, opset: int = 21) -> onnx.Functio
     for float8) / ``output_dtype`` as the operator's.  Named
     ``Quantize_<variant>`` / ``Dequantize_<variant>`` in :data:`CORE_DOMAIN`;
     for graph passes that know the granularity statically and inline the
-    result."""
+    result.  A precision-float64 overload (``"int8-float64"``, quantize
+    only) gives ``Quantize_int8_float64``, which has no ``precision``
+    attribute (it is float64's)."""
+    _check_overload(quantize, variant)
     _check_opset(opset, variant_opset(variant), f"the {variant} fallback functions")
-    name = f"{'Quantize' if quantize else 'Dequantize'}_{variant}"
+    base, float64 = split_overload(variant)
+    name = f"{'Quantize' if quantize else 'Dequantize'}_{base}{'_float64' if float64 else ''}"
     return _stamp(_flat_core(quantize, variant), CORE_DOMAIN, name, "", opset)
 
 
 @functools.cache
-def _flat_core(quantize: bool, variant: str) -> onnx.FunctionProto:
+def _flat_core(quantize: bool, overload: str) -> onnx.FunctionProto:
+    variant, float64 = split_overload(overload)
+    helpers = [bodies.RoundTo, bodies.Quotient, bodies.AddSigned, bodies.OpaqueZero]
+    if float64:
+        return _flatten(bodies.make_static_quantize64(variant),
+                        [*helpers, bodies.Quotient64, bodies.RoundedQuotient64,
+                         bodies.ShiftedQuotient64, bodies.quantize_core64(variant)])
     if quantize:
         core = bodies.quantize_core(variant)
         fn = bodies.make_static_quantize(variant)
     else:
         core = bodies.dequantize_core(variant)
         fn = bodies.make_static_dequantize(variant)
-    return _flatten(fn, [bodies.RoundTo, bodies.Quotient, bodies.AddSigned, bodies.OpaqueZero,
-                         core])
+    return _flatten(fn, [*helpers, core])
 
 
 @functools.cache
 def _flat_dispatch(quantize: bool) -> onnx.FunctionProto:
     if quantize:
-        return _flatten(bodies.QuantizeDispatch, [*_PLAN, bodies.IntBounds, bodies.IsFloat])
+        return _flatten(bodies.QuantizeDispatch, [*_PLAN, *_PLAN64, bodies.Pick,
+                                                  bodies.IntBounds, bodies.IsFloat])
     return _flatten(bodies.DequantizeDispatch, _PLAN)
 
 

@@ -19,6 +19,7 @@ from .numpy_out import output_array
 from .types import (
     E8M0_DTYPE,
     E8M0_NAME,
+    FLOAT64_CODE,
     FLOAT_CODES,
     FLOAT_DTYPES,
     FLOAT_NAMES,
@@ -83,34 +84,42 @@ def _quantize_input(op: str, value: Any) -> tuple[np.ndarray, int]:
     return _floating(op, "x", value)
 
 
-def _scale(op: str, name: str, value: Any) -> tuple[np.ndarray, int, bool]:
+def _scale(op: str, name: str, value: Any,
+           integer: bool = False) -> tuple[np.ndarray, int, bool]:
     """The scale, its ONNX code and whether it was float8e8m0: such a scale
     (a power of two, or NaN) is widened to float32 exactly and is then a
-    float32 scale (the division and the arithmetic are float32's)."""
+    float32 scale (the division and the arithmetic are float32's).
+    ``integer``: an int32 scale is taken too (quantize's, as the official
+    QuantizeLinear allows)."""
     if _has_dtype(value):
         arr = np.asarray(value)
         if arr.dtype == E8M0_DTYPE:
             return arr.astype(np.float32), FLOAT_CODES[np.dtype(np.float32)], True
+        if integer and arr.dtype == np.int32:
+            return arr, _INT32, False
         if arr.dtype not in FLOAT_CODES:
-            raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, {E8M0_NAME}, got "
-                            f"{arr.dtype}")
+            raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, {E8M0_NAME}"
+                            f"{', int32' if integer else ''}, got {arr.dtype}")
     return (*_floating(op, name, value), False)
 
 
-def _float_type(op: str, name: str, value: Any) -> int:
+def _float_type(op: str, name: str, value: Any, wide: bool = False) -> int:
     """The ONNX code of a float type given as a dtype (np.float16,
-    ml_dtypes.bfloat16, "float32", ...) or as an ONNX code."""
+    ml_dtypes.bfloat16, "float32", ...) or as an ONNX code; ``wide``:
+    float64 too (quantize's precision)."""
+    codes = {**FLOAT_CODES, np.dtype(np.float64): FLOAT64_CODE} if wide else FLOAT_CODES
     try:
         code = operator.index(value)
     except TypeError:
         try:
-            code = FLOAT_CODES.get(np.dtype(value))
+            code = codes.get(np.dtype(value))
         except TypeError:
             code = None
     else:
-        code = code if code in FLOAT_CODES.values() else None
+        code = code if code in codes.values() else None
     if code is None:
-        raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, got {value!r}")
+        raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}"
+                        f"{', float64' if wide else ''}, got {value!r}")
     return code
 
 
@@ -273,6 +282,16 @@ def quantize_linear(
     defines it: for float16 / bfloat16, x and the scale are rounded to it and
     so is their quotient (float32: the float32 division).
 
+    The scale may also be int32 (as the official operator allows); the
+    default precision is then float64, as ONNX's reference divides (with a
+    float ``precision`` the scale is rounded to float32 first, as an int32 x
+    is).  Precision float64 (``np.float64``, any x and scale): the quotient
+    of the exact values in float64, rounded there to an integer for the
+    integer types or added to the zero point for float16, bfloat16 and
+    float4e2m1 (float8 takes none), then rounded once to float32, which the
+    formula above takes with a scale of 1 (and, for those float types, no
+    further zero point).
+
     ``block_size`` > 0: blocked quantization along ``axis``, as ONNX's
     QuantizeLinear-21 defines it: the scale (and zero point) has x's shape
     except ``ceil(D / block_size)`` along the axis, and element ``d`` of the
@@ -297,8 +316,15 @@ def quantize_linear(
     op = QUANTIZE
     block = _block_size(op, block_size)
     x_arr, xtype = _quantize_input(op, x)
-    scale, stype, _ = _scale(op, "y_scale", y_scale)
-    prec = stype if precision is None else _float_type(op, "precision", precision)
+    scale, stype, _ = _scale(op, "y_scale", y_scale, integer=True)
+    if precision is not None:
+        prec = _float_type(op, "precision", precision, wide=True)
+    else:
+        prec = FLOAT64_CODE if stype == _INT32 else stype
+    if stype == _INT32 and prec != FLOAT64_CODE:
+        # In a float precision an int32 scale is rounded to nearest even into
+        # float32 first, as an int32 x is (ONNX's Cast).
+        scale, stype = scale.astype(np.float32), FLOAT_CODES[np.dtype(np.float32)]
     if not isinstance(saturate, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{op}: saturate must be a bool, got {type(saturate).__name__}")
     want = None if output_dtype is None else _quantized_type(op, output_dtype)
@@ -325,6 +351,18 @@ def quantize_linear(
         D, inner = _granularity(op, x_arr.shape, scale, zp, axis)
     y = output_array(op, out, x_arr.shape, qt.dtype, {"x": x_arr, "y_scale": scale,
                                                       "y_zero_point": zp})
+    flags = _kernels.UNPACKED | (0 if saturate else _kernels.NO_SATURATE)
+    if prec == FLOAT64_CODE:
+        # The division in float64: the scale as it is (int32) or widened to
+        # float32 exactly.
+        f32 = FLOAT_CODES[np.dtype(np.float32)]
+        exact = scale if stype == _INT32 else _scales(scale, stype, f32)
+        _kernels.quantize_f64(
+            qt.onnx, xtype, _INT32 if stype == _INT32 else f32, _bytes(x_arr), _bytes(exact),
+            _zero_point_bytes(zp, qt), _bytes(y), x_arr.size, D, inner, scale.size,
+            block=block, flags=flags,
+        )
+        return y
     _kernels.quantize(
         qt.onnx,
         xtype,
@@ -337,7 +375,7 @@ def quantize_linear(
         D,
         inner,
         block=block,
-        flags=_kernels.UNPACKED | (0 if saturate else _kernels.NO_SATURATE),
+        flags=flags,
     )
     return y
 

@@ -81,7 +81,8 @@ _ATTRIBUTES = [
     ("axis", 1, "Axis of per-axis and blocked quantization."),
     ("block_size", 0, "Blocked quantization: the size of a block along axis (0: none)."),
     ("output_dtype", 0, "The output type (0: the zero point's / the scale's)."),
-    ("precision", 0, "The precision of the division (0: the scale's type)."),
+    ("precision", 0, "The precision of the division (0: the scale's type; float64 for an "
+                     "int32 scale)."),
     ("saturate", 1, "float8 outputs only."),
 ]
 
@@ -104,7 +105,7 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         outputs = [FP("y", "T3", "Quantized tensor, shape of x.")]
         constraints = [
             ("T1", REAL_TYPES + ["tensor(int32)"], "The type of x."),
-            ("T2", SCALE_TYPES, "The type of y_scale."),
+            ("T2", SCALE_TYPES + ["tensor(int32)"], "The type of y_scale."),
             ("T3", QUANTIZE_TYPES, "The type of y_zero_point and y."),
         ]
         infer_from = "QuantizeLinear"

@@ -20,7 +20,10 @@ operators in it (Extended / Vitis nodes, or calls of the script fallbacks of
   ops come from);
 * the fallback function definitions import the model's ``ai.onnx`` version,
   as ONNX requires of model-local functions, and their calls spell out
-  ``axis`` and an omitted zero point (for onnx.reference);
+  ``axis`` and an omitted zero point (for onnx.reference); a quantize call
+  of precision float64 (``precision=11``, or an int32 scale without
+  ``precision``) is pointed at the variant's precision-float64 function,
+  which the model then carries;
 * every Extended node is type-checked against the operator schemas (x, the
   scale and the zero point types, shapes and axis where known): a wrong type
   raises ``TypeError``, another problem ``ValueError``, naming the operator
@@ -40,7 +43,7 @@ import onnx
 from onnxscript.values import OnnxFunction
 
 from .tools.graph import walk_nodes
-from .types import DOMAIN, LEGACY_DOMAIN, is_float8
+from .types import DOMAIN, E8M0_CODE, FLOAT64_CODE, INT32_CODE, LEGACY_DOMAIN, is_float8
 
 __all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "install", "check_model", "finish_model"]
 
@@ -89,39 +92,135 @@ def _restamp_fallbacks(model: onnx.ModelProto) -> None:
                 imp.version = version
 
 
+def _function_input_types(model: onnx.ModelProto,
+                          types: dict) -> dict[tuple[str, str, str], dict[str, int]]:
+    """The element types of the inputs of each model-local function, by
+    input name, where its calls say one and agree: from the main graph's
+    types, then from the functions' own (a function calling another), until
+    nothing changes.  (A function's names are its own: the main graph's
+    types say nothing of them.)"""
+    keys = {(f.domain, f.name, f.overload): f for f in model.functions}
+    known: dict[tuple[str, str, str], dict[str, int]] = {k: {} for k in keys}
+
+    def elem(name: str, scope: dict[str, int] | None) -> int:
+        if scope is not None:
+            return scope.get(name, 0)
+        info = types.get(name)
+        return info.elem_type if info is not None else 0
+
+    for _ in range(len(keys) + 1):
+        votes: dict[tuple[str, str, str], dict[str, set[int]]] = {k: {} for k in keys}
+        scopes = [(model.graph.node, None)] + [(f.node, known[k]) for k, f in keys.items()]
+        for nodes, scope in scopes:
+            for node in walk_nodes(nodes):
+                key = (node.domain, node.op_type, node.overload)
+                if key not in keys:
+                    continue
+                for formal, actual in zip(keys[key].input, node.input, strict=False):
+                    code = elem(actual, scope) if actual else 0
+                    if code:
+                        votes[key].setdefault(formal, set()).add(code)
+        found = {k: {n: next(iter(c)) for n, c in v.items() if len(c) == 1}
+                 for k, v in votes.items()}
+        if found == known:
+            break
+        known = found
+    return known
+
+
 def _explicit_calls(model: onnx.ModelProto) -> None:
     """Spell out what fallback calls leave to defaults, for onnx.reference,
     which ignores a function's attribute defaults and wants every input:
     ``axis=1`` and ``block_size=0`` where not given (the same meaning),
-    quantize's ``precision`` and dequantize's ``output_dtype`` (the scale's
-    type where the types say it, else float32, the functions' default),
-    float8's ``saturate=1``, and an empty name for an omitted zero point
-    (the "default" variants ignore it)."""
+    quantize's ``precision`` (the scale's type: float64 for an int32 scale,
+    float32 for a float8e8m0 one) and dequantize's ``output_dtype`` (the
+    scale's type where the types say it, else float32, the functions'
+    default; float32 for a float8e8m0 scale), float8's ``saturate=1``, and
+    an empty name for an omitted zero point (the "default" variants ignore
+    it).  The scale's type is the
+    static one: the main graph's, or in a model-local function what its
+    calls pass (:func:`_function_input_types`).  A quantize call without
+    ``precision`` whose scale's type is not known is a ``ValueError``: its
+    precision, float or float64, cannot be chosen.  Quantize calls of
+    precision float64 then call the variant's precision-float64 function
+    (see :func:`_call_float64`)."""
     from .tools.graph import infer_types
 
-    types = None
+    if not any(node.domain == FALLBACK_DOMAIN for node in _all_nodes(model)):
+        return
+    types = infer_types(model)
+    function_types = _function_input_types(model, types)
+    scopes = [(model.graph.node, None, "")] + [
+        (f.node, function_types[f.domain, f.name, f.overload], f" (in function {f.name!r})")
+        for f in model.functions]
+    for nodes, scope, where in scopes:
+        for node in walk_nodes(nodes):
+            if node.domain != FALLBACK_DOMAIN:
+                continue
+            given = {a.name for a in node.attribute}
+            quantize = node.op_type.startswith("ExtendedQuantize")
+            variant = node.op_type.split("_", 1)[1]
+            scale = node.input[1] if len(node.input) > 1 else ""
+            if scope is not None:
+                scale_type = scope.get(scale, 0)
+            else:
+                info = types.get(scale)
+                scale_type = info.elem_type if info is not None else 0
+            defaults = {"axis": 1, "block_size": 0}
+            if quantize:
+                if "precision" not in given and not scale_type:
+                    raise ValueError(
+                        f"extql fallback {node.op_type}{where}: the type of its scale "
+                        f"{scale!r} is not known at conversion, and the precision of the "
+                        "division depends on it (the scale's type; float64 for an int32 "
+                        "scale): annotate the scale's type or pass precision= (1 float32, "
+                        "10 float16, 16 bfloat16, 11 float64)"
+                    )
+                defaults["precision"] = (FLOAT64_CODE if scale_type == INT32_CODE
+                                         else 1 if scale_type == E8M0_CODE else scale_type)
+                if is_float8(variant):
+                    defaults["saturate"] = 1
+            else:
+                defaults["output_dtype"] = 1 if scale_type in (0, E8M0_CODE) else scale_type
+            for name, value in defaults.items():
+                if name not in given:
+                    node.attribute.append(onnx.helper.make_attribute(name, value))
+            while len(node.input) < 3:
+                node.input.append("")
+    _call_float64(model)
+
+
+def _call_float64(model: onnx.ModelProto) -> None:
+    """Point every fallback quantize call of precision float64 (the
+    attribute 11) at the variant's precision-float64 function
+    (``ExtendedQuantizeLinear_<variant>-float64``), added to the model with
+    the model's ai.onnx version: the per-variant functions of the float
+    precisions divide in float32.  Functions that no call uses any more go."""
+    from .fallback_scripts import fallback_proto, function_name
+    from .fallbacks import FLOAT64, float64_overload
+
+    needed: set[str] = set()
     for node in _all_nodes(model):
-        if node.domain != FALLBACK_DOMAIN:
+        if node.domain != FALLBACK_DOMAIN or not node.op_type.startswith("ExtendedQuantize"):
             continue
-        if types is None:
-            types = infer_types(model)
-        given = {a.name for a in node.attribute}
-        quantize = node.op_type.startswith("ExtendedQuantize")
         variant = node.op_type.split("_", 1)[1]
-        info = types.get(node.input[1]) if len(node.input) > 1 else None
-        scale_type = info.elem_type if info is not None and info.elem_type else 1
-        defaults = {"axis": 1, "block_size": 0}
-        if quantize:
-            defaults["precision"] = scale_type
-            if is_float8(variant):
-                defaults["saturate"] = 1
-        else:
-            defaults["output_dtype"] = scale_type
-        for name, value in defaults.items():
-            if name not in given:
-                node.attribute.append(onnx.helper.make_attribute(name, value))
-        while len(node.input) < 3:
-            node.input.append("")
+        precision = next((a for a in node.attribute if a.name == "precision"), None)
+        if variant.endswith(FLOAT64) or precision is None or precision.ref_attr_name:
+            continue
+        if precision.i == FLOAT64_CODE:
+            node.op_type = function_name(True, float64_overload(variant))
+            needed.add(float64_overload(variant))
+    if not needed:
+        return
+    version = _default_opset(model)
+    have = {f.name for f in model.functions if f.domain == FALLBACK_DOMAIN}
+    # First: onnx.reference knows, in a function, the functions listed before it.
+    added = [fallback_proto(True, overload, version or MODEL_OPSET)
+             for overload in sorted(needed) if function_name(True, overload) not in have]
+    called = {n.op_type for n in _all_nodes(model) if n.domain == FALLBACK_DOMAIN}
+    kept = [f for f in model.functions if f.domain != FALLBACK_DOMAIN or f.name in called]
+    del model.functions[:]
+    model.functions.extend([*added, *kept])
 
 
 _TYPE_PROBLEMS = ("must be float32", "must be one of", "must have the type of")

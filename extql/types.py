@@ -62,6 +62,10 @@ __all__ = [
     "E8M0_CODE",
     "E8M0_DTYPE",
     "SCALE_CODES",
+    "INT32_CODE",
+    "FLOAT64_CODE",
+    "QUANTIZE_SCALE_CODES",
+    "PRECISION_CODES",
 ]
 
 #: The ONNX domain of ExtendedQuantizeLinear / ExtendedDequantizeLinear.
@@ -273,6 +277,15 @@ FLOAT_NAMES: dict[int, str] = {FLOAT_CODES[np.dtype(np.float32)]: "float32",
                                **{QTYPES[n].onnx: n for n in FLOAT_TYPES}}
 #: The scale's types by ONNX code: the float types and float8e8m0.
 SCALE_CODES: dict[int, str] = {**FLOAT_NAMES, E8M0_CODE: E8M0_NAME}
+#: ONNX's codes of int32 and float64 (TensorProto.INT32 / DOUBLE).
+INT32_CODE: int = QTYPES["int32"].onnx
+FLOAT64_CODE: int = 11
+#: Quantize's scale types: the scale's types and int32 (as the official
+#: QuantizeLinear allows; dequantize's scale is never an integer).
+QUANTIZE_SCALE_CODES: dict[int, str] = {**SCALE_CODES, INT32_CODE: "int32"}
+#: Quantize's ``precision``: the float types and float64 (the division in
+#: float64, the default for an int32 scale, as onnx.reference's is).
+PRECISION_CODES: dict[int, str] = {**FLOAT_NAMES, FLOAT64_CODE: "float64"}
 #: The float side of onnxruntime's com.microsoft QuantizeLinear /
 #: DequantizeLinear (its CPU kernels: float32 and float16), by ONNX code.
 MS_FLOAT_NAMES: dict[int, str] = {code: FLOAT_NAMES[code]

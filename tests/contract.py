@@ -163,43 +163,75 @@ def quantize(x, scale, zero_point=None, axis: int = 1, dtype=None,
     ``precision`` (a dtype), by default the scale's type, as ONNX's
     QuantizeLinear-23 says: in float16 / bfloat16, x and the scale are
     rounded to that type, and their quotient is the correctly rounded one
-    of that type."""
-    x, scale = _real(x), _real(scale)
-    prec = scale.dtype if precision is None else np.dtype(precision)
-    x = x.astype(np.float32)
-    scale = scale.astype(np.float32)
-    if prec != np.float32:
-        x, scale = _round_to(x, prec), _round_to(scale, prec)
+    of that type.
+
+    The scale may also be int32: with a float ``precision`` it is rounded to
+    nearest even into float32 (and then to the precision) like an int32 x;
+    without one the precision is float64, as the NumPy division of
+    ``onnx.reference`` is.  Precision float64 (any x and scale): the quotient
+    of the exact values is taken in float64, rounded there to an integer
+    (integer types) or added to the zero point (the float types but
+    float8, which take no zero point), rounded once to float32, and that
+    float32 value goes through the formula below with a scale of 1 (and no
+    zero point for the float types)."""
+    scale = np.asarray(scale)
+    if precision is None:
+        prec = np.dtype(np.float64) if scale.dtype == np.int32 else _real(scale).dtype
+    else:
+        prec = np.dtype(precision)
     if zero_point is None:
         dtype = np.dtype(np.uint8) if dtype is None else np.dtype(dtype)
         zero_point = np.zeros(scale.shape, dtype)
     zp = np.asarray(zero_point)
     name = type_name(zp.dtype)
-    dt, lo, hi = ALL_TYPES[name]
-    s = _along(scale, x.ndim, axis)
+    x = np.asarray(x)
     z = _along(zp, x.ndim, axis)
+    if prec == np.float64:
+        with np.errstate(all="ignore"):
+            q = np.divide(x.astype(np.float64), _along(scale, x.ndim, axis).astype(np.float64))
+            if name in FLOAT_TYPES or name == "float4e2m1":
+                v = (q + z.astype(np.float64)).astype(np.float32)
+                z = np.full(z.shape, -0.0, np.float32)  # x + -0 is x, -0 included
+            elif name in SMALLFLOAT_TYPES:
+                v = q.astype(np.float32)
+            else:
+                v = np.rint(q).astype(np.float32)
+        return _formula(v, z, name, saturate)
+    x, scale = _real(x).astype(np.float32), _real(scale).astype(np.float32)
+    if prec != np.float32:
+        x, scale = _round_to(x, prec), _round_to(scale, prec)
+    s = _along(scale, x.ndim, axis)
     with np.errstate(all="ignore"):
         v = np.divide(x, s, dtype=np.float32)  # one IEEE float32 division
         if prec != np.float32:
             # float32 has more than 2p + 2 bits of float16's / bfloat16's p:
             # the float32 quotient rounded again is the correctly rounded one.
             v = _round_to(v, prec)
+    return _formula(v, z, name, saturate)
+
+
+def _formula(v: np.ndarray, z: np.ndarray, name: str, saturate: bool) -> np.ndarray:
+    """The float32 quotient v (x / scale) through the rest of the formula:
+    the zero point, saturation and the rounding into type name."""
+    dt, lo, hi = ALL_TYPES[name]
+    shape = v.shape
+    with np.errstate(all="ignore"):
         if name in SMALLFLOAT_TYPES:
             if name == "float4e2m1":  # (float8 takes no zero point)
                 v = np.add(v, z.astype(np.float32), dtype=np.float32)
             if saturate or name == "float4e2m1":
                 v = np.where(np.isnan(v), v, np.clip(v, np.float32(lo), np.float32(hi)))
-            return np.asarray(v.astype(dt), dtype=dt).reshape(x.shape)  # one rounding
+            return np.asarray(v.astype(dt), dtype=dt).reshape(shape)  # one rounding
         if name in FLOAT_TYPES:
             v = np.add(v, z.astype(np.float32), dtype=np.float32)
             v = np.where(np.isnan(v), v, np.clip(v, np.float32(lo), np.float32(hi)))
-            return np.asarray(v.astype(dt), dtype=dt).reshape(x.shape)
+            return np.asarray(v.astype(dt), dtype=dt).reshape(shape)
         r = np.rint(v).astype(np.float64)  # half to even; exact in float64
         total = r + z.astype(np.float64)  # exact while |r| < 2^53
         # r may be huge (up to 3.4e38); the sum is then far outside any range
         # and saturates whatever its rounding.  NaN -> lo; +-inf saturate.
         total = np.where(np.isnan(total), lo, np.clip(total, lo, hi))
-        return total.astype(np.int64).astype(dt).reshape(x.shape)
+        return total.astype(np.int64).astype(dt).reshape(shape)
 
 
 def dequantize(x, scale, zero_point=None, axis: int = 1, output_dtype=None) -> np.ndarray:

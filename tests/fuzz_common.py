@@ -41,7 +41,7 @@ def contract_error(
     if op == Q:
         if x_type not in (*REAL_TYPE_NAMES, "int32"):  # (int32: as the official operator)
             return "TypeError", "x must be one of float32, float16, bfloat16, int32"
-        if s_type not in REAL_TYPE_NAMES:
+        if s_type not in (*REAL_TYPE_NAMES, "int32"):  # (int32: as the official operator)
             return "TypeError", "y_scale must be one of float32, float16, bfloat16"
         if zp_type is not None and zp_type not in QTYPE_NAMES:
             return "TypeError", "y_zero_point must be one of"

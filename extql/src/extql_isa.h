@@ -30,6 +30,9 @@ int extql_dequantize_typed_range_ex_avx2(int qtype, int ytype, const void *x,
                                          const float *scale, const void *zero_point, void *y,
                                          int64_t D, int64_t inner, int64_t block,
                                          int64_t start, int64_t stop, int flags);
+int extql_quotients_f64_avx2(int qtype, int xtype, int stype, const void *x, const void *scale,
+                             const void *zero_point, float *v, int64_t D, int64_t inner,
+                             int64_t block, int64_t start, int64_t stop);
 
 /* -1: not decided yet; else an EXTQL_ISA_* code.  Racing first calls all
    store the same value. */
@@ -78,6 +81,7 @@ static int extql_isa_force(int isa) {
 #if !defined(EXTQL_VARIANT_AVX2)
 #define extql_quantize_typed_range_ex_avx2(...) (-1)
 #define extql_dequantize_typed_range_ex_avx2(...) (-1)
+#define extql_quotients_f64_avx2(...) (-1)
 #endif
 #define EXTQL_USE_AVX2() 0
 static inline int extql_isa_supported(int isa) { return isa == EXTQL_ISA_BASELINE; }

@@ -27,6 +27,9 @@ extern "C" {
 /* float32's code (ONNX's TensorProto.FLOAT); float16 and bfloat16 are
  * EXTQL_FLOAT16 and EXTQL_BFLOAT16 of extql_types.h. */
 #define EXTQL_FLOAT32 1
+/* float64's code (TensorProto.DOUBLE): quantize's precision float64, the
+ * default for an int32 scale (extql_quantize_f64_range). */
+#define EXTQL_FLOAT64 11
 
 #include "extql_split.h" /* EXTQL_PARALLEL_MIN_ELEMENTS: the thread split */
 
@@ -110,6 +113,29 @@ int extql_dequantize_typed_range_ex(int qtype, int ytype, const void *x, const f
  * bfloat16 (the scale a quantize in that precision divides by).  0, or -1 for
  * an unknown code. */
 int extql_convert_scales(int stype, int prec, const void *src, float *dst, int64_t n);
+
+/* Quantize with the division in float64 (precision float64, the default for
+ * an int32 scale, as ONNX's reference implementation divides), elements
+ * [start, stop), layout and flags as extql_quantize_typed_range_ex.  The
+ * scale is float32 or int32 (stype: EXTQL_FLOAT32, EXTQL_INT32; a float16 /
+ * bfloat16 / float8e8m0 scale widened to float32 first, exactly).  Two
+ * stages: extql_quotients_f64 writes, for each element, the quotient q =
+ * x / s taken in float64 -- rounded there to an integer for the integer
+ * types, plus the zero point for float16 / bfloat16 / float4e2m1 (float8
+ * takes none) -- rounded once to float32 into work[start:stop) (work has
+ * room for the whole tensor); then the float32 formula runs on it with the
+ * scales `ones` and the zero points `zero2`, which extql_f64_params fills
+ * (count = the number of scales): ones all 1, and zero2 all -0 when it
+ * returns 1 (room for count float32), else pass the operator's zero point.
+ * 0, or -1 for an unknown code. */
+int extql_quotients_f64(int qtype, int xtype, int stype, const void *x, const void *scale,
+                        const void *zero_point, float *work, int64_t D, int64_t inner,
+                        int64_t block, int64_t start, int64_t stop);
+int extql_f64_params(int qtype, float *ones, void *zero2, int64_t count);
+int extql_quantize_f64_range(int qtype, int xtype, int stype, const void *x,
+                             const void *scale, const void *zero_point, void *y, int64_t D,
+                             int64_t inner, int64_t block, int64_t start, int64_t stop,
+                             int flags, float *work, const float *ones, const void *zero2);
 
 /* n elements of a sub-byte or small float type (as in an ONNX tensor:
  * int4 / uint4 / int2 / uint2 / float4e2m1 packed) into dst as the kernels

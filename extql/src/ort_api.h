@@ -74,7 +74,8 @@ enum {
 /* ONNXTensorElementDataType: the numbering of ONNX's TensorProto.DataType. */
 enum {
   EXTQL_ORT_UNDEFINED = 0,
-  EXTQL_ORT_FLOAT = 1
+  EXTQL_ORT_FLOAT = 1,
+  EXTQL_ORT_DOUBLE = 11
 };
 
 /* ONNXType */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "extql_split.h"
+#include "extql_types.h"
 #include "ort_internal.h"
 
 /* ------------------------------------------------------------------------ */
@@ -30,7 +31,9 @@ static int misaligned(const void *p, size_t size) {
  * loads).  Such a tensor is staged through an aligned copy (malloc aligns
  * for every type); an aligned one is used in place. */
 typedef struct {
-  void *copies[4]; /* x, scale, zero point, y: NULL when used in place */
+  /* x, scale, zero point, y (NULL when used in place); a quantize in
+   * float64's work, ones and zero2 (see ExtqlWork) */
+  void *copies[7];
 } Staging;
 
 static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size) {
@@ -46,7 +49,7 @@ static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size
 
 static void staging_free(Staging *g) {
   int i;
-  for (i = 0; i < 4; i++) free(g->copies[i]);
+  for (i = 0; i < 7; i++) free(g->copies[i]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -161,17 +164,39 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
     goto done;
   }
-  if ((fs.type != EXTQL_ORT_FLOAT || (prec != 0 && prec != EXTQL_ORT_FLOAT)) &&
+  if (k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE && k->f64_params == NULL) {
+    st = extql_fail(api, label, EXTQL_ORT_FAIL, "this library does not divide in float64");
+    goto done;
+  }
+  if (k->kind == OP_QUANTIZE && fs.type == EXTQL_INT32 && prec != EXTQL_ORT_DOUBLE) {
+    /* An int32 scale in a float precision: rounded to nearest even into
+     * float32 (as an int32 x is), then converted below like a float32 one. */
+    float *rounded = (float *)malloc((fs.count ? fs.count : 1) * sizeof(float));
+    size_t i;
+    if (rounded == NULL) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+      goto done;
+    }
+    for (i = 0; i < fs.count; i++) rounded[i] = (float)((const int32_t *)ps)[i];
+    free(staging.copies[1]);
+    staging.copies[1] = rounded;
+    ps = rounded;
+    fs.type = EXTQL_ORT_FLOAT;
+  }
+  if (fs.type != EXTQL_INT32 &&
+      (fs.type != EXTQL_ORT_FLOAT || (prec != 0 && prec != EXTQL_ORT_FLOAT && prec != EXTQL_ORT_DOUBLE)) &&
       k->convert_scales != NULL) {
     /* Scales of float16 / bfloat16, or rounded to the precision of the
-     * division: converted once into float32 (the kernels take float32). */
+     * division: converted once into float32 (the kernels take float32;
+     * float64's stage takes them exact). */
     float *converted = (float *)malloc((fs.count ? fs.count : 1) * sizeof(float));
     int rc;
     if (converted == NULL) {
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
       goto done;
     }
-    rc = k->convert_scales(fs.type, k->kind == OP_QUANTIZE ? prec : EXTQL_ORT_FLOAT, ps,
+    rc = k->convert_scales(fs.type,
+                           k->kind == OP_QUANTIZE && prec != EXTQL_ORT_DOUBLE ? prec : EXTQL_ORT_FLOAT, ps,
                            converted, (int64_t)fs.count);
     /* The converted scales replace ps, which may be a staged copy. */
     free(staging.copies[1]);
@@ -225,6 +250,25 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   {
     Job job;
     int64_t n = (int64_t)fx.count;
+    memset(&job, 0, sizeof job);
+    if (k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE) {
+      /* The float64 stage's scratch and the float32 stage's parameters. */
+      size_t m = fs.count ? fs.count : 1;
+      staging.copies[4] = malloc(fx.count * sizeof(float));
+      staging.copies[5] = malloc(m * sizeof(float));
+      staging.copies[6] = malloc(m * sizeof(float));
+      if (staging.copies[4] == NULL || staging.copies[5] == NULL || staging.copies[6] == NULL) {
+        st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
+        goto done;
+      }
+      job.work.stype = fs.type == EXTQL_INT32 ? EXTQL_INT32 : EXTQL_ORT_FLOAT; /* (converted) */
+      job.work.work = (float *)staging.copies[4];
+      job.work.ones = (const float *)staging.copies[5];
+      job.work.zero2 = k->f64_params(qtype, (float *)staging.copies[5], staging.copies[6],
+                                     (int64_t)m)
+                           ? staging.copies[6]
+                           : pz;
+    }
     job.range = k->range;
     job.work.kind = k->kind;
     job.work.qtype = qtype;

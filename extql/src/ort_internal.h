@@ -56,6 +56,13 @@ typedef struct {
   const void *zp;
   void *y;
   int64_t D, inner, block, out_bytes;
+  /* prec EXTQL_ORT_DOUBLE (the division in float64): scale is float32 or
+   * int32 (stype), exact; work, ones and zero2 are the scratch and the
+   * float32 stage's parameters of extql_quantize_f64_range. */
+  int stype;
+  float *work;
+  const float *ones;
+  const void *zero2;
 } ExtqlWork;
 
 /* Elements [start, stop) of the work: 0, or -1 for an element type the
@@ -70,6 +77,11 @@ typedef int (*ExtqlConvertFn)(int stype, int prec, const void *src, float *dst, 
  * as the range function takes zero points (int8 / uint8 or float32
  * elements: extql_unpacked_size bytes each); 0, or -1 for another type. */
 typedef int (*ExtqlUnpackFn)(int qtype, const void *src, void *dst, int64_t n);
+
+/* The float32 stage's parameters of a quantize in float64 (extql_f64_params):
+ * count scales of 1 into ones, and -0 zero points into zero2 (room for
+ * count float32) when it returns 1. */
+typedef int (*ExtqlF64ParamsFn)(int qtype, float *ones, void *zero2, int64_t count);
 
 /* One operator name of a library. */
 typedef struct {
@@ -91,6 +103,7 @@ typedef struct {
   ExtqlRangeFn range;
   ExtqlConvertFn convert_scales;
   ExtqlUnpackFn unpack;
+  ExtqlF64ParamsFn f64_params;
   /* The runtime's API for the inference callback (ort_infer.c); NULL when
    * the runtime is too old for it and the callback is not registered. */
   const OrtApi *infer_api;
@@ -122,6 +135,9 @@ typedef struct {
   /* Sub-byte zero points as int8 / uint8 (extql_unpack), or NULL when the
    * library takes no sub-byte types. */
   ExtqlUnpackFn unpack;
+  /* A quantize in float64's parameters (extql_f64_params), or NULL when the
+   * library does not divide in float64. */
+  ExtqlF64ParamsFn f64_params;
   /* state */
   volatile long lock;
   ExtqlOp *ops;
@@ -137,6 +153,7 @@ typedef struct {
   ExtqlRangeFn range;
   ExtqlConvertFn convert_scales;
   ExtqlUnpackFn unpack;
+  ExtqlF64ParamsFn f64_params;
   int64_t axis;
   int64_t block;   /* the attribute block_size: 0, or blocked quantization */
   int output_dtype; /* the attribute output_dtype, 0 when absent */

@@ -29,6 +29,10 @@ static const ExtqlOpName NAMES[] = {
  * for an output of out_bytes (non-temporal for one larger than the caches). */
 static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
   int flags = EXTQL_STREAM_FLAGS(w->out_bytes) | (w->saturate ? 0 : EXTQL_NO_SATURATE);
+  if (w->kind == OP_QUANTIZE && w->prec == EXTQL_ORT_DOUBLE)
+    return extql_quantize_f64_range(w->qtype, w->ftype, w->stype, w->x, w->scale, w->zp, w->y,
+                                    w->D, w->inner, w->block, start, stop, flags, w->work,
+                                    w->ones, w->zero2);
   if (w->kind == OP_QUANTIZE)
     return extql_quantize_typed_range_ex(w->qtype, w->ftype, w->prec, w->x, w->scale, w->zp,
                                          w->y, w->D, w->inner, w->block, start, stop, flags);
@@ -39,7 +43,7 @@ static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
 static ExtqlOpSet LIBRARY = {
     DOMAINS, (int)(sizeof DOMAINS / sizeof DOMAINS[0]),
     NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
-    kernels_range, extql_convert_scales, extql_unpack, 0, NULL, 0, NULL};
+    kernels_range, extql_convert_scales, extql_unpack, extql_f64_params, 0, NULL, 0, NULL};
 
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {

@@ -75,6 +75,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   k->kind = op->kind;
   k->range = op->range;
   k->convert_scales = op->convert_scales;
+  k->f64_params = op->f64_params;
   k->unpack = op->unpack;
 
   /* The label: operator and node name (onnxruntime's own messages name the
@@ -185,6 +186,7 @@ static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int st
   op->range = set->range;
   op->convert_scales = set->convert_scales;
   op->unpack = set->unpack;
+  op->f64_params = set->f64_params;
   op->qtype = qtype;
   op->form = form;
   op->base.version = version;

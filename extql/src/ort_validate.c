@@ -125,10 +125,12 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
                              int s_type, int zp_type, int output_dtype, int precision,
                              int *out_type, int *prec) {
   char b1[32], b2[32];
-  if (s_type != 0 && !is_float_type(s_type))
-    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                      "%s must be one of " EXTQL_FLOAT_NAMES ", got %s",
-                      extql_input_name(kind, 1), extql_type_name(s_type, b1, sizeof b1));
+  /* Quantize's scale may be int32, as the official operator allows. */
+  if (s_type != 0 && !is_float_type(s_type) && !(kind == OP_QUANTIZE && s_type == EXTQL_INT32))
+    return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "%s must be one of %s, got %s",
+                      extql_input_name(kind, 1),
+                      kind == OP_QUANTIZE ? EXTQL_FLOAT_NAMES ", int32" : EXTQL_FLOAT_NAMES,
+                      extql_type_name(s_type, b1, sizeof b1));
   if (kind == OP_QUANTIZE) {
     /* int32 x: the official operator allows it; the kernels round it to
      * float32. */
@@ -146,7 +148,9 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
                         extql_type_name(output_dtype, b1, sizeof b1),
                         extql_type_name(zp_type, b2, sizeof b2));
     *out_type = zp_type != 0 ? zp_type : output_dtype != 0 ? output_dtype : EXTQL_UINT8;
-    *prec = precision != 0 ? precision : s_type;
+    /* Without the attribute: the scale's type, float64 for an int32 scale
+     * (as ONNX's reference divides). */
+    *prec = precision != 0 ? precision : s_type == EXTQL_INT32 ? EXTQL_ORT_DOUBLE : s_type;
   } else {
     if (x_type != 0 && !extql_is_qtype(x_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
@@ -346,7 +350,7 @@ int extql_output_dtype_ok(int kind, int64_t code) {
 
 /* The attributes output_dtype (quantize: one of the quantized types;
  * dequantize: float32, float16 or bfloat16) and precision (quantize:
- * float32, float16 or bfloat16), 0 when absent, and quantize's saturate (0
+ * float32, float16, bfloat16 or float64), 0 when absent, and quantize's saturate (0
  * or 1, default 1). */
 OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                                  const char *label, int kind, int *output_dtype,
@@ -365,9 +369,9 @@ OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                       "the attribute output_dtype must be one of %s, got %s",
                       kind == OP_QUANTIZE ? EXTQL_ALL_QTYPE_NAMES : EXTQL_FLOAT_NAMES,
                       out > 0 && out <= 64 ? extql_type_name((int)out, b1, sizeof b1) : "a code that is no type");
-  if (prec != 0 && (prec < 0 || prec > 64 || !is_float_type((int)prec)))
+  if (prec != 0 && (prec < 0 || prec > 64 || !(is_float_type((int)prec) || prec == EXTQL_ORT_DOUBLE)))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                      "the attribute precision must be one of " EXTQL_FLOAT_NAMES ", got %s",
+                      "the attribute precision must be one of " EXTQL_FLOAT_NAMES ", float64, got %s",
                       prec > 0 && prec <= 64 ? extql_type_name((int)prec, b1, sizeof b1) : "a code that is no type");
   *output_dtype = (int)out;
   *precision = (int)prec;

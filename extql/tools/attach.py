@@ -18,6 +18,8 @@ from ..types import (
     DEFAULT_QTYPE,
     E8M0_CODE,
     E8M0_NAME,
+    FLOAT64_CODE,
+    INT32_CODE,
     OP_NAMES,
     QTYPES,
     QUANTIZED_BY_ONNX,
@@ -90,14 +92,29 @@ def _scale_type(ext: ExtNode, types: dict[str, TypeInfo], what: str) -> int:
     return info.elem_type
 
 
+def _precision(ext: ExtNode, types: dict[str, TypeInfo]) -> int:
+    """A quantize node's ``precision``: its attribute, else what the
+    operator takes without one -- the scale's type, float32 for a
+    float8e8m0 scale (which widens to float32 exactly), float64 for an int32
+    scale (never a float type: that would round the scale, and the library
+    reads the attribute too)."""
+    given = _attr(ext.node, "precision")
+    if given is not None:
+        return given
+    scale_type = _scale_type(ext, types, "the division's precision")
+    if scale_type == INT32_CODE:
+        return FLOAT64_CODE
+    return TensorProto.FLOAT if scale_type == E8M0_CODE else scale_type
+
+
 def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
     """Give the node every attribute its function reads, with the meaning
-    the node has: ``axis`` 1, ``block_size`` 0, quantize's ``precision`` (the
-    scale's type) and float8 ``saturate`` 1, dequantize's ``output_dtype``
-    (the scale's type).  onnx.reference ignores a function's attribute
-    defaults, and the function cannot read the scale's type itself.
-    ``saturate`` is dropped where it means nothing (every type but float8
-    saturates)."""
+    the node has: ``axis`` 1, ``block_size`` 0, quantize's ``precision``
+    (:func:`_precision`: the scale's type, float64 for an int32 scale) and
+    float8 ``saturate`` 1, dequantize's ``output_dtype`` (the scale's type).
+    onnx.reference ignores a function's attribute defaults, and the function
+    cannot read the scale's type itself.  ``saturate`` is dropped where it
+    means nothing (every type but float8 saturates)."""
     node = ext.node
     if _attr(node, "axis") is None:
         _set_attr(node, "axis", 1)
@@ -105,10 +122,7 @@ def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
         _set_attr(node, "block_size", 0)
     if ext.quantize:
         if _attr(node, "precision") is None:
-            # (a float8e8m0 scale divides as the float32 it widens to)
-            scale_type = _scale_type(ext, types, "the division's precision")
-            _set_attr(node, "precision",
-                      TensorProto.FLOAT if scale_type == E8M0_CODE else scale_type)
+            _set_attr(node, "precision", _precision(ext, types))
         if is_float8(variant):
             if _attr(node, "saturate") is None:
                 _set_attr(node, "saturate", 1)
@@ -139,30 +153,36 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     One function per (operator, type) in use, named after the operator in its
     own domain (``com.amd.quark`` or ``com.vai.quantize``) and told apart by
     ``overload`` (the type name, or ``"default"`` without a zero point); each
-    node gets the matching ``overload``.  onnxruntime resolves a model-local
-    function by (domain, name, overload) and uses it only when no kernel is
-    registered for the operator, so with the extql library registered the
-    native kernel still runs.  ``onnx.reference`` (1.23) and onnxruntime
-    releases before overload support (2026) ignore ``overload`` and use the
-    last function of a name: when one operator is used with several types, a
-    type-generic dispatcher with an empty overload is added last for it (needs
-    ai.onnx opset >= 15; otherwise a warning says so), and the operator's
-    nodes without a zero point get an explicit all-zero one (uint8 for
-    quantize, x's type for dequantize, the scale's shape), which means the
-    same and gives the dispatcher the output type.
+    node gets the matching ``overload``.  Quantize nodes of precision
+    float64 (``precision`` 11, which a node with an int32 scale and no
+    ``precision`` is given explicitly) use a function of their own,
+    ``overload`` ``"<type>-float64"`` (:data:`extql.fallbacks.FLOAT64`), so
+    the functions of the float precisions stay as they are.  onnxruntime
+    resolves a model-local function by (domain, name, overload) and uses it
+    only when no kernel is registered for the operator, so with the extql
+    library registered the native kernel still runs.  ``onnx.reference``
+    (1.23) and onnxruntime releases before overload support (2026) ignore
+    ``overload`` and use the last function of a name: when one operator is
+    used with several types (or a type with a float and a float64
+    precision), a type-generic dispatcher with an empty overload is added
+    last for it (needs ai.onnx opset >= 15; otherwise a warning says so),
+    and the operator's nodes without a zero point get an explicit all-zero
+    one (uint8 for quantize, x's type for dequantize, the scale's shape),
+    which means the same and gives the dispatcher the output type.
 
     Nodes without a zero point get an explicit empty third input (a
     quantize with ``output_dtype`` and no zero point an explicit zero of that
     type), and every node the attributes its function reads, with the meaning
     the node has: ``axis`` 1, ``block_size`` 0, quantize's ``precision`` (the
-    scale's type) and float8's ``saturate`` 1, dequantize's ``output_dtype``
-    (the scale's type); ``saturate`` goes from nodes of other types, where it
-    means nothing.  (onnx.reference ignores a function's attribute defaults,
-    and a function cannot read the scale's type.)  The IR version is raised
-    to 10 if lower (``overload`` needs it); opsets are not changed, the
-    functions are stamped with the model's ai.onnx version, which must be one
-    whose Cast takes each node's type (>= 13; float8 19, int4 / uint4 21,
-    float4e2m1 23, int2 / uint2 25: else a ``ValueError`` names the node).
+    scale's type; 11, float64, for an int32 scale) and float8's ``saturate``
+    1, dequantize's ``output_dtype`` (the scale's type); ``saturate`` goes
+    from nodes of other types, where it means nothing.  (onnx.reference
+    ignores a function's attribute defaults, and a function cannot read the
+    scale's type.)  The IR version is raised to 10 if lower (``overload``
+    needs it); opsets are not changed, the functions are stamped with the
+    model's ai.onnx version, which must be one whose Cast takes each node's
+    type (>= 13; float8 19, int4 / uint4 21, float4e2m1 23, int2 / uint2 25:
+    else a ``ValueError`` names the node).
     Existing fallback functions are replaced, so attaching twice is
     harmless.
     """
@@ -173,9 +193,12 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = _default_opset_for_functions(out)
     types = infer_types(out)
     variant_of: dict[int, str] = {}
+    float64: set[int] = set()  # the quantize nodes of precision float64
     groups: dict[tuple[str, bool], list[ExtNode]] = {}
     for ext in nodes:
         raise_first_problem(ext, types)
+        if ext.quantize and _precision(ext, types) == FLOAT64_CODE:
+            float64.add(id(ext.node))
         code = zero_point_type(ext, types)
         out_code = _attr(ext.node, "output_dtype") if ext.quantize else None
         if code is None and out_code:
@@ -189,12 +212,18 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         variant_of[id(ext.node)] = fallbacks.variant(code)
         _check_variant_opset(ext, variant_of[id(ext.node)], opset, types)
         groups.setdefault((ext.node.domain, ext.quantize), []).append(ext)
+
+    def overload(ext: ExtNode) -> str:
+        variant = variant_of[id(ext.node)]
+        return fallbacks.float64_overload(variant) if id(ext.node) in float64 else variant
+
     # Runtimes that ignore ``overload`` run one (type-generic) function for
     # every node of an operator, and its output type comes from the zero
-    # point: where an operator has several variants, nodes without a zero
-    # point get an explicit zero (the meaning of an absent one).
+    # point: where an operator has several variants (several functions: a
+    # precision-float64 one and a float one of one type are two), nodes
+    # without a zero point get an explicit zero (the meaning of an absent one).
     for members in groups.values():
-        if len({variant_of[id(e.node)] for e in members}) < 2:
+        if len({overload(e) for e in members}) < 2:
             continue
         for ext in members:
             if variant_of[id(ext.node)] == "default":
@@ -204,13 +233,13 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     used: dict[tuple[str, bool], list[str]] = {}
     for ext in nodes:
         variant = variant_of[id(ext.node)]
-        ext.node.overload = variant
+        ext.node.overload = overload(ext)
         _spell_out(ext, variant, types)
         while len(ext.node.input) < 3:
             ext.node.input.append("")
         variants = used.setdefault((ext.node.domain, ext.quantize), [])
-        if variant not in variants:
-            variants.append(variant)
+        if ext.node.overload not in variants:
+            variants.append(ext.node.overload)
     names = {(d, OP_NAMES[d][0 if q else 1]) for d, q in used}
     kept = [f for f in out.functions if (f.domain, f.name) not in names]
     del out.functions[:]
@@ -228,10 +257,10 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         problem = None
         if opset < fallbacks.DISPATCH_MIN_OPSET:
             problem = f"the model's ai.onnx opset {opset} is below {fallbacks.DISPATCH_MIN_OPSET}"
-        elif any(v not in QTYPES and v != "default" for v in variants):
+        elif any(fallbacks.split_overload(v)[0] not in (*QTYPES, "default") for v in variants):
             problem = ("the type-generic dispatcher computes the eight types of "
                        f"{', '.join(QTYPES)} only")
-        elif "default" in variants:
+        elif any(fallbacks.split_overload(v)[0] == "default" for v in variants):
             problem = ("a node without a zero point has a scale of unknown shape, so no "
                        "explicit zero could be given to it")
         if problem is None:

@@ -20,6 +20,8 @@ from ..types import (
     MS_DEQUANTIZE_TYPES,
     MS_FLOAT_NAMES,
     MS_QUANTIZE_TYPES,
+    PRECISION_CODES,
+    QUANTIZE_SCALE_CODES,
     QUANTIZED_BY_ONNX,
     SCALE_CODES,
 )
@@ -86,9 +88,9 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
             problems.append(f"attribute {attr.name!r} must be an INT")
         elif attr.name == "block_size" and attr.i < 0:
             problems.append(f"attribute 'block_size' must be >= 0, it is {attr.i}")
-        elif attr.name == "precision" and attr.i not in REAL_CODES:
-            problems.append(f"attribute 'precision' must be one of {REAL_NAMES}, it is "
-                            f"{_code_name(attr.i)}")
+        elif attr.name == "precision" and attr.i not in PRECISION_CODES:
+            problems.append(f"attribute 'precision' must be one of "
+                            f"{', '.join(PRECISION_CODES.values())}, it is {_code_name(attr.i)}")
         elif attr.name == "output_dtype" and attr.i not in (
                 QUANTIZED_BY_ONNX if ext.quantize else REAL_CODES):
             problems.append(
@@ -130,7 +132,8 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
                 f"the zero point {z_name!r} must have the type of x ({tname(x.elem_type)}), "
                 f"it is {tname(z.elem_type)}"
             )
-    scales = floats if ext.microsoft else SCALE_CODES
+    scales = (floats if ext.microsoft
+              else QUANTIZE_SCALE_CODES if ext.quantize else SCALE_CODES)
     if s is not None and s.elem_type not in scales:
         problems.append(
             f"the scale {s_name!r} must be "

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper
 from ..numpy_api import dequantize_linear, quantize_linear
 from ..types import (
     BY_ONNX,
+    FLOAT64_CODE,
     FLOAT_CODES,
     FLOAT_DTYPES,
     MS_DOMAIN,
@@ -156,14 +157,21 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
         if out_code and out_code not in BY_ONNX:
             return None
         kwargs["output_dtype"] = BY_ONNX[out_code].dtype if out_code else None
-        kwargs["precision"] = FLOAT_DTYPES.get(attrs.get("precision", 0))
+        precision = attrs.get("precision", 0)
+        kwargs["precision"] = (np.dtype(np.float64) if precision == FLOAT64_CODE
+                               else FLOAT_DTYPES.get(precision))
     else:
         kwargs["output_dtype"] = FLOAT_DTYPES.get(out_code)
+    # Precision float64 (precision 11, or an int32 scale without one).
+    float64 = quantize and (kwargs["precision"] == np.float64 or (
+        kwargs["precision"] is None and scale.dtype == np.int32))
     try:
         if quantize:
             return quantize_linear(x, scale, zp, **kwargs)
         return dequantize_linear(x, scale, zp, **kwargs)
     except (TypeError, ValueError) as exc:
+        if float64 and isinstance(exc, TypeError):
+            return None  # kernels without precision float64: left to the runtime
         raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
 
 

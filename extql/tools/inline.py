@@ -7,6 +7,8 @@ the granularity fixed from the static shapes where they are known.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import onnx
 import onnx.inliner
@@ -68,7 +70,11 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     where both mean the same bits (:func:`extql.tools.microsoft.to_extended`,
     which raises a ``ValueError`` naming any other).
     """
-    out = attach_fallbacks(to_extended(model))
+    with warnings.catch_warnings():
+        # (about runtimes that ignore overload: the functions are inlined here)
+        warnings.filterwarnings("ignore", message=".* is used with several types",
+                                category=UserWarning)
+        out = attach_fallbacks(to_extended(model))
     nodes = extended_nodes(out)
     if not nodes:
         return out
@@ -83,12 +89,14 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         if pshape is None:
             continue  # keep the call: the flat function is inlined below
         node = ext.node
-        variant = node.overload
-        core = fallbacks.core_proto(ext.quantize, variant, opset=opset)
+        # (the overload attach_fallbacks gave: the variant, "-float64" for
+        # a quantize of precision float64, whose core divides in float64)
+        core = fallbacks.core_proto(ext.quantize, node.overload, opset=opset)
         cores[core.name] = core
         new_nodes = []
         args = [node.input[0]]
-        params = [node.input[1]] + ([node.input[2]] if variant != "default" else [])
+        has_zero_point = fallbacks.split_overload(node.overload)[0] != "default"
+        params = [node.input[1]] + ([node.input[2]] if has_zero_point else [])
         shape_name = None
         for p in params:
             p_shape = static_shape(p, types)
@@ -121,14 +129,14 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     for ext in nodes:
         node = ext.node
         if (node.domain, node.op_type) in EXTENDED_OPS:
-            node.op_type = f"{node.op_type}__{node.overload}"
+            node.op_type = _unique_name(node.op_type, node.overload)
             node.overload = ""
     functions = []
     for f in out.functions:
         if f.domain in OP_NAMES:
             if not f.overload:
                 continue  # a dispatcher
-            f.name = f"{f.name}__{f.overload}"
+            f.name = _unique_name(f.name, f.overload)
             f.overload = ""
         functions.append(f)
     functions.extend(cores.values())
@@ -156,6 +164,12 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     out.functions.extend(kept)
     drop_unused_imports(out, (*ours, MS_DOMAIN))
     return out
+
+
+def _unique_name(name: str, overload: str) -> str:
+    """An operator's function name made unique by its overload
+    (``ExtendedQuantizeLinear__int8``, ``..__int8_float64``)."""
+    return f"{name}__{overload.replace('-', '_')}"
 
 
 def _record_output_type(ext: ExtNode, types: dict[str, TypeInfo]) -> None:

@@ -215,7 +215,7 @@ def _redundant(ext: ExtNode, attr: onnx.AttributeProto, float8: bool = False) ->
 
 def _float_types_not_lowered(ext: ExtNode, types: dict[str, TypeInfo]) -> str | None:
     """Why an Extended node with float16 / bfloat16 / int32 x or a float16 /
-    bfloat16 scale (or the attributes that go with them) stays as it is, or
+    bfloat16 / int32 scale (or the attributes that go with them) stays as it is, or
     None.  The official operator is not exact for them where models run:
     onnxruntime's QuantizeLinear divides float16 x by a float16 scale in
     float32 for int8 / uint8 (the operator document, and extql, divide in
@@ -226,8 +226,9 @@ def _float_types_not_lowered(ext: ExtNode, types: dict[str, TypeInfo]) -> str | 
                     "only)")
     names = set([ext.node.input[1]] + ([ext.node.input[0]] if ext.quantize else []))
     other = sorted({types[n].elem_type for n in names if n in types} - {TensorProto.FLOAT})
-    if TensorProto.INT32 in other:
-        return "x is int32: onnxruntime's official QuantizeLinear has no kernel for it"
+    for name, what in ((ext.node.input[0], "x"), (ext.node.input[1], "the scale")):
+        if ext.quantize and name in types and types[name].elem_type == TensorProto.INT32:
+            return f"{what} is int32: onnxruntime's official QuantizeLinear has no kernel for it"
     if other:
         return (f"x or the scale is {' / '.join(type_name(t) for t in other)}: onnxruntime's "
                 "official operator does not give the same bits for it")

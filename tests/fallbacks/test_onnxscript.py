@@ -378,7 +378,8 @@ def test_eager_scalars_are_zero_d_arrays():
         qdq_uint8_no_zero_point(x, np.float32(0.5))
     # A Python float arrives as float64, which the operator rejects by name.
     with pytest.raises(TypeError, match="^ExtendedQuantizeLinear: y_scale must be one of "
-                                        "float32, float16, bfloat16, float8e8m0, got float64"):
+                                        "float32, float16, bfloat16, float8e8m0, int32, "
+                                        "got float64"):
         qdq_uint8_no_zero_point(x, 0.5)
 
 

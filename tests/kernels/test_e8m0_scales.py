@@ -67,8 +67,8 @@ def test_errors_name_the_operator_and_the_problem():
                                         "output_dtype"):
         extql.dequantize_linear(np.array([1], np.int8), s)
     with pytest.raises(TypeError, match="y_scale must be one of float32, float16, bfloat16, "
-                                        "float8e8m0, got int32"):
-        extql.quantize_linear(X, np.int32(2))
+                                        "float8e8m0, int32, got int64"):
+        extql.quantize_linear(X, np.int64(2))
 
 
 def _model(x_shape, codes, opset=25, output_dtype=TensorProto.FLOAT16, blocked=False):

@@ -1,6 +1,6 @@
 """A held-out grid over the official operators' opset 21-25 features: random
 combinations (a seed of their own, not the hand-picked cases of the other
-tests) of quantized type, x / scale type (x int32 too), granularity (per
+tests) of quantized type, x / scale type (x and the scale int32 too), granularity (per
 tensor, per axis, blocked with ragged tails), attributes (precision,
 output_dtype, saturate), opset and special values.
 
@@ -98,6 +98,14 @@ def _draw(rng: np.random.Generator, index: int) -> dict:
     if opset >= 23 and own.random() < 0.25:
         x_type = "int32"
         precision = str(own.choice(list(REALS), p=weights))
+    # An int32 scale (a generator of its own too), without precision: the
+    # division in float64, as onnx.reference's; at opset 21 the scale has
+    # x's type, so x is int32 there too.
+    wide = np.random.default_rng([20261126, index, 64])
+    if wide.random() < 0.15:
+        s_type, precision = "int32", None
+        if opset < 23:
+            x_type = "int32"
     return dict(name=name, opset=opset, shape=shape, kind=kind, axis=axis, block=block,
                 x_type=x_type, s_type=s_type, precision=precision, dq_out=dq_out,
                 saturate=saturate, q_out=q_out)
@@ -123,14 +131,25 @@ def _arrays(rng, case):
     else:
         z = np.asarray(rng.integers(int(qt.lo), int(qt.hi), pshape, endpoint=True)).astype(
             qt.dtype)
+    if case["s_type"] == "int32":
+        # Integer scales: small, odd, a power of two, beyond 2^24 (inexact
+        # in float32), of either sign.
+        s = rng.choice(np.array([1, 2, 3, 7, 100, 1024, 65537, 2**24 + 1, 2**30 + 3]), pshape)
+        s = np.asarray(np.where(rng.random(pshape) < 0.2, -s, s), np.int32)
     if case["x_type"] == "int32":
         # Integers up to 2^31 (beyond 2^24 float32 rounds them), the ends.
         x = np.rint(x * float(rng.choice([1.0, 1e3, 1e7]))).clip(-2.0**31, 2.0**31 - 128)
         x = np.where(np.isfinite(x), x, rng.choice([0.0, -2.0**31, 2.0**31 - 128], x.shape))
-        return x.astype(np.int32), np.asarray(s.astype(REALS[case["s_type"]][0])), np.asarray(z)
+        return x.astype(np.int32), np.asarray(s.astype(X_TYPES[case["s_type"]][0])), np.asarray(z)
     with np.errstate(over="ignore"):
-        return (x.astype(REALS[case["x_type"]][0]), np.asarray(s.astype(REALS[case["s_type"]][0])),
-                np.asarray(z))
+        return (x.astype(REALS[case["x_type"]][0]),
+                np.asarray(s.astype(X_TYPES[case["s_type"]][0])), np.asarray(z))
+
+
+def _dequantize_scale(s: np.ndarray) -> np.ndarray:
+    """The scale of the case's dequantize of y: quantize's, as float32 when
+    that is int32 (a dequantize takes no integer scale)."""
+    return s.astype(np.float32) if s.dtype == np.int32 else s
 
 
 def _model(case, x, s, z, domain: str = "", ai_opset: int = 21) -> onnx.ModelProto:
@@ -147,18 +166,21 @@ def _model(case, x, s, z, domain: str = "", ai_opset: int = 21) -> onnx.ModelPro
     if case["q_out"]:
         q_attrs["output_dtype"] = QUANTIZED[case["name"]].onnx
     dq_attrs = dict(attrs)
-    y_code = REALS[case["s_type"]][1]
+    # (An int32 scale is quantize's only: the dequantize of y takes it as
+    # float32, "s_dq".)
+    y_code = REALS.get(case["s_type"], REALS["float32"])[1]
     if case["dq_out"]:
         dq_attrs["output_dtype"] = y_code = REALS[case["dq_out"]][1]
     qt = QUANTIZED[case["name"]]
     nodes = [helper.make_node(q_name, ["x", "s", "z"], ["q"], domain=domain, **q_attrs),
              helper.make_node(dq_name, ["q", "one", "zero"], ["values"], domain=domain),
-             helper.make_node(dq_name, ["q", "s", "z"], ["y"], domain=domain, **dq_attrs)]
+             helper.make_node(dq_name, ["q", "s_dq", "z"], ["y"], domain=domain, **dq_attrs)]
     graph = helper.make_graph(
         nodes, "grid", [helper.make_tensor_value_info("x", X_TYPES[case["x_type"]][1], x.shape)],
         [helper.make_tensor_value_info("values", TensorProto.FLOAT, x.shape),
          helper.make_tensor_value_info("y", y_code, x.shape)],
-        [tensor("s", s), tensor("z", z), helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+        [tensor("s", s), tensor("s_dq", _dequantize_scale(s)), tensor("z", z),
+         helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
          tensor("zero", np.zeros((), qt.dtype))])
     if domain:
         # The Extended nodes do not depend on the ai.onnx opset (ai_opset: 21,
@@ -206,7 +228,10 @@ def _reference_divides_as_documented(case: dict) -> bool:
     differences.rst), and releases before 1.20 treat mixed types and
     ``precision`` differently again.  An int32 x it rounds to ``precision``
     as the contract does (its float64 division without the attribute is
-    not the document's)."""
+    not the document's).  An int32 scale without precision divides in
+    float64 there, which the contract does too."""
+    if case["s_type"] == "int32":
+        return True
     if case["x_type"] == "int32":  # rounded to precision (float32 first: a Cast)
         return case["precision"] is not None
     return case["x_type"] == case["s_type"] and case["precision"] in (None, case["s_type"])
@@ -297,7 +322,8 @@ def test_grid_case(index):
     q = extql.quantize_linear(x, s, z, axis=case["axis"], block_size=case["block"],
                               precision=prec, saturate=case["saturate"],
                               output_dtype=z.dtype if case["q_out"] else None)
-    got_y = extql.dequantize_linear(q, s, z, axis=case["axis"], block_size=case["block"],
+    got_y = extql.dequantize_linear(q, _dequantize_scale(s), z, axis=case["axis"],
+                                    block_size=case["block"],
                                     output_dtype=REALS[case["dq_out"]][0] if case["dq_out"]
                                     else None)
     assert_same_bits(q.astype(np.float32)[judged[0]], values.astype(np.float32)[judged[0]],

@@ -23,10 +23,11 @@ F32 = np.float32
 EXPECT: dict[str, tuple[str, str]] = {
     "q_x_int8": (Q, "x must be one of float32, float16, bfloat16, int32, got int8"),
     "q_x_float64": (Q, "x must be one of float32, float16, bfloat16, int32, got float64"),
-    "q_scale_int16": (Q, "y_scale must be one of float32, float16, bfloat16, got int16"),
-    "q_x_int32_scale_int32": (Q, "y_scale must be one of float32, float16, bfloat16, got int32"),
+    "q_scale_int16": (Q, "y_scale must be one of float32, float16, bfloat16, int32, got int16"),
+    "q_x_int32_scale_int64": (Q, "y_scale must be one of float32, float16, bfloat16, int32, "
+                                 "got int64"),
     "q_precision_int8": (Q, "the attribute precision must be one of float32, float16, bfloat16, "
-                            "got int8"),
+                            "float64, got int8"),
     "q_output_dtype_float32": (Q, "the attribute output_dtype must be one of int8"),
     "q_output_dtype_not_zp": (Q, "the attribute output_dtype (int8) must be the zero point's "
                                  "type int16"),
@@ -72,7 +73,7 @@ EXPECT: dict[str, tuple[str, str]] = {
     "q_x_int8_no_zp_output_declared": (Q, "x must be one of float32, float16, bfloat16, int32, "
                                           "got int8"),
     "q_scale_int16_zp_int16_output_declared": (Q, "y_scale must be one of float32, float16, "
-                                                  "bfloat16, got int16"),
+                                                  "bfloat16, int32, got int16"),
     "q_zp_float32_output_declared": (Q, "y_zero_point must be one of"),
 }
 
@@ -108,7 +109,7 @@ def _cases():
         "q_x_int8": q(i8, F32(1), np.int8(0)),
         "q_x_float64": q(x3.astype(np.float64), F32(1), np.int8(0)),
         "q_scale_int16": q(x3, np.int16(1), np.int8(0)),
-        "q_x_int32_scale_int32": q(x3.astype(np.int32), np.int32(1), np.int8(0)),
+        "q_x_int32_scale_int64": q(x3.astype(np.int32), np.int64(1), np.int8(0)),
         "q_precision_int8": q(x3, F32(1), np.int8(0), precision=onnx.TensorProto.INT8),
         "q_output_dtype_float32": q(x3, F32(1), output_dtype=onnx.TensorProto.FLOAT),
         "q_output_dtype_not_zp": q(x3, F32(1), np.int16(0), output_dtype=onnx.TensorProto.INT8),

@@ -1,0 +1,252 @@
+"""Quantize with an int32 scale, and with the attribute precision float64,
+through the NumPy API (the kernels' float64 stage).
+
+The official QuantizeLinear takes an int32 scale (opsets 19 / 21 bind it to
+an int32 x; from 23 the scale's type T2 includes int32), and ONNX's
+reference then divides with NumPy, in float64.  The contract
+(tests/contract.py): without ``precision`` an int32 scale divides in
+float64 -- the quotient of the exact values, rounded there to an integer
+(integer types) or added to the zero point (float16, bfloat16, float4e2m1),
+rounded once to float32, then the float32 formula with a scale of 1 --; with a
+float precision the scale is rounded to float32 first, as an int32 x is.
+Checked against the contract for every output type, x type, scale type,
+layout and precision, against onnx.reference's official QuantizeLinear (at
+opsets 21, 23 and 25, where its int32 conversion is defined), and on values
+where the float64 division gives other bits than a float32 one would.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from contract import (
+    ALL_TYPES,
+    BF16,
+    FLOAT_TYPES,
+    SMALLFLOAT_TYPES,
+    assert_same_bits,
+    case_rng,
+    full_param,
+    param_shape,
+    quantize,
+    zero_points,
+)
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import extql
+
+I32 = np.iinfo(np.int32)
+# x values where the float64 quotient matters: the int32 ends, 2^24 +- 1,
+# odd values above 2^24 (halves after a division by 2), small ties.
+SPECIAL_X = np.array([0, 1, -1, 5, -5, 7, 2**24 - 1, 2**24 + 1, 2**25 + 1, 2**25 + 3,
+                      2**30 + 2**22 + 1, 16777729, I32.max, I32.min, I32.max - 1, -(2**31 - 3)],
+                     np.int64).astype(np.int32)
+# int32 scales: 1, -1, small odd ones, a power of two, one above 2^24 and
+# one far above (inexact in float32), 0 (division by zero).
+SPECIAL_S = np.array([1, -1, 2, 3, -3, 7, 1000, 1024, 65537, 2**24 + 1, 2**30 + 3, -(2**31),
+                      I32.max, 0], np.int64).astype(np.int32)
+X_TYPES = {"int32": np.dtype(np.int32), "float32": np.dtype(np.float32),
+           "float16": np.dtype(np.float16), "bfloat16": BF16}
+LAYOUTS = [((2, 6, 3, 5), 1, 0, "tensor"), ((2, 6, 3, 5), 1, 0, "axis"),
+           ((2, 6, 3, 5), 1, 4, "blocked"), ((6, 40), -1, 0, "axis")]
+
+
+def _x(rng: np.random.Generator, shape, xtype: np.dtype) -> np.ndarray:
+    n = int(np.prod(shape))
+    if xtype == np.int32:
+        x = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
+        x[: SPECIAL_X.size] = SPECIAL_X
+        return x.astype(np.int32).reshape(shape)
+    x = rng.standard_normal(n) * 3000
+    x[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 2.5]
+    with np.errstate(over="ignore"):
+        return x.astype(np.float32).astype(xtype).reshape(shape)
+
+
+def _int32_scales(rng: np.random.Generator, pshape) -> np.ndarray:
+    return rng.choice(SPECIAL_S, pshape).astype(np.int32)
+
+
+@pytest.mark.parametrize("name", list(ALL_TYPES))
+@pytest.mark.parametrize("xname", list(X_TYPES))
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS,
+                         ids=["tensor", "nchw-axis", "blocked", "last-axis"])
+@pytest.mark.parametrize("precision", [None, np.float64, np.float32, BF16],
+                         ids=["default", "float64", "float32", "bfloat16"])
+def test_int32_scale_matches_the_contract(name, xname, shape, axis, block, kind, precision):
+    rng = case_rng("int32-scale", name, xname, kind, str(precision))
+    x = _x(rng, shape, X_TYPES[xname])
+    pshape = param_shape(shape, axis, block, kind)
+    s = _int32_scales(rng, pshape)
+    z = zero_points(rng, name, pshape, bound=1000)
+    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=precision)
+    want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
+                    axis=axis, precision=precision)
+    assert_same_bits(y, want, f"{xname} x, int32 scale, {kind}, precision {precision} -> {name}")
+
+
+@pytest.mark.parametrize("name", list(ALL_TYPES))
+@pytest.mark.parametrize("xname", list(X_TYPES))
+@pytest.mark.parametrize("sname", ["float32", "float16", "bfloat16", "float8e8m0"])
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS[:3],
+                         ids=["tensor", "nchw-axis", "blocked"])
+def test_precision_float64_with_float_scales(name, xname, sname, shape, axis, block, kind):
+    """precision float64 with a float scale: the same float64 stage (the
+    scale exact in float64); a float8e8m0 scale as the float32 it widens to."""
+    rng = case_rng("float64-precision", name, xname, sname, kind)
+    x = _x(rng, shape, X_TYPES[xname])
+    pshape = param_shape(shape, axis, block, kind)
+    mag = rng.choice(np.array([2.0 ** -20, 1 / 3, 0.75, 3.0, 2.0 ** 10, 1e5]), pshape)
+    s = (mag * rng.choice([-1.0, 1.0], pshape)).astype(np.float32)
+    if sname == "float8e8m0":
+        s = np.abs(s).astype(ml_dtypes.float8_e8m0fnu)
+        wide = s.astype(np.float32)
+    else:
+        with np.errstate(over="ignore"):
+            s = s.astype(X_TYPES[sname] if sname != "float32" else np.float32)
+        wide = s
+    z = zero_points(rng, name, pshape, bound=1000)
+    for precision in (np.float64, TensorProto.DOUBLE):
+        y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=precision)
+        want = quantize(x, full_param(wide, shape, axis, block), full_param(z, shape, axis, block),
+                        axis=axis, precision=np.float64)
+        assert_same_bits(y, want, f"{xname} x, {sname} scale, precision float64 -> {name}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_large_tensor_split_between_threads(threads):
+    rng = np.random.default_rng(11)
+    x = rng.integers(I32.min, I32.max, (4, 64, 96, 96), endpoint=True).astype(np.int32)
+    s = _int32_scales(rng, (64,))
+    z = rng.integers(-30000, 30000, 64).astype(np.int16)
+    extql.set_num_threads(threads)
+    try:
+        y = extql.quantize_linear(x, s, z, axis=1)
+    finally:
+        extql.set_num_threads(None)
+    assert_same_bits(y, quantize(x, s, z, axis=1), f"{threads} threads")
+
+
+def test_float64_gives_other_bits_than_float32():
+    """The float64 stage is not the float32 division in disguise: on wide
+    int32 x and scales many quotients differ, and extql gives the float64
+    ones (concrete cases included)."""
+    assert extql.quantize_linear(np.int32(2**25 + 3), np.int32(2), np.int32(0)) == 16777218
+    # float32 would first round x to 2^25 + 4: 16777218 too; and 2^25 + 1:
+    # float64 16777216.5 -> 16777216 (even), float32 2^25 / 2 = 16777216.
+    x = np.array([5, 7, -5, 2**30 + 2**22 + 1, 1073741825], np.int32)
+    s = np.array(2, np.int32)
+    y = extql.quantize_linear(x, s, np.int32(0))
+    np.testing.assert_array_equal(y, [2, 4, -2, 538968064, 536870912])
+    rng = np.random.default_rng(12)
+    x = rng.integers(I32.min, I32.max, 100_000, endpoint=True).astype(np.int32)
+    s = np.int32(3)
+    wide = extql.quantize_linear(x, s, np.int32(0))
+    narrow = extql.quantize_linear(x, s, np.int32(0), precision=np.float32)
+    assert_same_bits(wide, quantize(x, s, np.int32(0)), "float64")
+    assert_same_bits(narrow, quantize(x, s, np.int32(0), precision=np.float32), "float32")
+    assert np.count_nonzero(wide != narrow) > 1000
+    # An int32 scale above 2^24 in a float precision is rounded first:
+    # 2^24 + 1 becomes 2^24.
+    assert extql.quantize_linear(np.int32(2**24), np.int32(2**24 + 1), np.int8(0),
+                                 precision=np.float32) == 1
+    assert extql.quantize_linear(np.int32(2**24), np.int32(2**24 + 1), np.int8(0)) == 1
+    # 25165825 / (2^24 + 1) is just below 1.5 in float64; in float32 both
+    # round (to 1.5 * 2^24 and 2^24), and 1.5 rounds to the even 2.
+    assert extql.quantize_linear(np.int32(25165825), np.int32(2**24 + 1), np.int8(0),
+                                 precision=np.float32) == 2
+    assert extql.quantize_linear(np.int32(25165825), np.int32(2**24 + 1), np.int8(0)) == 1
+
+
+def test_division_by_a_zero_int32_scale():
+    x = np.array([3, -3, 0], np.int32)
+    assert_same_bits(extql.quantize_linear(x, np.int32(0), np.int8(1)),
+                     np.array([127, -128, -128], np.int8), "int8")
+    y = extql.quantize_linear(x, np.int32(0), np.float16(0))
+    assert_same_bits(y, np.array([65504, -65504, np.nan], np.float16), "float16")
+
+
+def _reference_model(x, s, z, opset: int) -> ReferenceEvaluator:
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)
+    zt = helper.np_dtype_to_tensor_dtype(z.dtype)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", helper.np_dtype_to_tensor_dtype(x.dtype), x.shape),
+         helper.make_tensor_value_info("s", TensorProto.INT32, s.shape),
+         helper.make_tensor_value_info("z", zt, z.shape)],
+        [helper.make_tensor_value_info("y", zt, x.shape)])
+    return ReferenceEvaluator(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+# The output types of the official operator (no int32 / uint32 / float16 /
+# bfloat16) that this onnx has.
+OFFICIAL = [n for n in ALL_TYPES
+            if n not in ("int32", "uint32", *FLOAT_TYPES) and hasattr(TensorProto, n.upper())]
+
+
+# (opset, output type, x type): opset 21 binds the scale's type to x's (an
+# int32 scale means int32 x), float4e2m1 is QuantizeLinear's from 23, int2 /
+# uint2 from 25.
+REFERENCE_CASES = [
+    (opset, name, xname) for opset in (21, 23, 25) for name in OFFICIAL for xname in X_TYPES
+    if (opset > 21 or xname == "int32")
+    and opset >= {"int2": 25, "uint2": 25, "float4e2m1": 23}.get(name, 21)
+]
+
+
+@pytest.mark.parametrize(("opset", "name", "xname"), REFERENCE_CASES)
+@pytest.mark.parametrize("kind", ["tensor", "axis"])
+def test_against_onnx_reference(opset, name, xname, kind):
+    """onnx.reference's official QuantizeLinear with an int32 scale (x int32
+    at opset 21, where the scale has x's type; any x from 23), judged where
+    its int32 arithmetic is defined: |rint(q) + zp| < 2^31 (beyond, NumPy's
+    cast is undefined and the sum with the zero point wraps)."""
+    rng = case_rng("int32-scale-reference", opset, name, xname, kind)
+    shape = (2, 6, 3, 5)
+    x = _x(rng, shape, X_TYPES[xname])
+    if xname != "int32":
+        x = np.where(np.isfinite(x.astype(np.float32)), x, 0).astype(x.dtype)
+    pshape = param_shape(shape, 1, 0, kind)
+    s = rng.choice(SPECIAL_S[SPECIAL_S != 0], pshape).astype(np.int32)
+    if name in SMALLFLOAT_TYPES:
+        z = np.zeros(pshape, ALL_TYPES[name][0])
+    else:
+        z = zero_points(rng, name, pshape, bound=1000)
+    got = extql.quantize_linear(x, s, z, axis=1)
+    ref = _reference_model(x, np.asarray(s), np.asarray(z), opset).run(
+        None, {"x": x, "s": np.asarray(s), "z": np.asarray(z)})[0]
+    along = (-1, 1, 1) if kind == "axis" else ()
+    with np.errstate(all="ignore"):
+        q = np.rint(x.astype(np.float64) / np.asarray(s).reshape(along))
+        q = q + np.asarray(z).astype(np.float64).reshape(along)
+    judged = np.abs(q) < 2.0**31
+    assert judged.mean() > 0.5
+    assert_same_bits(got[judged], np.asarray(ref)[judged],
+                     f"{xname} x, int32 scale -> {name}, opset {opset}")
+    assert_same_bits(got, quantize(x, full_param(s, shape, 1, 0), full_param(z, shape, 1, 0),
+                                   axis=1), "contract")
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"y_scale": np.int64(2)}, TypeError,
+     "y_scale must be one of float32, float16, bfloat16, float8e8m0, int32, got int64"),
+    ({"precision": np.int32}, TypeError,
+     "precision must be one of float32, float16, bfloat16, float64, got <class 'numpy.int32'>"),
+    ({"precision": 7}, TypeError, "precision must be one of float32, float16, bfloat16, float64"),
+])
+def test_errors_name_the_operator(kwargs, error, message):
+    args = {"x": np.zeros(3, np.int32), "y_scale": np.int32(2), "y_zero_point": np.int8(0),
+            **kwargs}
+    with pytest.raises(error, match="^ExtendedQuantizeLinear: ") as info:
+        extql.quantize_linear(args.pop("x"), args.pop("y_scale"), args.pop("y_zero_point"),
+                              **args)
+    assert message in str(info.value)
+
+
+def test_dequantize_takes_no_int32_scale():
+    with pytest.raises(TypeError, match="ExtendedDequantizeLinear: x_scale must be one of "
+                                        "float32, float16, bfloat16, float8e8m0, got int32"):
+        extql.dequantize_linear(np.zeros(3, np.int8), np.int32(2), np.int8(0))
