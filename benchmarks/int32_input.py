@@ -19,7 +19,6 @@ import sys
 import numpy as np
 from extql_bench.config import parse_size
 from extql_bench.models import Ort
-from extql_bench.timing import time_interleaved
 from onnx import TensorProto, helper, numpy_helper
 
 TYPES = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16}
@@ -72,14 +71,8 @@ def main() -> int:
                     x = rng.integers(-2**31, 2**31, (n, 64, 56, 56), dtype=np.int64).astype(
                         np.int32)
                     x.reshape(-1)[: x.size // 2] //= 2**20  # half of it in the types' range
-                    ys = [np.empty(x.shape, dt), np.empty(x.shape, dt)]
-                    ext = ort.runner(ext_sess, x, ys[0])
-                    anc = ort.runner(anc_sess, x, ys[1])
-                    ext()
-                    anc()
-                    same = np.array_equal(ys[0], ys[1])
+                    (te, ta), same = ort.race([ext_sess, anc_sess], x, dt, args.repeat)
                     mismatches += not same
-                    te, ta = time_interleaved([ext, anc], args.repeat)
                     print(f"| {name} | {'channel' if per_channel else 'tensor'} | {threads} "
                           f"| {x.size} | {te * 1e3:.2f} | {ta * 1e3:.2f} | {te / ta:.2f}"
                           f"{'' if same else ' MISMATCH'} |", flush=True)

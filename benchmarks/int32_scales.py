@@ -19,7 +19,6 @@ import sys
 import numpy as np
 from extql_bench.config import parse_size
 from extql_bench.models import Ort
-from extql_bench.timing import time_interleaved
 from onnx import TensorProto, helper, numpy_helper
 
 import extql
@@ -82,14 +81,8 @@ def main() -> int:
                     for size in args.sizes:
                         x = _x(rng, max(1, parse_size(size) // (64 * 56 * 56)), xname)
                         assert x.dtype == xdt
-                        ys = [np.empty(x.shape, dt), np.empty(x.shape, dt)]
-                        ext = ort.runner(ext_sess, x, ys[0])
-                        anc = ort.runner(anc_sess, x, ys[1])
-                        ext()
-                        anc()
-                        same = np.array_equal(ys[0], ys[1])
+                        (te, ta), same = ort.race([ext_sess, anc_sess], x, dt, args.repeat)
                         mismatches += not same
-                        te, ta = time_interleaved([ext, anc], args.repeat)
                         print(f"| {xname} | {name} | {'channel' if per_channel else 'tensor'} "
                               f"| {threads} | {x.size} | {te * 1e3:.2f} | {ta * 1e3:.2f} "
                               f"| {te / ta:.2f}{'' if same else ' MISMATCH'} |", flush=True)

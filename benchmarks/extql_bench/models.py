@@ -14,6 +14,7 @@ from extql.types import DOMAIN, FLOAT_CODES, QTYPES, SMALLFLOAT, SUBBYTE, Quanti
 from .config import Q
 from .data import axis as axis_of
 from .data import block_size
+from .timing import time_interleaved
 
 #: The copy anchor's domain (benchmarks/copy_ops/copy_ops.c).
 COPY_DOMAIN = "com.amd.quark.bench"
@@ -167,3 +168,15 @@ class Ort:
         call.keep = (alive, binding)  # type: ignore[attr-defined]
         call.output = output  # type: ignore[attr-defined]
         return call
+
+    def race(self, sessions: list[Any], x: np.ndarray, dtype: np.dtype,
+             repeat: int) -> tuple[list[float], bool]:
+        """The sessions run from x into outputs of dtype, interleaved: their
+        median seconds per run, and whether their outputs are bit-identical
+        (from a first run)."""
+        runs = [self.runner(sess, x, np.empty(x.shape, dtype)) for sess in sessions]
+        for run in runs:
+            run()
+        outputs = [run.output() for run in runs]  # type: ignore[attr-defined]
+        same = all(np.array_equal(outputs[0], out) for out in outputs[1:])
+        return time_interleaved(runs, repeat), same

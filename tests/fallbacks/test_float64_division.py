@@ -46,6 +46,7 @@ from onnx.reference import ReferenceEvaluator
 from onnxscript import BFLOAT16, FLOAT, FLOAT16, INT8, INT32, UINT8
 from onnxscript import opset21 as op
 from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, run, session, tensor
+from test_fallback_types import ort_casts_to
 
 import extql
 import extql.fallbacks
@@ -120,28 +121,12 @@ def types_at(opset: int) -> list[str]:
             if type_opset(n) <= opset and hasattr(TensorProto, n.upper())]
 
 
-_ORT_TYPES: dict[tuple[str, int], bool] = {}
-
-
 def ort_runs(name: str, opset: int) -> bool:
     """Whether this onnxruntime has the Cast the type's function needs (none
     has one to float4e2m1 so far) and this test can bind the type."""
     if name in SMALLFLOAT_TYPES and not ort_io.has_typed_ortvalues():
         return False
-    if (name, opset) not in _ORT_TYPES:
-        code = getattr(TensorProto, name.upper())
-        model = helper.make_model(helper.make_graph(
-            [helper.make_node("Cast", ["x"], ["q"], to=code),
-             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)], "cast",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
-            ir_version=11 if opset >= 23 else 10, opset_imports=[helper.make_opsetid("", opset)])
-        try:
-            session(model, register=False)
-            _ORT_TYPES[name, opset] = True
-        except Exception:  # noqa: BLE001 - onnxruntime's own exception types
-            _ORT_TYPES[name, opset] = False
-    return _ORT_TYPES[name, opset]
+    return ort_casts_to(getattr(TensorProto, name.upper()), opset)
 
 
 def make_x(rng: np.random.Generator, shape, kind: str) -> np.ndarray:
