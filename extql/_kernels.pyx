@@ -2376,18 +2376,22 @@ cdef public int extql_dequantize(
 
 cdef public int extql_convert_scales(int stype, int prec, const void *src,
                                      float *dst, int64_t n) noexcept nogil:
-    """n scales of the type stype (float32, float16, bfloat16) as float32,
-    rounded to prec when that is float16 / bfloat16 (a quantize divides by
-    the scale in that precision).  -1 for an unknown code."""
+    """n scales of the type stype (float32, float16, bfloat16, or int32:
+    rounded to nearest even, as an int32 x is) as float32, rounded to prec
+    when that is float16 / bfloat16 (a quantize divides by the scale in that
+    precision).  -1 for an unknown code."""
     cdef int64_t i, k, m
     cdef int p = prec_code(prec)
-    if p < 0 or float_size(stype) == 0:
+    if p < 0 or x_size(stype) == 0:
         return -1
     i = 0
     while i < n:
         m = TILE if TILE < n - i else n - i
         if stype == EXTQL_FLOAT32:
             memcpy(dst + i, <const float *>src + i, m * sizeof(float))
+        elif stype == EXTQL_INT32:
+            for k in range(i, i + m):
+                dst[k] = <float>(<const int32_t *>src)[k]
         elif stype == EXTQL_FLOAT16:
             load_f16(dst + i, <const uint16_t *>src + i, m)
         else:
@@ -2764,8 +2768,8 @@ def dequantize(int qtype, int ytype, const uint8_t[::1] x,
 
 def convert_scales(int stype, int prec, const uint8_t[::1] src,
                    float[::1] dst):
-    """The scales in the byte buffer ``src`` (float32, float16 or bfloat16:
-    ``stype``) as float32 into ``dst``, rounded to ``prec``."""
+    """The scales in the byte buffer ``src`` (float32, float16, bfloat16 or
+    int32: ``stype``) as float32 into ``dst``, rounded to ``prec``."""
     cdef int64_t n = dst.shape[0]
     cdef int rc
     if n == 0:

@@ -125,7 +125,8 @@ def _float_type(op: str, name: str, value: Any, wide: bool = False) -> int:
 
 def _scales(scale: np.ndarray, stype: int, prec: int) -> np.ndarray:
     """The scale as float32, rounded to the precision of the division (the
-    kernels take float32 scales)."""
+    kernels take float32 scales; an int32 one is rounded to nearest even
+    into float32 first, as an int32 x is)."""
     if stype == prec == FLOAT_CODES[np.dtype(np.float32)]:
         return scale
     f32 = np.empty(scale.shape, np.float32)
@@ -321,10 +322,6 @@ def quantize_linear(
         prec = _float_type(op, "precision", precision, wide=True)
     else:
         prec = FLOAT64_CODE if stype == _INT32 else stype
-    if stype == _INT32 and prec != FLOAT64_CODE:
-        # In a float precision an int32 scale is rounded to nearest even into
-        # float32 first, as an int32 x is (ONNX's Cast).
-        scale, stype = scale.astype(np.float32), FLOAT_CODES[np.dtype(np.float32)]
     if not isinstance(saturate, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{op}: saturate must be a bool, got {type(saturate).__name__}")
     want = None if output_dtype is None else _quantized_type(op, output_dtype)

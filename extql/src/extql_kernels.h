@@ -108,10 +108,11 @@ int extql_dequantize_typed_range_ex(int qtype, int ytype, const void *x, const f
                                     int64_t inner, int64_t block, int64_t start,
                                     int64_t stop, int flags);
 
-/* n scales of type stype (EXTQL_FLOAT32, EXTQL_FLOAT16, EXTQL_BFLOAT16) as
- * float32 into dst, rounded to nearest even into prec when that is float16 /
- * bfloat16 (the scale a quantize in that precision divides by).  0, or -1 for
- * an unknown code. */
+/* n scales of type stype (EXTQL_FLOAT32, EXTQL_FLOAT16, EXTQL_BFLOAT16, or
+ * EXTQL_INT32: rounded to nearest even, as an int32 x is) as float32 into
+ * dst, rounded to nearest even into prec when that is float16 / bfloat16 (the
+ * scale a quantize in that precision divides by).  0, or -1 for an unknown
+ * code. */
 int extql_convert_scales(int stype, int prec, const void *src, float *dst, int64_t n);
 
 /* Quantize with the division in float64 (precision float64, the default for

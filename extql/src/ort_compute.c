@@ -82,7 +82,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   TensorFacts fx, fs, fz, fy;
   OrtStatus *st = NULL;
   size_t nin = 0;
-  int out_type = 0, qtype, ftype, prec = 0;
+  int out_type = 0, qtype, ftype, prec = 0, f64_int;
   int64_t D = 1, inner = 1;
   void *px = NULL, *ps = NULL, *pz = NULL, *py = NULL, *py_out = NULL;
   size_t x_size, y_size;
@@ -168,27 +168,15 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     st = extql_fail(api, label, EXTQL_ORT_FAIL, "this library does not divide in float64");
     goto done;
   }
-  if (k->kind == OP_QUANTIZE && fs.type == EXTQL_INT32 && prec != EXTQL_ORT_DOUBLE) {
-    /* An int32 scale in a float precision: rounded to nearest even into
-     * float32 (as an int32 x is), then converted below like a float32 one. */
-    float *rounded = (float *)malloc((fs.count ? fs.count : 1) * sizeof(float));
-    size_t i;
-    if (rounded == NULL) {
-      st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
-      goto done;
-    }
-    for (i = 0; i < fs.count; i++) rounded[i] = (float)((const int32_t *)ps)[i];
-    free(staging.copies[1]);
-    staging.copies[1] = rounded;
-    ps = rounded;
-    fs.type = EXTQL_ORT_FLOAT;
-  }
-  if (fs.type != EXTQL_INT32 &&
+  /* float64's stage takes an int32 scale as it is. */
+  f64_int = k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE && fs.type == EXTQL_INT32;
+  if (!f64_int &&
       (fs.type != EXTQL_ORT_FLOAT || (prec != 0 && prec != EXTQL_ORT_FLOAT && prec != EXTQL_ORT_DOUBLE)) &&
       k->convert_scales != NULL) {
-    /* Scales of float16 / bfloat16, or rounded to the precision of the
-     * division: converted once into float32 (the kernels take float32;
-     * float64's stage takes them exact). */
+    /* Scales of float16 / bfloat16 / int32 (rounded to nearest even, as an
+     * int32 x is), or rounded to the precision of the division: converted
+     * once into float32 (the kernels take float32; float64's stage takes
+     * float scales exact). */
     float *converted = (float *)malloc((fs.count ? fs.count : 1) * sizeof(float));
     int rc;
     if (converted == NULL) {
@@ -261,7 +249,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
         st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
         goto done;
       }
-      job.work.stype = fs.type == EXTQL_INT32 ? EXTQL_INT32 : EXTQL_ORT_FLOAT; /* (converted) */
+      job.work.stype = f64_int ? EXTQL_INT32 : EXTQL_ORT_FLOAT; /* (else converted) */
       job.work.work = (float *)staging.copies[4];
       job.work.ones = (const float *)staging.copies[5];
       job.work.zero2 = k->f64_params(qtype, (float *)staging.copies[5], staging.copies[6],

@@ -17,6 +17,8 @@ where the float64 division gives other bits than a float32 one would.
 
 from __future__ import annotations
 
+import ctypes
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -36,6 +38,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import extql
+from extql import _kernels
 
 I32 = np.iinfo(np.int32)
 # x values where the float64 quotient matters: the int32 ends, 2^24 +- 1,
@@ -250,3 +253,53 @@ def test_dequantize_takes_no_int32_scale():
     with pytest.raises(TypeError, match="ExtendedDequantizeLinear: x_scale must be one of "
                                         "float32, float16, bfloat16, float8e8m0, got int32"):
         extql.dequantize_linear(np.zeros(3, np.int8), np.int32(2), np.int8(0))
+
+
+_LIB = ctypes.CDLL(_kernels.__file__)
+# (qtype, xtype, stype, x, scale, zero point, y, D, inner, block, start, stop,
+# flags, work, ones, zero2)
+_LIB.extql_quantize_f64_range.argtypes = (
+    [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [ctypes.c_int]
+    + [ctypes.c_void_p] * 3)
+_LIB.extql_quantize_f64_range.restype = ctypes.c_int
+_LIB.extql_f64_params.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                  ctypes.c_int64]
+_LIB.extql_f64_params.restype = ctypes.c_int
+
+
+def _ptr(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+@pytest.mark.parametrize("name", ["int8", "uint16", "int32", "float16", "bfloat16"])
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS[:3],
+                         ids=["tensor", "nchw-axis", "blocked"])
+def test_c_ranges_compose_to_the_whole_tensor(name, shape, axis, block, kind):
+    """The C entry point the onnxruntime library calls, range by range
+    (ranges of every length, as a thread split makes them), with the
+    parameters extql_f64_params makes, gives the NumPy API's bits; an
+    unknown scale type is an error code."""
+    rng = case_rng("int32-scale-c", name, kind)
+    x = _x(rng, shape, X_TYPES["int32"])
+    pshape = param_shape(shape, axis, block, kind)
+    s = np.ascontiguousarray(_int32_scales(rng, pshape))
+    z = np.ascontiguousarray(zero_points(rng, name, pshape, bound=1000))
+    want = extql.quantize_linear(x, s, z, axis=axis, block_size=block)
+    a = axis % len(shape)
+    D = shape[a] if kind != "tensor" else 1
+    inner = int(np.prod(shape[a + 1:])) if kind != "tensor" else x.size
+    qtype = TensorProto.BFLOAT16 if name == "bfloat16" else getattr(TensorProto, name.upper())
+    count = max(s.size, 1)
+    ones, zero2 = np.empty(count, np.float32), np.empty(count, np.float32)
+    zp = z if _LIB.extql_f64_params(qtype, _ptr(ones), _ptr(zero2), count) == 0 else zero2
+    work, y = np.empty(x.size, np.float32), np.empty(x.shape, want.dtype)
+    cuts = sorted({0, x.size, *rng.integers(0, x.size, 5).tolist()})
+    for start, stop in zip(cuts[:-1], cuts[1:], strict=True):
+        rc = _LIB.extql_quantize_f64_range(
+            qtype, TensorProto.INT32, TensorProto.INT32, _ptr(x), _ptr(s), _ptr(z), _ptr(y),
+            D, inner, block, start, stop, 0, _ptr(work), _ptr(ones), _ptr(zp))
+        assert rc == 0
+    assert_same_bits(y, want, f"C ranges {cuts}")
+    assert _LIB.extql_quantize_f64_range(
+        qtype, TensorProto.INT32, TensorProto.INT64, _ptr(x), _ptr(s), _ptr(z), _ptr(y),
+        D, inner, block, 0, x.size, 0, _ptr(work), _ptr(ones), _ptr(zp)) == -1
