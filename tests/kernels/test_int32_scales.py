@@ -34,8 +34,12 @@ from contract import (
     quantize,
     zero_points,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from test_int32_input import int32_problems
 
 import extql
 from extql import _kernels
@@ -211,7 +215,7 @@ def test_against_onnx_reference(opset, name, xname, kind):
     shape = (2, 6, 3, 5)
     x = _x(rng, shape, X_TYPES[xname])
     if xname != "int32":
-        x = np.where(np.isfinite(x.astype(np.float32)), x, 0).astype(x.dtype)
+        x = np.where(np.isfinite(x.astype(np.float32)), x, np.zeros_like(x))
     pshape = param_shape(shape, 1, 0, kind)
     s = rng.choice(SPECIAL_S[SPECIAL_S != 0], pshape).astype(np.int32)
     if name in SMALLFLOAT_TYPES:
@@ -303,3 +307,21 @@ def test_c_ranges_compose_to_the_whole_tensor(name, shape, axis, block, kind):
     assert _LIB.extql_quantize_f64_range(
         qtype, TensorProto.INT32, TensorProto.INT64, _ptr(x), _ptr(s), _ptr(z), _ptr(y),
         D, inner, block, 0, x.size, 0, _ptr(work), _ptr(ones), _ptr(zp)) == -1
+
+
+INT32_SCALES = st.one_of(st.integers(I32.min, I32.max),
+                         st.sampled_from([0, 1, -1, 2, 3, -3, 1024, 2**24 + 1, I32.max, I32.min]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(int32_problems(), st.data())
+def test_int32_scale_property(problem, data):
+    """Any int32 x, any int32 scale (0 and the ends included), any output
+    type, zero point, axis, precision (float64 by default, or a float one)
+    and saturate: the contract's bits."""
+    x, float_scale, zp, axis, _, saturate, name = problem
+    s = data.draw(arrays(np.int64, float_scale.shape, elements=INT32_SCALES)).astype(np.int32)
+    precision = data.draw(st.sampled_from([None, np.float64, np.float32, BF16]))
+    got = extql.quantize_linear(x, s, zp, axis=axis, precision=precision, saturate=saturate)
+    want = quantize(x, s, zp, axis, precision=precision, saturate=saturate)
+    assert_same_bits(got, want, f"{name} axis={axis} precision={precision} saturate={saturate}")
