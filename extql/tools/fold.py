@@ -162,16 +162,11 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
                                else FLOAT_DTYPES.get(precision))
     else:
         kwargs["output_dtype"] = FLOAT_DTYPES.get(out_code)
-    # Precision float64 (precision 11, or an int32 scale without one).
-    float64 = quantize and (kwargs["precision"] == np.float64 or (
-        kwargs["precision"] is None and scale.dtype == np.int32))
     try:
         if quantize:
             return quantize_linear(x, scale, zp, **kwargs)
         return dequantize_linear(x, scale, zp, **kwargs)
     except (TypeError, ValueError) as exc:
-        if float64 and isinstance(exc, TypeError):
-            return None  # kernels without precision float64: left to the runtime
         raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
 
 
