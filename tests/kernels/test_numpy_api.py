@@ -310,8 +310,17 @@ def test_kernel_rejects_unknown_type_code():
         _kernels.dequantize(11, 1, np.zeros(4, np.uint8), one, None, xb, 4, 1, 4)
     with pytest.raises(TypeError, match="unknown element type 3 or 6"):
         _kernels.dequantize(3, 6, np.zeros(4, np.uint8), one, None, xb, 4, 1, 4)
-    with pytest.raises(TypeError, match="unknown scale type 6"):
-        _kernels.convert_scales(6, 1, xb, x)
+    with pytest.raises(TypeError, match="unknown scale type 7"):
+        _kernels.convert_scales(7, 1, xb, x)
+    with pytest.raises(TypeError, match="unknown scale type 6 or precision 11"):
+        _kernels.convert_scales(6, 11, xb, x)
+    with pytest.raises(TypeError, match="unknown element type 3, 1 or scale type 7"):
+        _kernels.quantize_f64(3, 1, 7, xb, xb, None, np.zeros(4, np.uint8), 4, 1, 4, 1)
+    # int32 scales are rounded to nearest even into float32 (2^24 + 1: 2^24).
+    wide = np.array([2**24 + 1, -3, 7, 2**31 - 1], np.int32)
+    out = np.empty(4, F32)
+    _kernels.convert_scales(6, 1, wide.view(np.uint8), out)
+    np.testing.assert_array_equal(out, wide.astype(F32))
     assert isinstance(_kernels.have_openmp(), bool) and _kernels.cores() >= 1
 
 
