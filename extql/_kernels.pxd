@@ -44,7 +44,7 @@ cdef public int extql_f64_params(
 cdef public int extql_quantize_f64_range(
     int qtype, int xtype, int stype, const void *x, const void *scale,
     const void *zero_point, void *y, int64_t D, int64_t inner, int64_t block,
-    int64_t start, int64_t stop, int flags, float *work, const float *ones,
+    int64_t start, int64_t stop, int flags, const float *ones,
     const void *zero2) noexcept nogil
 cdef public int extql_unpack(
     int qtype, const void *src, void *dst, int64_t n) noexcept nogil

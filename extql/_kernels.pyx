@@ -2582,18 +2582,31 @@ cdef public int extql_f64_params(int qtype, float *ones, void *zero2,
 cdef public int extql_quantize_f64_range(
         int qtype, int xtype, int stype, const void *x, const void *scale,
         const void *zero_point, void *y, int64_t D, int64_t inner,
-        int64_t block, int64_t start, int64_t stop, int flags, float *work,
+        int64_t block, int64_t start, int64_t stop, int flags,
         const float *ones, const void *zero2) noexcept nogil:
-    """Quantize [start, stop) with the division in float64: the float64
-    stage into work[start:stop), then the float32 formula with the scales
-    ``ones`` and zero points ``zero2`` (extql_f64_params: -0 or the
-    operator's own)."""
-    if extql_quotients_f64(qtype, xtype, stype, x, scale, zero_point, work, D,
-                           inner, block, start, stop) != 0:
-        return -1
-    return extql_quantize_typed_range_ex(qtype, EXTQL_FLOAT32, EXTQL_FLOAT32,
-                                         work, ones, zero2, y, D, inner, block,
-                                         start, stop, flags)
+    """Quantize [start, stop) with the division in float64, window by
+    window (so that the float32 values stay in the cache): the float64
+    stage into a window buffer, then the float32 formula on it with the
+    scales ``ones`` and zero points ``zero2`` (extql_f64_params: -0 or the
+    operator's own).  The windows end at multiples of SUB_CHUNK, which keeps
+    packed outputs' bytes whole."""
+    cdef float buf[SUB_CHUNK]
+    cdef const float *v
+    cdef int64_t i = start, e
+    while i < stop:
+        e = (i // SUB_CHUNK + 1) * SUB_CHUNK
+        e = e if e < stop else stop
+        # (the stages index by the element's place in the tensor)
+        v = <const float *>based_at(buf, i * <int64_t>sizeof(float))
+        if extql_quotients_f64(qtype, xtype, stype, x, scale, zero_point,
+                               <float *>v, D, inner, block, i, e) != 0:
+            return -1
+        if extql_quantize_typed_range_ex(qtype, EXTQL_FLOAT32, EXTQL_FLOAT32, v,
+                                         ones, zero2, y, D, inner, block, i, e,
+                                         flags) != 0:
+            return -1
+        i = e
+    return 0
 
 
 cdef public int extql_unpack(int qtype, const void *src, void *dst,
@@ -2703,7 +2716,6 @@ def quantize_f64(int qtype, int xtype, int stype, const uint8_t[::1] x,
     cdef const void *z2
     cdef int rc = 0, nt
     cdef int64_t t, chunk, m = nscales if nscales > 0 else 1
-    cdef float *work
     cdef float *ones
     cdef void *zero2
     if n == 0:
@@ -2711,21 +2723,18 @@ def quantize_f64(int qtype, int xtype, int stype, const uint8_t[::1] x,
     if zero_point is not None and zero_point.shape[0] > 0:
         zp = &zero_point[0]
     flags = (flags & (EXTQL_UNPACKED | EXTQL_NO_SATURATE)) | stream_flags(n * type_size(qtype))
-    work = <float *>malloc(n * sizeof(float))
     ones = <float *>malloc(m * sizeof(float))
     zero2 = malloc(m * sizeof(float))
-    if work == NULL or ones == NULL or zero2 == NULL:
-        free(work)
+    if ones == NULL or zero2 == NULL:
         free(ones)
         free(zero2)
-        raise MemoryError("extql kernel: no memory for the float64 stage")
+        raise MemoryError("extql kernel: no memory for the float64 stage's parameters")
     with nogil:
         z2 = zero2 if extql_f64_params(qtype, ones, zero2, m) else zp
         nt = threads_for(n, nthreads)
         if nt == 1:
             rc = extql_quantize_f64_range(qtype, xtype, stype, &x[0], &scale[0], zp,
-                                          &y[0], D, inner, block, 0, n, flags,
-                                          work, ones, z2)
+                                          &y[0], D, inner, block, 0, n, flags, ones, z2)
         else:
             chunk = chunk_for(n, nt)
             for t in prange((n + chunk - 1) // chunk, schedule="dynamic", chunksize=1,
@@ -2733,8 +2742,7 @@ def quantize_f64(int qtype, int xtype, int stype, const uint8_t[::1] x,
                 rc |= extql_quantize_f64_range(qtype, xtype, stype, &x[0], &scale[0], zp,
                                                &y[0], D, inner, block, t * chunk,
                                                min(n, (t + 1) * chunk), flags,
-                                               work, ones, z2) != 0
-    free(work)
+                                               ones, z2) != 0
     free(ones)
     free(zero2)
     if rc != 0:

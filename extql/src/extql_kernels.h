@@ -120,23 +120,23 @@ int extql_convert_scales(int stype, int prec, const void *src, float *dst, int64
  * [start, stop), layout and flags as extql_quantize_typed_range_ex.  The
  * scale is float32 or int32 (stype: EXTQL_FLOAT32, EXTQL_INT32; a float16 /
  * bfloat16 / float8e8m0 scale widened to float32 first, exactly).  Two
- * stages: extql_quotients_f64 writes, for each element, the quotient q =
- * x / s taken in float64 -- rounded there to an integer for the integer
- * types, plus the zero point for float16 / bfloat16 / float4e2m1 (float8
- * takes none) -- rounded once to float32 into work[start:stop) (work has
- * room for the whole tensor); then the float32 formula runs on it with the
+ * stages, window by window: extql_quotients_f64 writes, for each element,
+ * the quotient q = x / s taken in float64 -- rounded there to an integer
+ * for the integer types, plus the zero point for float16 / bfloat16 /
+ * float4e2m1 (float8 takes none) -- rounded once to float32 (called alone,
+ * into v[start:stop)); then the float32 formula runs on those values with the
  * scales `ones` and the zero points `zero2`, which extql_f64_params fills
  * (count = the number of scales): ones all 1, and zero2 all -0 when it
  * returns 1 (room for count float32), else pass the operator's zero point.
  * 0, or -1 for an unknown code. */
 int extql_quotients_f64(int qtype, int xtype, int stype, const void *x, const void *scale,
-                        const void *zero_point, float *work, int64_t D, int64_t inner,
+                        const void *zero_point, float *v, int64_t D, int64_t inner,
                         int64_t block, int64_t start, int64_t stop);
 int extql_f64_params(int qtype, float *ones, void *zero2, int64_t count);
 int extql_quantize_f64_range(int qtype, int xtype, int stype, const void *x,
                              const void *scale, const void *zero_point, void *y, int64_t D,
                              int64_t inner, int64_t block, int64_t start, int64_t stop,
-                             int flags, float *work, const float *ones, const void *zero2);
+                             int flags, const float *ones, const void *zero2);
 
 /* n elements of a sub-byte or small float type (as in an ONNX tensor:
  * int4 / uint4 / int2 / uint2 / float4e2m1 packed) into dst as the kernels

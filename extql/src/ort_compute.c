@@ -32,8 +32,8 @@ static int misaligned(const void *p, size_t size) {
  * for every type); an aligned one is used in place. */
 typedef struct {
   /* x, scale, zero point, y (NULL when used in place); a quantize in
-   * float64's work, ones and zero2 (see ExtqlWork) */
-  void *copies[7];
+   * float64's ones and zero2 (see ExtqlWork) */
+  void *copies[6];
 } Staging;
 
 static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size) {
@@ -49,7 +49,7 @@ static int stage_input(Staging *g, int slot, void **p, size_t count, size_t size
 
 static void staging_free(Staging *g) {
   int i;
-  for (i = 0; i < 7; i++) free(g->copies[i]);
+  for (i = 0; i < 6; i++) free(g->copies[i]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -240,21 +240,19 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     int64_t n = (int64_t)fx.count;
     memset(&job, 0, sizeof job);
     if (k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE) {
-      /* The float64 stage's scratch and the float32 stage's parameters. */
+      /* The float32 stage's parameters. */
       size_t m = fs.count ? fs.count : 1;
-      staging.copies[4] = malloc(fx.count * sizeof(float));
+      staging.copies[4] = malloc(m * sizeof(float));
       staging.copies[5] = malloc(m * sizeof(float));
-      staging.copies[6] = malloc(m * sizeof(float));
-      if (staging.copies[4] == NULL || staging.copies[5] == NULL || staging.copies[6] == NULL) {
+      if (staging.copies[4] == NULL || staging.copies[5] == NULL) {
         st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
         goto done;
       }
       job.work.stype = f64_int ? EXTQL_INT32 : EXTQL_ORT_FLOAT; /* (else converted) */
-      job.work.work = (float *)staging.copies[4];
-      job.work.ones = (const float *)staging.copies[5];
-      job.work.zero2 = k->f64_params(qtype, (float *)staging.copies[5], staging.copies[6],
+      job.work.ones = (const float *)staging.copies[4];
+      job.work.zero2 = k->f64_params(qtype, (float *)staging.copies[4], staging.copies[5],
                                      (int64_t)m)
-                           ? staging.copies[6]
+                           ? staging.copies[5]
                            : pz;
     }
     job.range = k->range;

@@ -57,10 +57,9 @@ typedef struct {
   void *y;
   int64_t D, inner, block, out_bytes;
   /* prec EXTQL_ORT_DOUBLE (the division in float64): scale is float32 or
-   * int32 (stype), exact; work, ones and zero2 are the scratch and the
-   * float32 stage's parameters of extql_quantize_f64_range. */
+   * int32 (stype), exact; ones and zero2 are the float32 stage's
+   * parameters of extql_quantize_f64_range. */
   int stype;
-  float *work;
   const float *ones;
   const void *zero2;
 } ExtqlWork;

@@ -31,8 +31,8 @@ static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
   int flags = EXTQL_STREAM_FLAGS(w->out_bytes) | (w->saturate ? 0 : EXTQL_NO_SATURATE);
   if (w->kind == OP_QUANTIZE && w->prec == EXTQL_ORT_DOUBLE)
     return extql_quantize_f64_range(w->qtype, w->ftype, w->stype, w->x, w->scale, w->zp, w->y,
-                                    w->D, w->inner, w->block, start, stop, flags, w->work,
-                                    w->ones, w->zero2);
+                                    w->D, w->inner, w->block, start, stop, flags, w->ones,
+                                    w->zero2);
   if (w->kind == OP_QUANTIZE)
     return extql_quantize_typed_range_ex(w->qtype, w->ftype, w->prec, w->x, w->scale, w->zp,
                                          w->y, w->D, w->inner, w->block, start, stop, flags);

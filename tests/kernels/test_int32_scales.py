@@ -261,10 +261,10 @@ def test_dequantize_takes_no_int32_scale():
 
 _LIB = ctypes.CDLL(_kernels.__file__)
 # (qtype, xtype, stype, x, scale, zero point, y, D, inner, block, start, stop,
-# flags, work, ones, zero2)
+# flags, ones, zero2)
 _LIB.extql_quantize_f64_range.argtypes = (
     [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [ctypes.c_int]
-    + [ctypes.c_void_p] * 3)
+    + [ctypes.c_void_p] * 2)
 _LIB.extql_quantize_f64_range.restype = ctypes.c_int
 _LIB.extql_f64_params.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                   ctypes.c_int64]
@@ -296,17 +296,17 @@ def test_c_ranges_compose_to_the_whole_tensor(name, shape, axis, block, kind):
     count = max(s.size, 1)
     ones, zero2 = np.empty(count, np.float32), np.empty(count, np.float32)
     zp = z if _LIB.extql_f64_params(qtype, _ptr(ones), _ptr(zero2), count) == 0 else zero2
-    work, y = np.empty(x.size, np.float32), np.empty(x.shape, want.dtype)
+    y = np.empty(x.shape, want.dtype)
     cuts = sorted({0, x.size, *rng.integers(0, x.size, 5).tolist()})
     for start, stop in zip(cuts[:-1], cuts[1:], strict=True):
         rc = _LIB.extql_quantize_f64_range(
             qtype, TensorProto.INT32, TensorProto.INT32, _ptr(x), _ptr(s), _ptr(z), _ptr(y),
-            D, inner, block, start, stop, 0, _ptr(work), _ptr(ones), _ptr(zp))
+            D, inner, block, start, stop, 0, _ptr(ones), _ptr(zp))
         assert rc == 0
     assert_same_bits(y, want, f"C ranges {cuts}")
     assert _LIB.extql_quantize_f64_range(
         qtype, TensorProto.INT32, TensorProto.INT64, _ptr(x), _ptr(s), _ptr(z), _ptr(y),
-        D, inner, block, 0, x.size, 0, _ptr(work), _ptr(ones), _ptr(zp)) == -1
+        D, inner, block, 0, x.size, 0, _ptr(ones), _ptr(zp)) == -1
 
 
 INT32_SCALES = st.one_of(st.integers(I32.min, I32.max),
