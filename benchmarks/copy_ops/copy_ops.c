@@ -212,7 +212,7 @@ static const ExtqlOpName NAMES[] = {
     {0, "DequantizeCopy", OP_DEQUANTIZE},
 };
 
-static ExtqlOpSet COPY_OPS = {DOMAINS, 1, NAMES, 2, copy_range, NULL, NULL, 0, NULL, 0, NULL};
+static ExtqlOpSet COPY_OPS = {DOMAINS, 1, NAMES, 2, copy_range, NULL, NULL, NULL, 0, NULL, 0, NULL};
 
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {
