@@ -17,7 +17,9 @@ FunctionProtos that models carry.  Here:
   :func:`make_dequantize`), and quantize's of precision float64
   (:func:`quantize_core64`, :func:`make_static_quantize64`,
   :func:`make_quantize64`);
-* the type-generic dispatchers ``QuantizeDispatch`` / ``DequantizeDispatch``.
+* the type-generic dispatchers ``QuantizeDispatch`` (``QuantizeDispatch64``
+  where an operator also has nodes of precision float64) /
+  ``DequantizeDispatch``.
 
 Every body takes ``x`` and the scale in float32, float16 or bfloat16 (and
 quantize's ``x`` and scale in int32, which ``Quotient``'s Cast rounds to
@@ -79,6 +81,7 @@ __all__ = [
     "make_quantize64",
     "make_dequantize",
     "QuantizeDispatch",
+    "QuantizeDispatch64",
     "DequantizeDispatch",
 ]
 
@@ -808,10 +811,10 @@ def make_dequantize(variant: str):
 # nodes without one an explicit zero when a model needs a dispatcher), use no
 # If (old onnxruntime cannot infer types through If inside functions) and
 # are valid for every type: both routes are computed, cast to the zero
-# point's type and one is picked with Gather.  Likewise for ``precision``:
-# the quotient of precision float64 (11) and that of the node's float
-# precision are both computed, one is picked (the compatibility path pays
-# for both; the per-type functions compute one).
+# point's type and one is picked with Gather (DispatchRoutes).  An operator
+# that also has nodes of precision float64 (11) gets QuantizeDispatch64,
+# which computes that quotient and the float precision's and picks one; the
+# others keep QuantizeDispatch, which computes only the latter.
 # The zero point's type is found with in-range CastLike round trips and, for
 # the integer width, int64 -> int wrap-around (two's complement truncation,
 # as onnxruntime's static_cast and NumPy's astype do).
@@ -867,33 +870,21 @@ _D_WIDE = onnx.helper.make_tensor("wide", TensorProto.DOUBLE, [], [_WIDE])
 _D_ZERO = onnx.helper.make_tensor("zero", TensorProto.DOUBLE, [], [0.0])
 
 
-@script(_QUARK, default_opset=op)
-def QuantizeDispatch(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
-                     precision: int = 1, output_dtype: int = 0):
-    # The scale and the zero point's values, spread in float64 (which holds
-    # every value of every type here, an int32 scale's too); y_zero_point
-    # itself only gives the type below.  The float32 scale is rounded from
-    # the exact float64 one: the same single rounding as SpreadParams' Cast.
-    s64, zd = SpreadParams64(x, y_scale, op.Cast(y_zero_point, to=TensorProto.DOUBLE),
-                             axis=axis, block_size=block_size)
-    s = op.Cast(s64, to=_F32)
-    zp = y_zero_point
-    # Precision float64 (11): both quotients are computed, one is picked.
-    as_double = op.Equal(op.Constant(value_int=precision), op.Constant(value_int=_F64))
-    v = Quotient(x, s, precision=precision)
-    q = Quotient64(x, s64)
+@script(_INTERNAL, default_opset=op)
+def DispatchRoutes(w: FLOAT, r: FLOAT, zd, zp):
+    """The type-generic end of a quantize: ``w``, the float16 / bfloat16
+    route's value (the quotient with its zero point), and ``r``, the integer
+    route's rounded quotient, both float32; ``zd`` the zero point's values
+    in float64; ``zp`` gives the output type."""
     # float16 / bfloat16 route
     probe = op.Constant(value_float=_F16_PROBE)
     is_f16 = op.Equal(op.Cast(op.CastLike(probe, zp), to=_F32), probe)
     limit = op.Where(is_f16, op.Constant(value_float=_F16_MAX), op.Constant(value_float=_BF16_MAX))
-    w = Pick(as_double, ShiftedQuotient64(q, zd), AddSigned(v, op.Cast(zd, to=_F32)))
     wf = op.Where(op.IsNaN(w), w, op.Clip(w, op.Neg(limit), limit))
     # integer route (a float zero point is made finite and small first, so
-    # that no cast below sees NaN or an out-of-range value; the sign of a
-    # zero r does not matter: Where may pick)
+    # that no cast below sees NaN or an out-of-range value)
     lo_r = op.Constant(value_float=-_WIDE)
     hi_r = op.Constant(value_float=_WIDE)
-    r = op.Where(as_double, RoundedQuotient64(q), op.Round(v))
     r = op.Clip(op.Where(op.IsNaN(r), lo_r, r), lo_r, hi_r)
     zero_d = op.Constant(value=_D_ZERO)
     wide_d = op.Constant(value=_D_WIDE)
@@ -918,6 +909,38 @@ def QuantizeDispatch(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 
     return op.Gather(
         both, op.Where(is_float, op.Constant(value_int=0), op.Constant(value_int=1))
     )
+
+
+@script(_QUARK, default_opset=op)
+def QuantizeDispatch(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                     precision: int = 1, output_dtype: int = 0):
+    # The zero point's values, spread in float64 (which holds every value of
+    # every type here); y_zero_point itself only gives the type.  The float
+    # precisions only: see QuantizeDispatch64.
+    s, zd = SpreadParams(x, y_scale, op.Cast(y_zero_point, to=TensorProto.DOUBLE), axis=axis,
+                         block_size=block_size)
+    v = Quotient(x, s, precision=precision)
+    return DispatchRoutes(AddSigned(v, op.Cast(zd, to=_F32)), op.Round(v), zd, y_zero_point)
+
+
+@script(_QUARK, default_opset=op)
+def QuantizeDispatch64(x, y_scale, y_zero_point, axis: int = 1, block_size: int = 0,
+                       precision: int = 1, output_dtype: int = 0):
+    # QuantizeDispatch for an operator that also has nodes of precision
+    # float64 (11): both quotients are computed and one is picked.  The
+    # scale is spread in float64 (exact for an int32 one too); the float32
+    # scale is rounded from it, the same single rounding as SpreadParams'
+    # Cast.
+    s64, zd = SpreadParams64(x, y_scale, op.Cast(y_zero_point, to=TensorProto.DOUBLE),
+                             axis=axis, block_size=block_size)
+    as_double = op.Equal(op.Constant(value_int=precision), op.Constant(value_int=_F64))
+    v = Quotient(x, op.Cast(s64, to=_F32), precision=precision)
+    q = Quotient64(x, s64)
+    w = Pick(as_double, ShiftedQuotient64(q, zd), AddSigned(v, op.Cast(zd, to=_F32)))
+    # (the sign of a zero r does not matter to the integer route: Where may
+    # pick)
+    r = op.Where(as_double, RoundedQuotient64(q), op.Round(v))
+    return DispatchRoutes(w, r, zd, y_zero_point)
 
 
 @script(_QUARK, default_opset=op)

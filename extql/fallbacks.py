@@ -415,15 +415,17 @@ def _flat_core(quantize: bool, overload: str) -> onnx.FunctionProto:
 
 
 @functools.cache
-def _flat_dispatch(quantize: bool) -> onnx.FunctionProto:
+def _flat_dispatch(quantize: bool, float64: bool = False) -> onnx.FunctionProto:
+    tail = [bodies.DispatchRoutes, bodies.IntBounds, bodies.IsFloat]
+    if float64:
+        return _flatten(bodies.QuantizeDispatch64, [*_PLAN, *_PLAN64, bodies.Pick, *tail])
     if quantize:
-        return _flatten(bodies.QuantizeDispatch, [*_PLAN, *_PLAN64, bodies.Pick,
-                                                  bodies.IntBounds, bodies.IsFloat])
+        return _flatten(bodies.QuantizeDispatch, [*_PLAN, *tail])
     return _flatten(bodies.DequantizeDispatch, _PLAN)
 
 
 def dispatcher_proto(
-    quantize: bool, *, domain: str = DOMAIN, opset: int = 21
+    quantize: bool, *, domain: str = DOMAIN, opset: int = 21, float64: bool = False
 ) -> onnx.FunctionProto:
     """The type-generic FunctionProto of one operator (``overload`` empty).
 
@@ -431,12 +433,17 @@ def dispatcher_proto(
     (domain, name) only, such as ``onnx.reference`` 1.23 and onnxruntime
     before overload support: a model that uses several variants of one
     operator lists this one last.  Every call must pass a zero point.  Needs
-    opset >= :data:`DISPATCH_MIN_OPSET`.
+    opset >= :data:`DISPATCH_MIN_OPSET`.  ``float64`` (quantize): the
+    dispatcher that also computes nodes of precision float64 (both
+    quotients, one picked), for an operator that has such nodes; the other
+    one computes the float precisions only.
     """
     _check_domain(domain)
     _check_opset(opset, DISPATCH_MIN_OPSET, "the type-generic extql dispatchers")
+    if float64 and not quantize:
+        raise ValueError("precision float64 is quantize's (dequantize has no precision)")
     name = OP_NAMES[domain][0 if quantize else 1]
-    return _stamp(_flat_dispatch(quantize), domain, name, "", opset)
+    return _stamp(_flat_dispatch(quantize, float64), domain, name, "", opset)
 
 
 def variant(zero_point_type: int | None) -> str:

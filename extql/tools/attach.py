@@ -266,7 +266,9 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         if problem is None:
             # Listed last: onnx.reference and onnxruntime without overload
             # support keep the last function of a name.
-            out.functions.append(fallbacks.dispatcher_proto(quantize, domain=domain, opset=opset))
+            float64 = any(fallbacks.split_overload(v)[1] for v in variants)
+            out.functions.append(fallbacks.dispatcher_proto(quantize, domain=domain, opset=opset,
+                                                            float64=float64))
         else:
             warnings.warn(
                 f"{op_name} is used with several types ({', '.join(variants)}) and {problem}: "

@@ -478,6 +478,17 @@ def test_dispatcher_with_float64_nodes(x_kind):
     assert overloads == ["int8-float64", "int8", "uint16-float64", "float16-float64",
                          "bfloat16-float64", "uint8-float64", "int32"]
     assert attached.functions[-1].overload == ""  # the dispatcher, last
+    # (the one that computes both quotients; an operator without float64
+    # nodes gets the one that computes the float quotient only)
+    assert attached.functions[-1].node == fallbacks.dispatcher_proto(
+        True, opset=attached.functions[-1].opset_import[0].version, float64=True).node
+    float_only = [n for n in model.graph.node if n.output[0] in ("b", "g")]
+    del model.graph.node[:]
+    model.graph.node.extend(float_only)
+    plain = extql.attach_fallbacks(model).functions[-1]
+    assert plain.overload == "" and plain.node == fallbacks.dispatcher_proto(
+        True, opset=plain.opset_import[0].version).node
+    assert len(plain.node) < len(attached.functions[-1].node)
     check_reference(attached, {"x": x}, want, f"dispatcher x {x_kind}")
     check_onnxruntime(attached, {"x": x}, want, f"overloads x {x_kind}")
     only = onnx.ModelProto()
