@@ -60,7 +60,9 @@ LAYOUTS = [((2, 6, 3, 5), 1, 0, "tensor"), ((2, 6, 3, 5), 1, 0, "axis"),
            ((2, 6, 3, 5), 1, 4, "blocked"), ((6, 40), -1, 0, "axis")]
 
 
-def _x(rng: np.random.Generator, shape, xtype: np.dtype) -> np.ndarray:
+def make_x(rng: np.random.Generator, shape, xtype: np.dtype) -> np.ndarray:
+    """x of a type (int32 over its whole range, floats of a spread of
+    3000) with the special values first (tests/ort uses it too)."""
     n = int(np.prod(shape))
     if xtype == np.int32:
         x = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
@@ -72,7 +74,8 @@ def _x(rng: np.random.Generator, shape, xtype: np.dtype) -> np.ndarray:
         return x.astype(np.float32).astype(xtype).reshape(shape)
 
 
-def _int32_scales(rng: np.random.Generator, pshape) -> np.ndarray:
+def int32_scales(rng: np.random.Generator, pshape) -> np.ndarray:
+    """int32 scales of the shape, drawn from SPECIAL_S (0 included)."""
     return rng.choice(SPECIAL_S, pshape).astype(np.int32)
 
 
@@ -84,9 +87,9 @@ def _int32_scales(rng: np.random.Generator, pshape) -> np.ndarray:
                          ids=["default", "float64", "float32", "bfloat16"])
 def test_int32_scale_matches_the_contract(name, xname, shape, axis, block, kind, precision):
     rng = case_rng("int32-scale", name, xname, kind, str(precision))
-    x = _x(rng, shape, X_TYPES[xname])
+    x = make_x(rng, shape, X_TYPES[xname])
     pshape = param_shape(shape, axis, block, kind)
-    s = _int32_scales(rng, pshape)
+    s = int32_scales(rng, pshape)
     z = zero_points(rng, name, pshape, bound=1000)
     y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=precision)
     want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
@@ -103,7 +106,7 @@ def test_precision_float64_with_float_scales(name, xname, sname, shape, axis, bl
     """precision float64 with a float scale: the same float64 stage (the
     scale exact in float64); a float8e8m0 scale as the float32 it widens to."""
     rng = case_rng("float64-precision", name, xname, sname, kind)
-    x = _x(rng, shape, X_TYPES[xname])
+    x = make_x(rng, shape, X_TYPES[xname])
     pshape = param_shape(shape, axis, block, kind)
     mag = rng.choice(np.array([2.0 ** -20, 1 / 3, 0.75, 3.0, 2.0 ** 10, 1e5]), pshape)
     s = (mag * rng.choice([-1.0, 1.0], pshape)).astype(np.float32)
@@ -126,7 +129,7 @@ def test_precision_float64_with_float_scales(name, xname, sname, shape, axis, bl
 def test_a_large_tensor_split_between_threads(threads):
     rng = np.random.default_rng(11)
     x = rng.integers(I32.min, I32.max, (4, 64, 96, 96), endpoint=True).astype(np.int32)
-    s = _int32_scales(rng, (64,))
+    s = int32_scales(rng, (64,))
     z = rng.integers(-30000, 30000, 64).astype(np.int16)
     extql.set_num_threads(threads)
     try:
@@ -213,7 +216,7 @@ def test_against_onnx_reference(opset, name, xname, kind):
     cast is undefined and the sum with the zero point wraps)."""
     rng = case_rng("int32-scale-reference", opset, name, xname, kind)
     shape = (2, 6, 3, 5)
-    x = _x(rng, shape, X_TYPES[xname])
+    x = make_x(rng, shape, X_TYPES[xname])
     if xname != "int32":
         x = np.where(np.isfinite(x.astype(np.float32)), x, np.zeros_like(x))
     pshape = param_shape(shape, 1, 0, kind)
@@ -284,9 +287,9 @@ def test_c_ranges_compose_to_the_whole_tensor(name, shape, axis, block, kind):
     parameters extql_f64_params makes, gives the NumPy API's bits; an
     unknown scale type is an error code."""
     rng = case_rng("int32-scale-c", name, kind)
-    x = _x(rng, shape, X_TYPES["int32"])
+    x = make_x(rng, shape, X_TYPES["int32"])
     pshape = param_shape(shape, axis, block, kind)
-    s = np.ascontiguousarray(_int32_scales(rng, pshape))
+    s = np.ascontiguousarray(int32_scales(rng, pshape))
     z = np.ascontiguousarray(zero_points(rng, name, pshape, bound=1000))
     want = extql.quantize_linear(x, s, z, axis=axis, block_size=block)
     a = axis % len(shape)

@@ -15,11 +15,10 @@ from contract import BF16, assert_same_bits, full_param, param_shape, quantize, 
 from onnx import TensorProto
 from ortutil import DQ, LEVELS, Q, node_model, run, session
 from packaging.version import Version
+from test_int32_scales import int32_scales, make_x
 
 from extql import ort_io
 
-I32 = np.iinfo(np.int32)
-SCALES = np.array([1, -1, 2, 3, -7, 1000, 65537, 2**24 + 1, 2**30 + 3, 0], np.int64)
 X_TYPES = [np.int32, np.float32, np.float16]
 LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
            ((4, 64), 1, 16, "blocked")]
@@ -30,17 +29,6 @@ LIBRARY_TYPES = (["int8", "uint8", "int16", "uint16", "int32", "uint32", "float1
                  + (["int4"] if Version(ort.__version__) >= Version("1.21") else []))
 
 
-def _x(rng, shape, xtype):
-    n = int(np.prod(shape))
-    if xtype == np.int32:
-        x = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
-        x[:6] = [I32.max, I32.min, 2**25 + 1, 5, -5, 7]
-        return x.astype(np.int32).reshape(shape)
-    x = rng.standard_normal(n) * 3000
-    x[:4] = [np.nan, np.inf, -0.0, 2.5]
-    return x.astype(np.float32).astype(xtype).reshape(shape)
-
-
 @pytest.mark.parametrize("level", LEVELS, ids=["disabled", "basic", "extended", "all"])
 @pytest.mark.parametrize("precision", [None, BF16], ids=["float64", "bfloat16"])
 @pytest.mark.parametrize("xtype", X_TYPES, ids=["int32", "float32", "float16"])
@@ -48,9 +36,9 @@ def _x(rng, shape, xtype):
 @pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
 def test_int32_scale_in_the_library(level, precision, xtype, zp_name, shape, axis, block, kind):
     rng = np.random.default_rng(21)
-    x = _x(rng, shape, xtype)
+    x = make_x(rng, shape, np.dtype(xtype))
     pshape = param_shape(shape, axis, block, kind)
-    s = np.asarray(rng.choice(SCALES, pshape).astype(np.int32))
+    s = np.asarray(int32_scales(rng, pshape))
     z = np.asarray(zero_points(rng, zp_name, pshape, bound=1000))
     attrs = {} if precision is None else {"precision": TensorProto.BFLOAT16}
     model, feeds, dtype = node_model(Q, x, s, z, axis=axis, block_size=block or None,
@@ -71,7 +59,7 @@ def test_precision_float64_attribute(s_type, zp_name, legacy):
     float64 stage, for the Extended and the legacy name."""
     rng = np.random.default_rng(22)
     shape = (2, 3, 5, 7)
-    x = _x(rng, shape, np.float32)
+    x = make_x(rng, shape, np.dtype(np.float32))
     s = np.asarray((rng.random(3) * 7 + 0.01).astype(np.float32).astype(s_type))
     z = np.asarray(zero_points(rng, zp_name, (3,), bound=1000))
     model, feeds, dtype = node_model(Q, x, s, z, axis=1, legacy=legacy,

@@ -205,33 +205,23 @@ def test_without_the_harness_bench_says_where_it_is(tmp_path):
     assert len(lines) == 1 and "source checkout" in lines[0], proc.stderr
 
 
-def test_int32_input_script_runs_exact():
-    """benchmarks/int32_input.py (extql against Cast + QuantizeLinear) runs
-    as a process and finds both outputs bit-identical (a mismatch is exit
-    status 1)."""
+@pytest.mark.parametrize(("script", "row_starts", "rows_expected"), [
+    # extql against Cast + QuantizeLinear: a row per type and granularity
+    ("int32_input.py", ("| int8", "| uint16"), 4),
+    # extql against the fallback functions: the same for int32 and float32 x
+    ("int32_scales.py", ("| int32", "| float32"), 8),
+])
+def test_int32_scripts_run_exact(script, row_starts, rows_expected):
+    """The int32 benchmark scripts run as processes and find both outputs
+    bit-identical (a mismatch is exit status 1)."""
     bench_dir = os.environ["EXTQL_BENCHMARKS"]
     proc = subprocess.run(
-        [sys.executable, os.path.join(bench_dir, "int32_input.py"), "--sizes", "64K",
+        [sys.executable, os.path.join(bench_dir, script), "--sizes", "64K",
          "--threads", "1", "--repeat", "1", "--types", "int8", "uint16"],
         cwd=bench_dir, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| int8")
-            or line.startswith("| uint16")]
-    assert len(rows) == 4 and not any("MISMATCH" in r for r in rows), proc.stdout
-
-
-def test_int32_scales_script_runs_exact():
-    """benchmarks/int32_scales.py (extql against the fallback functions)
-    runs as a process and finds both outputs bit-identical (a mismatch is
-    exit status 1)."""
-    bench_dir = os.environ["EXTQL_BENCHMARKS"]
-    proc = subprocess.run(
-        [sys.executable, os.path.join(bench_dir, "int32_scales.py"), "--sizes", "64K",
-         "--threads", "1", "--repeat", "1", "--types", "int8", "uint16"],
-        cwd=bench_dir, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if line.startswith(("| int32", "| float32"))]
-    assert len(rows) == 8 and not any("MISMATCH" in r for r in rows), proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith(row_starts)]
+    assert len(rows) == rows_expected and not any("MISMATCH" in r for r in rows), proc.stdout
 
 
 def test_bench_help_is_the_harness_help():
