@@ -45,6 +45,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "lower_to_standard": (".tools.lower", "lower_to_standard"),
     "fold_constants": (".tools.fold", "fold_constants"),
     "optimize": (".tools.optimize", "optimize"),
+    "analyze": (".tools.analyze", "analyze"),
     "reference": (".reference", None),
     "fallbacks": (".fallbacks", None),
     "opset": (".opset", None),

@@ -14,6 +14,12 @@ data with a fixed seed and quantized with several of Quark's configurations,
 per tensor and (where Quark offers it) per channel.  The output files are
 Quark's, unchanged; the tests read them as users' models.
 
+The float originals, the FLOAT half of every FLOAT / QUANT pair that
+``extql analyze`` compares, need no Quark: ``--float`` writes them alone,
+deterministically (fixed seeds), into ``tests/data/quark/float/``::
+
+    python tools/make_quark_fixtures.py --float tests/data/quark/float
+
 Beside each model, ``<model>.quark.npz`` holds an input ``x`` (fixed seed)
 and the output ``y`` that onnxruntime computes with Quark's own custom-op
 library registered (at the highest optimisation level that loads the
@@ -174,5 +180,24 @@ def _quark_outputs(out: Path, names: list[str]) -> None:
             break
 
 
+#: The float originals by name, as ``--float`` writes them (``<name>.onnx``).
+FLOAT_MODELS = {"cnn": _cnn, "transformer": _transformer}
+
+
+def write_float_models(out_dir: str) -> int:
+    """Write the float originals (no Quark needed): ``cnn.onnx``, ``transformer.onnx``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, build in FLOAT_MODELS.items():
+        model = build()
+        model.producer_name = "tools/make_quark_fixtures.py"
+        onnx.save(model, str(out / f"{name}.onnx"))
+        print(f"wrote {out / name}.onnx")
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--float":
+        sys.exit(write_float_models(sys.argv[2] if len(sys.argv) > 2
+                                    else "tests/data/quark/float"))
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/quark"))
