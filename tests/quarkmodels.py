@@ -267,3 +267,265 @@ def sample_input(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]
         shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
         feeds[vi.name] = (rng.standard_normal(shape) * 2).astype(np.float32)
     return feeds
+
+
+# --------------------------------------------------------------------------
+# FLOAT / QUANT pairs: float models and their quantization in Quark's form,
+# under Quark's names, for ``extql analyze``.
+
+
+def float_cnn(seed: int = 3) -> onnx.ModelProto:
+    """A float CNN: x[1,3,8,8] -> Conv(6) -> Relu -> Conv(4) -> Relu -> MaxPool
+    -> Flatten -> Gemm(5) -> y."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        onnx.numpy_helper.from_array((rng.standard_normal((6, 3, 3, 3)) * 0.3)
+                                     .astype(np.float32), "w1"),
+        onnx.numpy_helper.from_array((rng.standard_normal(6) * 0.3).astype(np.float32), "b1"),
+        onnx.numpy_helper.from_array((rng.standard_normal((4, 6, 3, 3)) * 0.2)
+                                     .astype(np.float32), "w2"),
+        onnx.numpy_helper.from_array((rng.standard_normal(4) * 0.3).astype(np.float32), "b2"),
+        onnx.numpy_helper.from_array((rng.standard_normal((5, 64)) * 0.15)
+                                     .astype(np.float32), "wg"),
+        onnx.numpy_helper.from_array((rng.standard_normal(5) * 0.3).astype(np.float32), "bg"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1],
+                         kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1],
+                         kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c2"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "wg", "bg"], ["y"], transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes, "float_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def float_transformer(seed: int = 4) -> onnx.ModelProto:
+    """A float attention block on x[1,4,8]: LayerNormalization, MatMul + Add
+    projections, scores MatMul, Softmax, weighted sum MatMul -> y."""
+    rng = np.random.default_rng(seed)
+    d = 8
+    inits = [onnx.numpy_helper.from_array(np.ones(d, np.float32), "gamma"),
+             onnx.numpy_helper.from_array(np.zeros(d, np.float32), "beta")]
+    nodes = [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["ln"], axis=-1)]
+    for name in ("q", "k", "v"):
+        inits.append(onnx.numpy_helper.from_array(
+            (rng.standard_normal((d, d)) * 0.3).astype(np.float32), f"w{name}"))
+        inits.append(onnx.numpy_helper.from_array(
+            (rng.standard_normal(d) * 0.1).astype(np.float32), f"b{name}"))
+        nodes.append(helper.make_node("MatMul", ["ln", f"w{name}"], [f"m{name}"]))
+        nodes.append(helper.make_node("Add", [f"m{name}", f"b{name}"], [name]))
+    nodes += [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+        helper.make_node("Softmax", ["scores"], ["sm"], axis=-1),
+        helper.make_node("MatMul", ["sm", "v"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "float_transformer",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, d])], inits)
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def calibration(float_model: onnx.ModelProto, count: int = 8,
+                seed: int = 5) -> list[dict[str, np.ndarray]]:
+    """Calibration-like inputs: ``count`` samples, standard normal times 2."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        feeds = {}
+        for vi in float_model.graph.input:
+            shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            feeds[vi.name] = (rng.standard_normal(shape) * 2).astype(np.float32)
+        out.append(feeds)
+    return out
+
+
+def _ranges(float_model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]
+            ) -> dict[str, tuple[float, float]]:
+    """(min, max) of every activation (graph inputs and node outputs) over
+    ``feeds``, computed by onnxruntime (no extql)."""
+    import onnxruntime as ort
+
+    m = onnx.ModelProto()
+    m.CopyFrom(float_model)
+    names = [o for n in m.graph.node for o in n.output if o not in {x.name for x in m.graph.output}]
+    for name in names:
+        m.graph.output.append(onnx.ValueInfoProto(name=name))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    out_names = [o.name for o in sess.get_outputs()]
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    for f in feeds:
+        values = dict(zip(out_names, sess.run(None, f), strict=True))
+        values.update(f)
+        for k, v in values.items():
+            lo[k] = min(lo.get(k, np.inf), float(v.min()))
+            hi[k] = max(hi.get(k, -np.inf), float(v.max()))
+    return {k: (lo[k], hi[k]) for k in lo}
+
+
+def _act_params(qtype: str, lo: float, hi: float) -> tuple[float, np.ndarray]:
+    """Scale and zero point of an activation of range [lo, hi]: symmetric for
+    signed types, asymmetric for unsigned ones, scale 1 / zero point 0 for
+    float16 / bfloat16."""
+    dt, tlo, thi = TYPES[qtype]
+    if qtype in ("float16", "bfloat16"):
+        return 1.0, np.zeros((), dt)
+    if tlo < 0:
+        amax = max(abs(lo), abs(hi), 1e-6)
+        return amax / float(thi), np.zeros((), dt)
+    lo, hi = min(lo, 0.0), max(hi, 1e-6)
+    scale = (hi - lo) / (float(thi) - float(tlo))
+    zp = int(np.clip(round(float(tlo) - lo / scale), tlo, thi))
+    return scale, np.array(zp, np.int64).astype(dt)
+
+
+def quark_quantize(float_model: onnx.ModelProto, act: str = "int8", weight: str | None = None,
+                   per_channel: bool = False, feeds: list[dict[str, np.ndarray]] | None = None,
+                   scale_factor: dict[str, float] | None = None) -> onnx.ModelProto:
+    """``float_model`` quantized in the form and under the names AMD Quark
+    writes (module docstring; DESIGN's "Models as Quark writes them"):
+
+    * every activation -- graph input and node output -- through a Q -> DQ
+      pair of type ``act``: ``<t>_QuantizeLinear`` (input ``t``, output
+      ``<t>_QuantizeLinear_Output``) and ``<t>_DequantizeLinear`` (output
+      ``<t>_DequantizeLinear_Output``, which the consumers read); a graph
+      output's producer renamed ``<y>_QuantizeLinear_Input``, the DQ output
+      named ``<y>``;
+    * weights (float initializers) stored as ``<w>_quantized`` behind a lone
+      DQ (``weight`` type, default ``act``; per channel along axis 0 written
+      explicitly), biases of Conv / Gemm as int32 ``<b>_quantized`` with a
+      scale of shape [1] (per channel: [C], axis 0) whose DQ output is ``<b>``;
+      float16 / bfloat16 weights stay float behind a Q -> DQ pair;
+    * com.microsoft Q/DQ for the 8/16-bit types, Extended nodes otherwise.
+
+    Scales come from the activations' ranges over ``feeds`` (default
+    :func:`calibration`); ``scale_factor`` multiplies the scale of the named
+    tensors (0.01: a scale 100 times too small, a deliberately broken point).
+    Values are computed by tests/contract.py.
+    """
+    weight = weight or act
+    feeds = feeds if feeds is not None else calibration(float_model)
+    ranges = _ranges(float_model, feeds)
+    factor = scale_factor or {}
+    src = float_model.graph
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in src.initializer}
+    outputs = {o.name for o in src.output}
+    new_inits: list[onnx.TensorProto] = []
+    pre: list[onnx.NodeProto] = []
+    body: list[onnx.NodeProto] = []
+    renamed: dict[str, str] = {}  # value -> what its consumers read
+    act_scale: dict[str, float] = {}
+
+    def qdq(t: str, source: str, qtype: str, scale, zp, out: str, axis=None) -> list:
+        s_name, z_name = f"{t}_scale", f"{t}_zero_point"
+        new_inits.extend([_tensor(s_name, np.asarray(scale, np.float32)), _tensor(z_name, zp)])
+        q_ms, dq_ms = _ms_type(qtype, True, False), _ms_type(qtype, False, False)
+        attrs = {"axis": axis} if axis is not None else {}
+        return [
+            helper.make_node("QuantizeLinear" if q_ms else "ExtendedQuantizeLinear",
+                             [source, s_name, z_name], [f"{t}_QuantizeLinear_Output"],
+                             name=f"{t}_QuantizeLinear", domain=MS if q_ms else DOMAIN, **attrs),
+            helper.make_node("DequantizeLinear" if dq_ms else "ExtendedDequantizeLinear",
+                             [f"{t}_QuantizeLinear_Output", s_name, z_name], [out],
+                             name=f"{t}_DequantizeLinear", domain=MS if dq_ms else DOMAIN,
+                             **attrs)]
+
+    def activation(t: str) -> list:
+        scale, zp = _act_params(act, *ranges[t])
+        scale *= factor.get(t, 1.0)
+        act_scale[t] = scale
+        if t in outputs:
+            return qdq(t, f"{t}_QuantizeLinear_Input", act, scale, zp, t)
+        renamed[t] = f"{t}_DequantizeLinear_Output"
+        return qdq(t, t, act, scale, zp, renamed[t])
+
+    def weight_dq(w: str, value: np.ndarray) -> str:
+        dt, tlo, thi = TYPES[weight]
+        if weight in ("float16", "bfloat16"):
+            pre.extend(qdq(w, w, weight, 1.0, np.zeros((), dt), f"{w}_DequantizeLinear_Output"))
+            new_inits.append(_tensor(w, value))
+            return f"{w}_DequantizeLinear_Output"
+        if per_channel and value.ndim >= 2:
+            amax = np.abs(value.reshape(value.shape[0], -1)).max(axis=1)
+            scale = np.maximum(amax / float(thi), 1e-8).astype(np.float32)
+            zp = np.zeros(value.shape[0], dt)
+            attrs = {"axis": 0}
+        else:
+            scale = np.array(max(float(np.abs(value).max()), 1e-8) / float(thi), np.float32)
+            zp = np.zeros((), dt)
+            attrs = {}
+        if tlo == 0:  # unsigned weights: the middle of the range is zero
+            zp = np.full(zp.shape, (int(thi) + 1) // 2, np.int64).astype(dt)
+            scale = (scale * float(thi) / (float(thi) // 2)).astype(np.float32)
+        new_inits.extend([_tensor(f"{w}_quantized", quantize(value, scale, zp, axis=0)),
+                          _tensor(f"{w}_scale", scale), _tensor(f"{w}_zero_point", zp)])
+        zero = bool(np.all(zp.astype(np.float64) == 0))
+        ms = _ms_type(weight, False, zero)
+        pre.append(helper.make_node(
+            "DequantizeLinear" if ms else "ExtendedDequantizeLinear",
+            [f"{w}_quantized", f"{w}_scale", f"{w}_zero_point"], [f"{w}_DequantizeLinear_Output"],
+            name=f"{w}_DequantizeLinear", domain=MS if ms else DOMAIN, **attrs))
+        self_scale[w] = scale
+        return f"{w}_DequantizeLinear_Output"
+
+    self_scale: dict[str, np.ndarray] = {}
+    for vi in src.input:
+        if vi.name not in inits:
+            body.extend(activation(vi.name))
+    for node in src.node:
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i, name in enumerate(node.input):
+            if name in renamed:
+                new.input[i] = renamed[name]
+            elif name in inits and inits[name].dtype == np.float32:
+                is_bias = node.op_type in ("Conv", "Gemm") and i == 2
+                if is_bias and weight not in ("float16", "bfloat16"):
+                    new.input[i] = _bias(name, inits[name], act_scale[node.input[0]],
+                                         self_scale[node.input[1]], per_channel, new_inits, pre)
+                elif renamed.get(name) is None:
+                    renamed[name] = weight_dq(name, inits[name])
+                    new.input[i] = renamed[name]
+            elif name in inits:
+                new_inits.append(_tensor(name, inits[name]))
+                renamed[name] = name
+        for j, out in enumerate(node.output):
+            if out in outputs:
+                new.output[j] = f"{out}_QuantizeLinear_Input"
+        body.append(new)
+        for out in node.output:
+            body.extend(activation(out))
+    graph = helper.make_graph(pre + body, f"{src.name}_{act}", list(src.input),
+                              list(src.output), new_inits)
+    imports = [helper.make_opsetid("", 17)] + [helper.make_opsetid(d, v)
+                                                for d, v in EXTRA_IMPORTS]
+    return helper.make_model(graph, ir_version=8, opset_imports=imports,
+                             producer_name="quark-form test builder")
+
+
+def _bias(name: str, value: np.ndarray, in_scale: float, w_scale: np.ndarray,
+          per_channel: bool, inits: list, nodes: list) -> str:
+    """An int32 bias ``<b>_quantized`` (scale in_scale * w_scale, shape [1] or
+    [C] with axis 0; zero point 0) behind a com.microsoft DQ whose output is
+    ``<b>``."""
+    s = (np.float32(in_scale) * np.asarray(w_scale, np.float32)).astype(np.float32)
+    s = s.reshape(-1) if s.size > 1 else s.reshape(1)
+    zp = np.zeros(s.shape if s.size > 1 else (), np.int32)
+    inits.extend([_tensor(f"{name}_quantized", quantize(value, s, zp, axis=0)),
+                  _tensor(f"{name}_quantized_scale", s),
+                  _tensor(f"{name}_quantized_zero_point", zp)])
+    attrs = {"axis": 0} if per_channel and s.size > 1 else {}
+    nodes.append(helper.make_node(
+        "DequantizeLinear", [f"{name}_quantized", f"{name}_quantized_scale",
+                             f"{name}_quantized_zero_point"], [name],
+        name=f"{name}_DequantizeLinear", domain=MS, **attrs))
+    return name
