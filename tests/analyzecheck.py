@@ -87,7 +87,8 @@ def quark_point(quant: onnx.ModelProto, node_name: str) -> dict[str, str | None]
     quantized values, output."""
     nodes = {n.name: n for n in quant.graph.node}
     dq = nodes[node_name]
-    if dq.op_type in ("BFPQuantizeDequantize", "MXQuantizeDequantize"):
+    if dq.op_type in ("BFPQuantizeDequantize", "MXQuantizeDequantize", "BFPFixNeuron",
+                      "MXFixNeuron"):
         return {"input": dq.input[0], "quantized": None, "output": dq.output[0]}
     q = nodes.get(node_name.replace("_DequantizeLinear", "_QuantizeLinear"))
     if q is not None and q.output[0] == dq.input[0]:

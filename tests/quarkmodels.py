@@ -529,3 +529,82 @@ def _bias(name: str, value: np.ndarray, in_scale: float, w_scale: np.ndarray,
                              f"{name}_quantized_zero_point"], [name],
         name=f"{name}_DequantizeLinear", domain=MS, **attrs))
     return name
+
+
+def quark_block(float_model: onnx.ModelProto, op: str = "BFPQuantizeDequantize",
+                domain: str = DOMAIN, **attrs) -> onnx.ModelProto:
+    """``float_model`` with a block-format node on every activation and
+    weight, as Quark writes its BFP16 / MX models: nodes named
+    ``<t>_DequantizeLinear`` with output ``<t>_DequantizeLinear_Output``
+    (a graph output's producer renamed ``<y>_QuantizeLinear_Input``, the
+    node's output ``<y>``), weights kept float before their node, no scale
+    or zero point; ``attrs`` on every node (rank-1 weights get axis 0)."""
+    src = float_model.graph
+    inits = {i.name for i in src.initializer}
+    outputs = {o.name for o in src.output}
+    pre: list[onnx.NodeProto] = []
+    body: list[onnx.NodeProto] = []
+    renamed: dict[str, str] = {}
+
+    def block(t: str, source: str, out: str, rank1: bool = False) -> onnx.NodeProto:
+        a = dict(attrs)
+        if rank1:
+            a["axis"] = 0
+        return helper.make_node(op, [source], [out], name=f"{t}_DequantizeLinear",
+                                domain=domain, **a)
+
+    for vi in src.input:
+        if vi.name not in inits:
+            renamed[vi.name] = f"{vi.name}_DequantizeLinear_Output"
+            body.append(block(vi.name, vi.name, renamed[vi.name]))
+    dims = {i.name: len(i.dims) for i in src.initializer}
+    for node in src.node:
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        for i, name in enumerate(node.input):
+            if name in inits and name not in renamed and node.op_type in ("Conv", "Gemm",
+                                                                          "MatMul"):
+                renamed[name] = f"{name}_DequantizeLinear_Output"
+                pre.append(block(name, name, renamed[name], rank1=dims[name] == 1))
+            if name in renamed:
+                new.input[i] = renamed[name]
+        for j, out in enumerate(node.output):
+            if out in outputs:
+                new.output[j] = f"{out}_QuantizeLinear_Input"
+                body.append(new)
+                body.append(block(out, new.output[j], out))
+                break
+        else:
+            body.append(new)
+            for out in node.output:
+                renamed[out] = f"{out}_DequantizeLinear_Output"
+                body.append(block(out, out, renamed[out]))
+    graph = helper.make_graph(pre + body, f"{src.name}_{op}", list(src.input),
+                              list(src.output), list(src.initializer))
+    imports = [helper.make_opsetid("", 17)] + [helper.make_opsetid(d, v)
+                                                for d, v in EXTRA_IMPORTS]
+    if domain != DOMAIN:
+        imports.append(helper.make_opsetid(domain, 1))
+    return helper.make_model(graph, ir_version=8, opset_imports=imports,
+                             producer_name="quark-form test builder")
+
+
+def block_stand_in(model: onnx.ModelProto, grid: float = 16.0) -> onnx.ModelProto:
+    """``model`` with a model-local function for each block-format operator
+    it uses (``y = Round(x * grid) / grid``), so that onnxruntime runs it
+    where no library implements the operator: the tensors change, the
+    analysis of a one-node fake quantization does not."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    used = {(n.domain, n.op_type): sorted({a.name for a in n.attribute})
+            for n in model.graph.node if "FixNeuron" in n.op_type
+            or n.op_type in ("BFPQuantizeDequantize", "MXQuantizeDequantize")}
+    for (domain, op), attr_names in used.items():
+        g = helper.make_tensor("g", TensorProto.FLOAT, [], [grid])
+        nodes = [helper.make_node("Constant", [], ["g"], value=g),
+                 helper.make_node("Mul", ["x", "g"], ["xg"]),
+                 helper.make_node("Round", ["xg"], ["r"]),
+                 helper.make_node("Div", ["r", "g"], ["y"])]
+        out.functions.append(helper.make_function(
+            domain, op, ["x"], ["y"], nodes, [helper.make_opsetid("", 17)], attr_names))
+    return out

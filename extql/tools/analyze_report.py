@@ -252,7 +252,8 @@ class AnalysisReport:
         elif suffix == ".json":
             p.write_text(self.to_json(indent=1) + "\n", encoding="utf-8")
         else:
-            raise ValueError(f"{p}: a report is .html, .png or .json, not {suffix or 'no suffix'!r}")
+            raise ValueError(f"{p}: a report is .html, .png or .json, "
+                             f"not {suffix or 'no suffix'!r}")
         return p
 
 

@@ -111,7 +111,7 @@ def test_json_documents(models):
 @pytest.mark.parametrize("argv", [
     ["check", "good.onnx"], ["run", "good.onnx"], ["attach", "good.onnx", "o.onnx"],
     ["inline", "good.onnx", "o.onnx"], ["lower", "good.onnx", "o.onnx"],
-    ["check", "good.onnx", "--json"],
+    ["check", "good.onnx", "--json"], ["analyze", "good.onnx", "good.onnx"],
 ])
 def test_without_the_onnx_extra(models, argv):
     proc = python("-c", NO_ONNX, *argv, cwd=models)

@@ -20,7 +20,8 @@ PACKAGE = ROOT / "extql"
 CLI = PACKAGE / "cli"
 
 # The commands of the ``extql`` command line (README, docs/guide/cli.rst).
-COMMANDS = ["info", "check", "attach", "inline", "lower", "run", "optimize", "fold", "bench"]
+COMMANDS = ["info", "check", "attach", "inline", "lower", "run", "optimize", "fold", "analyze",
+            "bench"]
 # The largest a module may grow before it is split by concern (issue 12).
 MAX_LINES = 600
 

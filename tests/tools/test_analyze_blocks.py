@@ -1,0 +1,147 @@
+"""``extql analyze`` on the block formats, ``BFPQuantizeDequantize`` /
+``MXQuantizeDequantize`` (and the legacy ``BFPFixNeuron`` / ``MXFixNeuron``):
+one-node fake quantizations whose local error is their output against their
+input.
+
+* models in Quark's BFP / MX form run everywhere through stand-in
+  model-local functions (tests/quarkmodels.block_stand_in): the points are
+  found and their figures agree with NumPy on the exposed tensors, whatever
+  computes the node;
+* the clipped share of a block format, at each block's own bound, against
+  values worked out by hand from the operators' rules (docs/operators);
+* the BFP16 models Quark wrote: analysed in full where extql runs the
+  operators; until then ``analyze`` names the operator it cannot run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import quarkmodels as qm
+from analyzecheck import assert_db, expected_point, model_sqnr
+
+import extql
+from extql.tools.analyze import AnalysisError
+from extql.tools.analyze_metrics import block_clipped_count
+from extql.tools.microsoft import unsupported_nodes
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel_isa():
+    yield None
+
+
+BLOCK_CASES = [
+    ("BFPQuantizeDequantize", "com.amd.quark", {"bfp_method": "to_bfp", "bit_width": 16,
+                                                "block_size": 8, "rounding_mode": 0}),
+    ("MXQuantizeDequantize", "com.amd.quark", {"element_dtype": "fp8_e4m3", "block_size": 32}),
+    ("BFPFixNeuron", "com.vai.quantize", {"bfp_method": "to_bfp_prime", "bit_width": 13,
+                                          "block_size": 16}),
+    ("MXFixNeuron", "com.vai.quantize", {"element_dtype": "int8"}),
+]
+TYPE_OF = {"BFPQuantizeDequantize": "bfp16", "MXQuantizeDequantize": "mxfp8_e4m3",
+           "BFPFixNeuron": "mx6", "MXFixNeuron": "mxint8"}
+
+
+@pytest.mark.parametrize("op,domain,attrs", BLOCK_CASES, ids=[c[0] for c in BLOCK_CASES])
+@pytest.mark.parametrize("model", ["cnn", "transformer"])
+def test_block_points_and_figures(op, domain, attrs, model):
+    float_model = qm.float_cnn() if model == "cnn" else qm.float_transformer()
+    quant = qm.block_stand_in(qm.quark_block(float_model, op, domain, **attrs))
+    feeds = qm.calibration(float_model, 2, seed=3)
+    batch = {k: np.stack([f[k] for f in feeds]) for k in feeds[0]}
+    report = extql.analyze(float_model, quant, batch, what_if=2)
+    doc = json.loads(report.to_json())
+    nodes = sorted(n.name for n in quant.graph.node if n.op_type == op)
+    assert sorted(p["node"] for p in doc["points"]) == nodes and doc["unmatched"] == []
+    assert {p["type"] for p in doc["points"]} == {TYPE_OF[op]}
+    weights = {i.name for i in float_model.graph.initializer}
+    for p in doc["points"]:
+        assert p["kind"] == ("weight" if p["tensor"] in weights else "activation"), p
+        exp = expected_point(float_model, quant, feeds, p)
+        assert_db(p["local_sqnr_db"], exp["local_sqnr_db"], f"{p['tensor']} local")
+        assert_db(p["accumulated_sqnr_db"], exp["accumulated_sqnr_db"],
+                  f"{p['tensor']} accumulated")
+        assert 0.0 <= p["clipped_fraction"] <= 1.0
+    assert_db(doc["model_sqnr_db"], model_sqnr(float_model, quant, feeds), "model")
+    # Bypass: the node becomes an Identity; widen does not apply to a block format.
+    assert [w["variant"] for w in doc["what_if"]] == ["bypass", "bypass"]
+    assert all("block format" in s["reason"] for s in doc["what_if_skipped"])
+
+
+def _f32(values) -> np.ndarray:
+    return np.array(values, np.float32)
+
+
+def test_block_clipped_share_at_each_blocks_bound():
+    """Worked out by hand from the operators' rules."""
+    # to_bfp, BFP16 (m = 7), one block of 8 along axis 1: E = 127 (from 1.99),
+    # s = 2**-6, bound M = 2 - 2**-6 = 1.984375: 1.99 and -1.99 clamp to +-M.
+    x = _f32([[1.99, 1.0, 0.5, -1.99, 0.25, 0.0, 1.5, -0.75]])
+    m = 1.984375
+    y = _f32([[m, 1.0, 0.5, -m, 0.25, 0.0, 1.5, -0.75]])
+    attrs = {"bfp_method": "to_bfp", "bit_width": 16, "block_size": 8, "axis": 1}
+    assert block_clipped_count(x, y, "bfp", attrs) == 2
+    # Two blocks of 4 along axis 0 of a [8, 1] tensor: the second block's
+    # largest exponent is 2**-2's, so its bound is 2**-1 - 2**-9.
+    xs = _f32([[1.99], [1.0], [0.5], [0.0], [0.49], [0.25], [0.1], [0.0]])
+    b2 = 0.5 - 2**-9
+    ys = _f32([[m], [1.0], [0.5], [0.0], [b2], [0.25], [0.1], [0.0]])
+    assert block_clipped_count(xs, ys, "bfp", {**attrs, "axis": 0, "block_size": 4}) == 2
+    # MX int8, block 32: E = 127 (x in [1, 2)), scale 2**(127 - 127 - 0) = 1;
+    # elements k/64 with k in [-128, 127]: 1.999 -> 127/64 (bound), -1.999 ->
+    # -128/64 (bound), -1.984375 = -127/64 is not a bound.
+    x = np.zeros((1, 32), np.float32)
+    x[0, :3] = [1.999, -1.999, -1.984375]
+    y = np.zeros((1, 32), np.float32)
+    y[0, :3] = [127 / 64, -2.0, -127 / 64]
+    assert block_clipped_count(x, y, "mx", {"element_dtype": "int8", "block_size": 32}) == 2
+    # MX fp8_e4m3: scale 2**(E - 127 - 8); x = 1.9 (E = 127): bound 448 / 256 = 1.75.
+    y[0, :3] = [1.75, -1.75, -1.75]
+    assert block_clipped_count(x, y, "mx", {"element_dtype": "fp8_e4m3",
+                                            "block_size": 32}) == 3
+    # to_bfp_prime (MX9: m = 7), block 16, sub-blocks of 2, shift <= 1:
+    # 1.99's sub-block has shift 0, bound 127 * 2**-6; the sub-block of 0.3
+    # (exponent 2 below) has shift 1, bound 127 * 2**-7.
+    x = np.zeros((1, 16), np.float32)
+    x[0, :4] = [1.99, 0.01, 0.3, 0.2]
+    y = np.zeros((1, 16), np.float32)
+    y[0, :4] = [127 / 64, 0.0078125, 0.296875, 0.1953125]
+    prime = {"bfp_method": "to_bfp_prime", "bit_width": 16, "block_size": 16,
+             "sub_block_size": 2, "sub_block_shift_bits": 1}
+    assert block_clipped_count(x, y, "bfp", prime) == 1
+    y[0, 2] = 127 / 128
+    assert block_clipped_count(x, y, "bfp", prime) == 2
+    # One element: passes through, nothing clipped.
+    assert block_clipped_count(_f32([5.0]), _f32([5.0]), "bfp", attrs) == 0
+
+
+@pytest.mark.parametrize("name", ["cnn_bfp16", "transformer_bfp16"])
+def test_quark_bfp16_models(name):
+    """Quark's own BFP16 models with their float originals.  Where extql
+    runs BFPQuantizeDequantize, every node is a point and every figure
+    agrees with NumPy; until the operator is implemented, analyze says it
+    cannot run it, naming the operator (exit 2 on the command line)."""
+    float_model = onnx.load(str(DATA / "float" / f"{name.split('_')[0]}.onnx"))
+    quant = onnx.load(str(DATA / f"{name}.onnx"))
+    feeds = qm.calibration(float_model, 2, seed=3)
+    batch = {k: np.stack([f[k] for f in feeds]) for k in feeds[0]}
+    if any("BFPQuantizeDequantize" in line for line in unsupported_nodes(quant)):
+        with pytest.raises(AnalysisError, match=r"unsupported operator BFPQuantizeDequantize"):
+            extql.analyze(float_model, quant, batch)
+        return
+    doc = extql.analyze(float_model, quant, batch).to_dict()
+    nodes = {n.name for n in quant.graph.node if n.op_type == "BFPQuantizeDequantize"}
+    reported = {p["node"] for p in doc["points"]}
+    assert nodes == reported
+    for p in doc["points"]:
+        assert p["type"] == "bfp16"
+        exp = expected_point(float_model, quant, feeds, p)
+        assert_db(p["local_sqnr_db"], exp["local_sqnr_db"], p["tensor"])
+        assert_db(p["accumulated_sqnr_db"], exp["accumulated_sqnr_db"], p["tensor"])
