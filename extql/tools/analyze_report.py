@@ -332,7 +332,7 @@ def write_png(report: AnalysisReport, path: str | os.PathLike) -> None:
     ax.set_xticks(xs)
     ax.set_xticklabels([p.tensor for p in by_order], rotation=60, ha="right", fontsize=7)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     if report.what_if:
         ax2 = axes[1][0]
         labels = [f"{w.tensor} ({w.variant})" for w in report.what_if]
@@ -341,7 +341,8 @@ def write_png(report: AnalysisReport, path: str | os.PathLike) -> None:
         gains = [0.0 if math.isnan(g) else cap if g == math.inf else -cap if g == -math.inf
                  else g for g in raw]
         colors = ["#2ca02c" if w.variant == "bypass" else "#9467bd" for w in report.what_if]
-        ax2.bar(range(len(labels)), gains, color=colors)
+        ax2.bar(range(len(labels)), gains, color=colors, width=0.6)
+        ax2.set_xlim(-0.8, max(len(labels), 8) - 0.2)
         ax2.axhline(0, color="#444", linewidth=0.8)
         ax2.set_xticks(range(len(labels)))
         ax2.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)

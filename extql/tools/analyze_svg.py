@@ -13,7 +13,7 @@ from typing import Any
 __all__ = ["sqnr_svg", "gains_svg", "nice_ticks"]
 
 _W, _H = 1000, 360
-_LEFT, _RIGHT, _TOP, _BOTTOM = 60, 20, 30, 110
+_LEFT, _RIGHT, _TOP, _BOTTOM = 60, 20, 44, 110
 _SERIES = (("local_sqnr_db", "local SQNR", "#1f77b4"),
            ("accumulated_sqnr_db", "accumulated SQNR", "#ff7f0e"))
 
