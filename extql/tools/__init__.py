@@ -12,7 +12,12 @@
 * :mod:`~extql.tools.microsoft` -- onnxruntime's com.microsoft Q/DQ and
   operators nobody implements;
 * :mod:`~extql.tools.compare` -- node-by-node comparison of the native and
-  the fallback path (``extql run --compare-fallback``).
+  the fallback path (``extql run --compare-fallback``);
+* :mod:`~extql.tools.analyze` -- :func:`extql.analyze` (``extql analyze``),
+  with its quantization points (:mod:`~extql.tools.analyze_points`),
+  figures (:mod:`~extql.tools.analyze_metrics`), what-if variants
+  (:mod:`~extql.tools.analyze_whatif`) and report
+  (:mod:`~extql.tools.analyze_report`, :mod:`~extql.tools.analyze_svg`).
 
 They need onnx; ``import extql`` does not load them.  The names below are
 also available here, loaded on first use.

@@ -138,10 +138,12 @@ def _scale_and_zero_point(node: onnx.NodeProto, graph: onnx.GraphProto, names: N
         raise Skipped(f"its scale is {scale.dtype}, not a float type")
     new_scale = (scale.astype(np.float64) / 256.0).astype(scale.dtype)
     if len(node.input) >= 3 and node.input[2]:
-        zp = _constant(node.input[2], graph, "zero point")
-    else:
+        zp_name = node.input[2]
+        zp = _constant(zp_name, graph, "zero point")
+    else:  # no zero point: 0 of the quantized type
+        zp_name = f"{node.input[1]}_zero_point"
         zp = np.zeros(scale.shape, np.uint8)
-    names_out = [names(f"{node.input[1]}_wide"), names(f"{node.input[2] or 'zero_point'}_wide")]
+    names_out = [names(f"{node.input[1]}_wide"), names(f"{zp_name}_wide")]
     graph.initializer.append(array_to_tensor(names_out[0], new_scale))
     graph.initializer.append(array_to_tensor(names_out[1], zp.astype(np.int64).astype(wide)))
     return names_out

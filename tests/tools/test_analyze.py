@@ -344,3 +344,68 @@ def test_bypass_through_a_node_with_another_consumer_of_the_quantized_tensor():
     report = extql.analyze(float_model, quant, batch, what_if=len(quant.graph.node))
     bypasses = {w.node: w for w in report.what_if if w.variant == "bypass"}
     assert {"r1_DequantizeLinear", "r1_DequantizeLinear2"} <= set(bypasses)
+
+
+def test_float_originals_are_the_ones_quark_quantized(tmp_path):
+    """tests/data/quark/float is what make_quark_fixtures.py --float writes,
+    byte for byte, and every float tensor Quark kept in its models (the
+    float16 / bfloat16 / BFP16 models keep their weights float) is FLOAT's."""
+    import importlib.util
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "make_quark_fixtures.py"
+    spec = importlib.util.spec_from_file_location("make_quark_fixtures", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.write_float_models(str(tmp_path)) == 0
+    for name, path in FLOAT.items():
+        assert (tmp_path / f"{name}.onnx").read_bytes() == path.read_bytes(), name
+    compared = 0
+    for quant_path in DATA.glob("*.onnx"):
+        floats = {i.name: onnx.numpy_helper.to_array(i)
+                  for i in onnx.load(str(FLOAT[quant_path.stem.split("_")[0]])).graph.initializer}
+        for init in onnx.load(str(quant_path)).graph.initializer:
+            if init.name in floats and init.data_type == onnx.TensorProto.FLOAT:
+                np.testing.assert_array_equal(onnx.numpy_helper.to_array(init),
+                                              floats[init.name], err_msg=quant_path.name)
+                compared += 1
+    assert compared >= 20
+
+
+def test_official_vitis_and_defaulted_zero_point_pairs():
+    """Pairs of the official operators (one without a zero point: uint8) and
+    of the legacy Vitis names are points like Quark's com.microsoft ones;
+    widening the zero-point-less one gives uint16 with a zero point of 0."""
+    float_model = qm.float_cnn()
+    quant = qm.quark_quantize(float_model, "int8")
+    for node in quant.graph.node:
+        if node.name in ("r_QuantizeLinear", "r_DequantizeLinear"):
+            node.domain = ""
+        elif node.name in ("x_QuantizeLinear", "x_DequantizeLinear"):
+            node.domain = ""
+            del node.input[2]
+        elif node.name in ("c2_QuantizeLinear", "c2_DequantizeLinear"):
+            node.domain = "com.vai.quantize"
+            node.op_type = "Vitis" + node.op_type
+    quant.opset_import.append(helper.make_opsetid("com.vai.quantize", 1))
+    assert {n.op_type for n in quant.graph.node if n.domain == "com.vai.quantize"} == \
+        {"VitisQuantizeLinear", "VitisDequantizeLinear"}
+    batch = _batch(float_model, 2)
+    report = extql.analyze(float_model, quant, batch, what_if=len(quant.graph.node))
+    types = {p.tensor: p.type for p in report.points}
+    assert types["x"] == "uint8" and types["r"] == "int8" and types["c2"] == "int8"
+    _check_every_point(float_model, quant, batch, report.to_dict())
+    # x's negative half clips at 0 of uint8.
+    assert next(p for p in report.points if p.tensor == "x").clipped_fraction > 0.3
+    (w,) = [w for w in report.what_if if w.tensor == "x" and w.variant == "widen"]
+    hand = onnx.ModelProto()
+    hand.CopyFrom(quant)
+    s = next(onnx.numpy_helper.to_array(i) for i in quant.graph.initializer
+             if i.name == "x_scale")
+    hand.graph.initializer.extend([
+        onnx.numpy_helper.from_array((s / np.float32(256)).astype(np.float32), "s16"),
+        onnx.numpy_helper.from_array(np.zeros((), np.uint16), "z16")])
+    for node in hand.graph.node:
+        if node.name in ("x_QuantizeLinear", "x_DequantizeLinear"):
+            node.domain = "com.microsoft"
+            node.input[1:] = ["s16", "z16"]
+    assert abs(w.model_sqnr_db - model_sqnr(float_model, hand, _samples(batch))) <= 0.01
