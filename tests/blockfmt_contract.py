@@ -381,7 +381,8 @@ def expected(op_type: str, x, attrs: Mapping[str, object] | None = None) -> np.n
     if family(op_type) == "bfp" and a["convert_to_bfloat_before_bfp"]:
         x32 = bfloat16_round(x32)
     if x32.size <= 1:  # one element passes through (and nothing is nothing)
-        return x32.astype(x.dtype)
+        with np.errstate(over="ignore"):  # float16 65504 pre-rounds to 65536: inf
+            return x32.astype(x.dtype)
     blocks, back = to_blocks(x32, int(a["axis"]), int(a["block_size"]))
     mode = int(a["rounding_mode"])
     if family(op_type) == "mx":
