@@ -50,11 +50,17 @@ ROUNDING_MODES = (0, 1, 2)
 #: and Quark's kernels compute something there (a clamp with crossed bounds,
 #: a scale of 0, unsigned wrap-around), so :func:`expected` refuses to guess.
 DEFINED_BIT_WIDTHS = {"to_bfp": range(10, 33), "to_bfp_prime": range(9, 34)}
+#: The sub_block_shift_bits for which Quark's to_bfp_prime computes the
+#: contract's cap 2^bits - 1: its kernel shifts a 32-bit 1 left by bits, so
+#: 32 and 33 give caps of 0 and 1 on x86 (a shift of 32 or more is undefined
+#: in C), and a negative value is no cap at all.
+DEFINED_SHIFT_BITS = range(0, 32)
 
 
 class OutsideContract(NotImplementedError):
     """A node the contract neither refuses nor defines (see
-    :data:`DEFINED_BIT_WIDTHS`): no expectation exists to test against."""
+    :data:`DEFINED_BIT_WIDTHS`, :data:`DEFINED_SHIFT_BITS`): no expectation
+    exists to test against."""
 
 
 @dataclass(frozen=True)
@@ -364,7 +370,7 @@ def expected(op_type: str, x, attrs: Mapping[str, object] | None = None) -> np.n
     """The output of node ``op_type`` (any of the four names) with the given
     attributes on x (float32 or float16; the output has x's dtype and shape;
     x is not modified).  A refused node raises ValueError with the first
-    refusal; a bit_width the contract does not define, OutsideContract.
+    refusal; a bit_width or shift the contract does not define, OutsideContract.
     float16 is widened exactly, computed as float32 and rounded back to
     nearest even."""
     x = np.asarray(x)
@@ -377,6 +383,9 @@ def expected(op_type: str, x, attrs: Mapping[str, object] | None = None) -> np.n
         if a["bit_width"] not in DEFINED_BIT_WIDTHS[method]:
             raise OutsideContract(f"{op_type}: bit_width={a['bit_width']} with {method} is not "
                                   "defined by the contract")
+        if method == "to_bfp_prime" and a["sub_block_shift_bits"] not in DEFINED_SHIFT_BITS:
+            raise OutsideContract(f"{op_type}: sub_block_shift_bits="
+                                  f"{a['sub_block_shift_bits']} is not defined by the contract")
     x32 = x.astype(F32)  # a copy: the input is never modified
     if family(op_type) == "bfp" and a["convert_to_bfloat_before_bfp"]:
         x32 = bfloat16_round(x32)

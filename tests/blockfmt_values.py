@@ -218,3 +218,18 @@ def mx_boundary_values(element_dtype: str, block_exponent: int) -> np.ndarray:
         top = 2.0 ** et.emax * 1.5
     values = np.concatenate([[top], units]) * X
     return values.astype(F32)
+
+
+def compiler_boundary_values(block_exponent: int) -> np.ndarray:
+    """float32 blocks ([4, 8]) for the compiler-version kernel at bit_width
+    16, whose largest exponent field is ``block_exponent`` (0: a block of
+    subnormals): elements of that exponent whose quotient x / s is +-127.5
+    (a tie: +128 bumps the block exponent, -128 does not), +-127.75 (rounds
+    to +-128 in every mode) or +-127.25 (no bump), with smaller ties after
+    them (which the bump re-rounds on the doubled scale)."""
+    s = 2.0 ** (block_exponent - 127 - 6)
+    rows = [[127.5, -64.5, 65, 0.3, -0.3, 100.25, -99.5, 1.5],
+            [-127.5, -64.5, 65, 0.7, -0.5, 100.5, -100.5, 2.5],
+            [-127.75, 127.25, 64.5, -65.5, 0.5, -1.5, 3.5, -0.0],
+            [127.75, -127.25, 66.5, -66.5, -0.5, 1.5, -3.5, 0.0]]
+    return (np.array(rows) * s).astype(F32)

@@ -199,6 +199,17 @@ def _mx_cases() -> list[dict]:
     return out
 
 
+def _compiler_cases() -> list[dict]:
+    """The compiler-version kernel's exponent bump at its edges, for block
+    exponents from subnormal to the largest (where the bump reaches 255)."""
+    out = []
+    for E in (0, 1, 130, 254):
+        for mode in (0, 1, 2):
+            attrs = _bfp_attrs("to_bfp", 16, 8, mode, compiler=1)
+            out.append(_case(BFP, attrs, "compiler_edges", exponent=E))
+    return out
+
+
 def _boundary_cases() -> list[dict]:
     """MX blocks at the edges of each element type's grid, for block
     exponents from the smallest to the largest (float32 only: float16 does
@@ -242,6 +253,10 @@ for _bw in (34, 40, 41):
     SKIPPED.append((BFP, {"bfp_method": "to_bfp_prime", "bit_width": _bw},
                     "bit_width outside the contract's defined range for to_bfp_prime (9..33): "
                     "Quark's count of dropped bits wraps around (unsigned)"))
+for _sb in (-1, 32, 33):
+    SKIPPED.append((BFP, {"bfp_method": "to_bfp_prime", "sub_block_shift_bits": _sb},
+                    "sub_block_shift_bits outside 0..31: Quark shifts a 32-bit 1 by it "
+                    "(undefined in C; caps of 0 / 1 for 32 / 33 on x86)"))
 
 
 # ---------------------------------------------------------------- running
@@ -271,6 +286,9 @@ def _input(case_id: str, case: dict) -> np.ndarray:
     """The case's input (and its axis, written into ``case["attrs"]``)."""
     rng = case_rng("blockfmt-grid", case_id)
     op_type, attrs, dtype = case["op_type"], case["attrs"], case["dtype"]
+    if case["group"] == "compiler_edges":
+        attrs["axis"] = 1
+        return bv.compiler_boundary_values(case["exponent"])
     if case["group"] == "boundary":
         attrs["axis"] = 1
         x = np.zeros((3, 32), F32)
@@ -317,7 +335,7 @@ def main(out_dir: str) -> int:
     out.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, dict[str, np.ndarray]] = {"bfp": {}, "mx": {}}
     manifest: list[dict] = []
-    cases = _bfp_cases() + _mx_cases() + _boundary_cases()
+    cases = _bfp_cases() + _compiler_cases() + _mx_cases() + _boundary_cases()
     for i, case in enumerate(cases):
         op_type, dtype = case["op_type"], case["dtype"]
         attrs = case["attrs"] = dict(case["attrs"])

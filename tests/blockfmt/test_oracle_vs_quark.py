@@ -135,8 +135,9 @@ def _lanes(case: dict, x: np.ndarray, y: np.ndarray) -> Counter:
             found[f"{kind} tie mode {a['rounding_mode']}"] += int((q - np.floor(q) == 0.5).any())
             found[f"{kind} past the largest"] += int((np.abs(q) > 2 ** m - 0.5).any())
             if kind == "compiler":
-                top = (f == E) & (np.abs(q) >= 127.5)
-                found["compiler bump"] += int(top.any())
+                r = bc.round_mode(q, a["rounding_mode"])
+                found["compiler bump"] += int(((f == E) & (r >= 128)).any())
+                found["compiler -128 kept"] += int(((f == E) & (r == -128)).any())
         else:
             found["to_bfp_prime nan block"] += int((f == 255).any())
     return found
@@ -148,7 +149,7 @@ def test_grid_reaches_every_lane():
         x, y = _arrays(case)
         found.update(_lanes(case, x, y))
     wanted = ["nan", "inf", "negative zero", "subnormal", "int8 clamp", "compiler bump",
-              "to_bfp_prime nan block"]
+              "compiler -128 kept", "to_bfp_prime nan block"]
     wanted += [f"{k} tie mode {m}" for k in ("int8", "to_bfp", "compiler") for m in (0, 1, 2)]
     wanted += [f"{k} past the largest" for k in ("to_bfp", "compiler")]
     wanted += [f"{e} {what}" for e in bc.ELEMENT_TYPES if e != "int8"
