@@ -11,10 +11,17 @@ Run in an environment with ``amd-quark`` (0.13) and its PyTorch installed
 
 (torch 2.13.0 from a local CPU wheel: ``PIP_FIND_LINKS=/opt/wheels``.)  With
 ``--only NAME ...`` only those configurations are made (names as in
-:data:`CONFIGS` / :data:`BLOCK_CONFIGS`, e.g. ``--only MX4 BFP16_QC``); the
-block-format models were made with ``--only`` and every name of
-:data:`BLOCK_CONFIGS` (BFP16 included), the others with an older version of
-this tool (same models, same inputs).
+:data:`CONFIGS` / :data:`BLOCK_CONFIGS`).  The block-format models were made
+with::
+
+    /work/venvs/quark/bin/python tools/make_quark_fixtures.py tests/data/quark --only \
+        BFP16 MX4 MX6 MX9 MXFP8E5M2 MXFP8E4M3 MXFP6E3M2 MXFP6E2M3 MXFP4E2M1 MXINT8 \
+        BF16_BFP16 BF16_MXINT8 MX9_INT8 BFP16_QC MX4_QC MX6_QC MX9_QC MXFP8E5M2_QC \
+        MXFP8E4M3_QC MXFP6E3M2_QC MXFP6E2M3_QC MXFP4E2M1_QC MXINT8_QC
+
+(which rewrote the BFP16 models byte for byte and added the node values to
+their .quark.npz); the other models by an earlier version of this tool, run
+without ``--only`` (same builders, seeds and inputs).
 
 Two float models are built with onnx.helper (a CNN: Conv, Relu, MaxPool,
 Flatten, Gemm; and a transformer block: LayerNormalization, MatMul + Add
