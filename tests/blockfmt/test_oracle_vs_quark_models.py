@@ -8,27 +8,14 @@ the ones the contract says Quark writes for each configuration.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import blockfmt_contract as bc
 import numpy as np
 import onnx
 import pytest
+from blockfmt_data import BLOCK_MODELS, block_nodes, model_values
 from contract import assert_same_bits
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
-BLOCK_OPS = ("BFPQuantizeDequantize", "MXQuantizeDequantize")
-
-
-def _block_models() -> list[str]:
-    names = []
-    for path in sorted(DATA.glob("*.onnx")):
-        if any(n.op_type in BLOCK_OPS for n in onnx.load(str(path)).graph.node):
-            names.append(path.stem)
-    return names
-
-
-MODELS = _block_models()
+MODELS = BLOCK_MODELS
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +23,6 @@ def kernel_isa():
     """The oracle does not use extql's kernels: one run (overrides
     conftest's per-variant fixture)."""
     return "default"
-
-
-def _nodes(name: str):
-    model = onnx.load(str(DATA / f"{name}.onnx"))
-    for node in model.graph.node:
-        if node.op_type in BLOCK_OPS:
-            attrs = {}
-            for a in node.attribute:
-                value = onnx.helper.get_attribute_value(a)
-                attrs[a.name] = value.decode() if isinstance(value, bytes) else value
-            yield model, node, attrs
 
 
 def test_every_configuration_is_there():
@@ -61,10 +37,9 @@ def test_every_configuration_is_there():
 
 @pytest.mark.parametrize("name", MODELS)
 def test_every_node_gives_quarks_bits(name):
-    with np.load(DATA / f"{name}.quark.npz") as data:
-        stored = {k: data[k] for k in data.files}
+    stored = model_values(name)
     count = 0
-    for model, node, attrs in _nodes(name):
+    for model, node, attrs in block_nodes(name):
         x = stored[f"node_in__{node.name}"]
         assert x.dtype == np.float32
         y = bc.expected(node.op_type, x, attrs)
@@ -94,7 +69,7 @@ def _expected_attributes(name: str) -> dict[str, object]:
 @pytest.mark.parametrize("name", MODELS)
 def test_nodes_are_written_as_the_contract_says(name):
     want = _expected_attributes(name)
-    for model, node, attrs in _nodes(name):
+    for model, node, attrs in block_nodes(name):
         assert node.domain == "com.amd.quark" and node.name.endswith("_DequantizeLinear")
         for key, value in want.items():
             assert attrs.get(key) == value, (name, node.name, key, attrs)

@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from blockfmt_data import BLOCK_MODELS, BLOCK_OPS
 from contract import assert_same_bits
 from onnx.reference import ReferenceEvaluator
 from onnx_helpers import run_ort
@@ -30,10 +31,6 @@ from extql.cli.check import check_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))
-BLOCK_OPS = ("BFPQuantizeDequantize", "MXQuantizeDequantize")
-#: The models with Quark's block-format nodes (BFP16, MX*, and the mixes).
-BLOCK_MODELS = [m for m in MODELS if any(n.op_type in BLOCK_OPS
-                                          for n in onnx.load(str(DATA / f"{m}.onnx")).graph.node)]
 RUNNABLE = [m for m in MODELS if m not in BLOCK_MODELS]
 CUSTOM = {"com.microsoft", extql.DOMAIN, "com.vai.quantize"}
 EXTQL = "import sys; from extql.cli import main; sys.exit(main(sys.argv[1:]))"
