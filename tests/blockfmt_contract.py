@@ -160,7 +160,7 @@ def refusals(op_type: str, given: Mapping[str, object] | None = None, *,
 
 def _f32_bits(x: np.ndarray) -> np.ndarray:
     """The float32 bits as int64 (for shifts and masks without overflow)."""
-    return np.ascontiguousarray(x, F32).view(np.uint32).astype(np.int64)
+    return np.array(x, F32).view(np.uint32).astype(np.int64)  # (a copy; 0-d stays 0-d)
 
 
 def _from_bits(u: np.ndarray) -> np.ndarray:

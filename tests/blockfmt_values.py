@@ -19,9 +19,12 @@ from collections.abc import Mapping
 
 import numpy as np
 from blockfmt_contract import (
+    BFP_METHODS,
+    DEFINED_BIT_WIDTHS,
     ELEMENT_TYPES,
     F16,
     F32,
+    OPS,
     attributes,
     exponent_field,
     family,
@@ -233,3 +236,51 @@ def compiler_boundary_values(block_exponent: int) -> np.ndarray:
             [-127.75, 127.25, 64.5, -65.5, 0.5, -1.5, 3.5, -0.0],
             [127.75, -127.25, 66.5, -66.5, -0.5, 1.5, -3.5, 0.0]]
     return (np.array(rows) * s).astype(F32)
+
+
+def node_cases(*, families: tuple[str, ...] = ("bfp", "mx"), max_rank: int = 4):
+    """A hypothesis strategy of ``(op_type, attrs, x)``: any op name, any
+    attributes the contract defines (every method, bit width, block and
+    sub-block size, shift, rounding mode, pre-rounding, compiler kernel,
+    element type; always a valid axis), ranks 0..max_rank, float32 or
+    float16, and an input from :func:`lane_values` (seeded by the draw)."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def draw_case(draw):
+        fam = draw(st.sampled_from(families))
+        ops = [op for op, (_, f) in OPS.items() if f == fam]
+        op_type = draw(st.sampled_from(ops))
+        block = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 16, 32]))
+        if fam == "bfp":
+            method = draw(st.sampled_from(BFP_METHODS))
+            name = "to_bfp" if method == "to_bfp" else "to_bfp_prime"
+            attrs = {"bfp_method": method, "block_size": block,
+                     "bit_width": draw(st.sampled_from(list(DEFINED_BIT_WIDTHS[name]))),
+                     "rounding_mode": draw(st.integers(0, 2)),
+                     "convert_to_bfloat_before_bfp": draw(st.integers(0, 1))}
+            if name == "to_bfp":
+                attrs["use_compiler_version_cpu_kernel"] = draw(st.integers(0, 1))
+            else:
+                attrs["sub_block_size"] = draw(st.sampled_from(
+                    [d for d in range(1, block + 1) if block % d == 0]))
+                attrs["sub_block_shift_bits"] = draw(st.integers(0, 31))
+        else:
+            attrs = {"element_dtype": draw(st.sampled_from(list(ELEMENT_TYPES))),
+                     "block_size": block, "rounding_mode": draw(st.integers(0, 2))}
+        rank = draw(st.integers(0, max_rank))
+        shape = tuple(draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
+        if rank:
+            axis = draw(st.integers(-rank, rank - 1))
+            attrs["axis"] = axis
+            shape = list(shape)
+            shape[axis] = draw(st.integers(1, 3 * block + 1))
+            shape = tuple(shape)
+        dtype = draw(st.sampled_from([F32, F16]))
+        seed = draw(st.integers(0, 2 ** 32 - 1))
+        rate = draw(st.sampled_from([0.0, 0.03, 0.2]))
+        x = lane_values(np.random.default_rng(seed), shape, op_type, attrs, dtype,
+                        special_rate=rate, extra=BFLOAT16_CASES)
+        return op_type, attrs, np.asarray(x)
+
+    return draw_case()

@@ -157,7 +157,7 @@ def _bfp_cases() -> list[dict]:
         for dtype in (F32, F16):
             for rank in (0, 1, 2, 2, 3, 3, 4, 4):
                 out.append(_case(BFP, dict(attrs), "rank", dtype, rank=rank))
-            for shape in ((1,), (1, 1, 1), (2,), (3, 1)):
+            for shape in ((), (1,), (1, 1, 1), (2,), (3, 1)):
                 for bf16 in (0, 1):
                     out.append(_case(BFP, {**attrs, "convert_to_bfloat_before_bfp": bf16},
                                      "small", dtype, shape=shape))

@@ -13,6 +13,7 @@ import blockfmt_values as bv
 import numpy as np
 import pytest
 from contract import assert_same_bits, case_rng
+from hypothesis import given, settings
 
 F32 = np.float32
 
@@ -208,3 +209,26 @@ def test_mx_int8_at_the_largest_exponent_can_overflow_to_inf():
     x = np.array([-2.0 ** 127 * 1.999, 2.0 ** 127], F32)  # k = -128: -2 * 2^127
     assert_same_bits(bc.mx_quantize_dequantize(x, block_size=2),
                      np.array([-np.inf, 2.0 ** 127], F32))
+
+
+@settings(max_examples=300, deadline=None)
+@given(bv.node_cases())
+def test_the_layout_is_blocks_along_the_axis(case):
+    """Any node on any input: the output has x's type and shape, equals the
+    same node on the input with the axis moved last (rank >= 2), and blocks of
+    a line depend only on that line (the output of one line is the output of
+    that line alone, when it has more than one element)."""
+    op_type, attrs, x = case
+    y = bc.expected(op_type, x, attrs)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    if x.ndim < 2:
+        return
+    a = attrs["axis"] % x.ndim
+    moved = np.moveaxis(x, a, -1)
+    last = {**attrs, "axis": -1}
+    assert_same_bits(np.moveaxis(bc.expected(op_type, moved, last), -1, a), y, "moved axis")
+    line = moved.reshape(-1, moved.shape[-1])[-1:]
+    if line.size < 2:  # a tensor of one element passes through whole
+        return
+    assert_same_bits(bc.expected(op_type, line, last)[0],
+                     np.moveaxis(y, a, -1).reshape(-1, moved.shape[-1])[-1], "one line")
