@@ -1,7 +1,7 @@
 """The native onnxruntime ops: the custom-op library and its registration.
 
-extql's compiled extension ``extql._kernels`` is also an onnxruntime custom-op
-library: it exports ``RegisterCustomOps``, which registers
+extql's onnxruntime library ``libextql_ort`` (beside the extension; no Python
+in it) exports ``RegisterCustomOps``, which registers
 ``ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear`` (domain
 ``com.amd.quark``, version 1) and the legacy names Quark's own library uses,
 ``VitisQuantizeLinear`` / ``VitisDequantizeLinear`` (domain
@@ -24,6 +24,8 @@ Quark's library silently uses axis 0 there.
 from __future__ import annotations
 
 import importlib.metadata
+import sys
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
@@ -56,19 +58,36 @@ INFERENCE_ONNXRUNTIME = "1.24"
 _SessionOptions = TypeVar("_SessionOptions")
 
 
-def get_library_path() -> str:
-    """The path of the shared object to pass to
-    ``SessionOptions.register_custom_ops_library``.
+def _library_filename() -> str:
+    """The onnxruntime library's file name on this platform (setup.py)."""
+    if sys.platform == "win32":
+        return "extql_ort.dll"
+    if sys.platform == "darwin":
+        return "libextql_ort.dylib"
+    return "libextql_ort.so"
 
-    It is the compiled extension ``extql._kernels`` itself.  Importing it here
+
+def get_library_path(standalone: bool = False) -> str:
+    """The path of the shared object to pass to
+    ``SessionOptions.register_custom_ops_library`` (or to any onnxruntime
+    host's registration of a custom-op library).
+
+    It is ``libextql_ort`` beside the extension: the kernels and the
+    custom-op shim, with no Python in it, so the same file serves a Python
+    process and, with ``standalone=True``, hosts without Python (C, C++, C#,
+    Java, Rust, Triton, onnxruntime-genai).  From Python the extension
+    ``extql._kernels`` is imported first: it links against the library and
     keeps it loaded for the life of the process, so onnxruntime's own
     load/unload of the library never unmaps code a session still uses.
     """
     from . import _kernels
 
-    path = getattr(_kernels, "__file__", None)
-    if not path:
+    here = getattr(_kernels, "__file__", None)
+    if not here:
         raise RuntimeError("extql: the compiled extension extql._kernels has no file path")
+    path = Path(here).with_name(_library_filename())
+    if not path.is_file():
+        raise RuntimeError(f"extql: the onnxruntime library {path} is missing")
     return str(path)
 
 

@@ -34,6 +34,8 @@ REQUIRED = [
     "docs/conf.py",
     "extql/_typetable.py",
     "tools/gen_types_header.py",
+    "tools/gen_kernels.py",
+    "tools/tempita.py",
     "benchmarks/extql_bench/cli.py",
     "benchmarks/copy_ops/copy_ops.c",
     # tox's sdist env runs it, so a tox run from the unpacked sdist can too.
@@ -43,13 +45,21 @@ REQUIRED = [
 REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql").rglob("*.py"))]
 # Every test module and helper, in whichever area folder of tests/ it sits.
 REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "tests").rglob("*.py"))]
-# Every C source and header under extql/src in the working tree.
+# Generated at build time (by Cython, or from the tables), or build products:
+# never shipped.
+FORBIDDEN_SUFFIXES = (".so", ".pyd", ".o", ".pyc")
+FORBIDDEN = ["extql/_kernels.c", "extql/_kernels.h", "extql/src/extql_types.h",
+             "extql/src/extql_kernels.h"]
+# Every C source and header under extql/src in the working tree (but the
+# generated ones), and the kernels' dispatch unit with its templates.
 REQUIRED += [
     p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "src").glob("*.[ch]"))
+    if p.relative_to(ROOT).as_posix() not in FORBIDDEN
 ]
-# Generated at build time by Cython, or build products: never shipped.
-FORBIDDEN_SUFFIXES = (".so", ".pyd", ".o", ".pyc")
-FORBIDDEN = ["extql/_kernels.c", "extql/_kernels.h"]
+REQUIRED += [
+    p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "kernels").iterdir())
+    if p.suffix in (".pyx", ".pxi", ".tp")
+]
 
 
 def check_contents(sdist: Path) -> None:

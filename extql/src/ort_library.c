@@ -1,10 +1,11 @@
 /*
  * ort_library.c - extql's onnxruntime custom-op library.
  *
- * Built into the extension extql._kernels, so one shared object holds the
- * kernels and exports RegisterCustomOps;
- * SessionOptions.register_custom_ops_library(extql.get_library_path()) then
- * runs natively on the CPU execution provider
+ * Built with the kernels into libextql_ort, a shared object with no Python
+ * in it that exports RegisterCustomOps;
+ * SessionOptions.register_custom_ops_library(extql.get_library_path()) (or
+ * any host's registration of that file) then runs natively on the CPU
+ * execution provider
  *
  *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear  (version 1)
  *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear        (legacy names)
@@ -34,10 +35,10 @@ static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
                                     w->D, w->inner, w->block, start, stop, flags, w->ones,
                                     w->zero2);
   if (w->kind == OP_QUANTIZE)
-    return extql_quantize_typed_range_ex(w->qtype, w->ftype, w->prec, w->x, w->scale, w->zp,
-                                         w->y, w->D, w->inner, w->block, start, stop, flags);
-  return extql_dequantize_typed_range_ex(w->qtype, w->ftype, w->x, w->scale, w->zp, w->y, w->D,
-                                         w->inner, w->block, start, stop, flags);
+    return extql_quantize_range(w->qtype, w->ftype, w->prec, w->x, w->scale, w->zp, w->y, w->D,
+                                w->inner, w->block, start, stop, flags);
+  return extql_dequantize_range(w->qtype, w->ftype, w->x, w->scale, w->zp, w->y, w->D, w->inner,
+                                w->block, start, stop, flags);
 }
 
 static ExtqlOpSet LIBRARY = {

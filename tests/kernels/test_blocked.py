@@ -16,13 +16,13 @@ streamed, and every special value.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+import capi
 from contract import (
     FLOAT_TYPES,
     TYPES,
@@ -42,15 +42,6 @@ from extql import _kernels
 
 F32 = np.float32
 ALL_TYPES = list(TYPES)
-_LIB = ctypes.CDLL(_kernels.__file__)
-# (qtype, float type[, precision], x, scale, zero point, y, D, inner, block,
-# start, stop, flags)
-_LIB.extql_quantize_typed_range_ex.argtypes = (
-    [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [ctypes.c_int])
-_LIB.extql_dequantize_typed_range_ex.argtypes = (
-    [ctypes.c_int] * 2 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [ctypes.c_int])
-for _fn in (_LIB.extql_quantize_typed_range_ex, _LIB.extql_dequantize_typed_range_ex):
-    _fn.restype = ctypes.c_int
 FLOAT32 = TensorProto.FLOAT
 SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 127.5, -128.5, 65535.5, 1e30, -1e30,
                     np.inf, -np.inf, np.nan, 2.0**31, -(2.0**31), 3e-8], F32)
@@ -184,8 +175,8 @@ def test_aligned_power_of_two_blocks(name, block, uniform_zero, threads):
     yd = np.zeros(n, np.float32)
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         for fn, types, src, dst in (
-                (_LIB.extql_quantize_typed_range_ex, (FLOAT32, FLOAT32), x, yq),
-                (_LIB.extql_dequantize_typed_range_ex, (FLOAT32,), y, yd)):
+                (capi.LIB.extql_quantize_range, (FLOAT32, FLOAT32), x, yq),
+                (capi.LIB.extql_dequantize_range, (FLOAT32,), y, yd)):
             assert fn(code, *types, src.ctypes.data, s.ctypes.data, z.ctypes.data,
                       dst.ctypes.data, shape[1], 1, block, lo, hi, 0) == 0
     assert_same_bits(yq.reshape(shape), y)

@@ -1,30 +1,28 @@
 """The kernels' C entry points (src/extql_kernels.h), called as a C caller
-would: through ctypes, which releases the GIL for the call."""
+would: through ctypes (capi.py, declared from extql/_entrypoints.py), which
+releases the GIL for the call; and the library's exports and header, checked
+against that one list."""
 
 from __future__ import annotations
 
-import ctypes
+import subprocess
+import sys
+from pathlib import Path
 
+import capi
 import numpy as np
 import pytest
 from contract import TYPES, assert_same_bits, dequantize, quantize
 
+import extql
 from extql import _kernels
+from extql._entrypoints import ENTRY_POINTS, ISAS
 from extql.types import QTYPES
 
-LIB = ctypes.CDLL(_kernels.__file__)
-P = ctypes.c_void_p
-I64 = ctypes.c_int64
-LIB.extql_quantize_range.argtypes = [ctypes.c_int, P, P, P, P, I64, I64, I64, I64]
-LIB.extql_dequantize_range.argtypes = [ctypes.c_int, P, P, P, P, I64, I64, I64, I64]
-LIB.extql_quantize.argtypes = [ctypes.c_int, P, P, P, P, I64, I64, I64, ctypes.c_int]
-LIB.extql_dequantize.argtypes = [ctypes.c_int, P, P, P, P, I64, I64, I64, ctypes.c_int]
-for f in ("extql_quantize_range", "extql_dequantize_range", "extql_quantize", "extql_dequantize"):
-    getattr(LIB, f).restype = ctypes.c_int
-
-
-def _ptr(a: np.ndarray | None) -> int | None:
-    return None if a is None else a.ctypes.data
+LIB = capi.LIB
+ptr = capi.ptr
+F32 = 1
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("name", list(TYPES))
@@ -40,15 +38,15 @@ def test_ranges_compose_to_the_whole_tensor(name):
     y = np.empty(x.shape, dt)
     cuts = [0, 1, 7, 8, 41, 42, 43, 100, 209, 210]
     for a, b in zip(cuts, cuts[1:] + [x.size], strict=True):
-        rc = LIB.extql_quantize_range(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), 6, 7, a, b)
+        rc = LIB.extql_quantize_range(code, F32, F32, ptr(x), ptr(s), ptr(zp), ptr(y), 6, 7, 0,
+                                      a, b, 0)
         assert rc == 0
     expected = quantize(x, s, zp, 1)
     assert_same_bits(y, expected, name)
     back = np.empty(x.shape, np.float32)
     for a, b in zip(cuts, cuts[1:] + [x.size], strict=True):
-        rc = LIB.extql_dequantize_range(
-            code, _ptr(expected), _ptr(s), _ptr(zp), _ptr(back), 6, 7, a, b
-        )
+        rc = LIB.extql_dequantize_range(code, F32, ptr(expected), ptr(s), ptr(zp), ptr(back),
+                                        6, 7, 0, a, b, 0)
         assert rc == 0
     assert_same_bits(back, dequantize(expected, s, zp, 1), name)
 
@@ -56,16 +54,20 @@ def test_ranges_compose_to_the_whole_tensor(name):
 @pytest.mark.parametrize("name", ["uint8", "int32", "bfloat16"])
 @pytest.mark.parametrize("nthreads", [0, 1, 2, 4])
 def test_whole_tensor_threads_and_null_zero_point(name, nthreads):
+    """The Python extension's loops over whole tensors (OpenMP) cut the
+    tensor into ranges of the library's entry points."""
     n = 300_001
     x = (np.random.default_rng(10).standard_normal(n) * 1000).astype(np.float32)
     s = np.array([0.75], np.float32)
     dt = TYPES[name][0]
     code = QTYPES[name].onnx
     y = np.empty(n, dt)
-    assert LIB.extql_quantize(code, _ptr(x), _ptr(s), None, _ptr(y), n, 1, n, nthreads) == 0
+    _kernels.quantize(code, F32, F32, x.view(np.uint8), s, None, y.view(np.uint8), n, 1, n,
+                      nthreads)
     assert_same_bits(y, quantize(x, s, np.zeros(1, dt)), name)
     back = np.empty(n, np.float32)
-    assert LIB.extql_dequantize(code, _ptr(y), _ptr(s), None, _ptr(back), n, 1, n, nthreads) == 0
+    _kernels.dequantize(code, F32, y.view(np.uint8), s, None, back.view(np.uint8), n, 1, n,
+                        nthreads)
     assert_same_bits(back, dequantize(y, s), name)
 
 
@@ -74,25 +76,58 @@ def test_unknown_type_is_an_error_code():
     y = np.zeros(8, np.float32)
     s = np.ones(1, np.float32)
     for code in (0, 1, 7, 11, 13, 99, -3):
-        assert LIB.extql_quantize_range(code, _ptr(x), _ptr(s), None, _ptr(y), 1, 8, 0, 8) == -1
-        assert LIB.extql_dequantize(code, _ptr(x), _ptr(s), None, _ptr(y), 8, 1, 8, 1) == -1
+        assert LIB.extql_quantize_range(code, F32, F32, ptr(x), ptr(s), None, ptr(y), 1, 8, 0,
+                                        0, 8, 0) == -1
+        assert LIB.extql_dequantize_range(code, F32, ptr(x), ptr(s), None, ptr(y), 8, 1, 0, 0,
+                                          8, 0) == -1
+    for xtype, prec in ((7, F32), (F32, 7), (F32, 11)):
+        assert LIB.extql_quantize_range(3, xtype, prec, ptr(x), ptr(s), None, ptr(y), 1, 8, 0,
+                                        0, 8, 0) == -1
+    assert LIB.extql_dequantize_range(3, 6, ptr(x), ptr(s), None, ptr(y), 1, 8, 0, 0, 8,
+                                      0) == -1
     assert np.all(y == 0), "nothing may be written on error"
 
 
-def test_cython_callers_see_the_entry_points():
-    # _kernels.pxd exports them for `cimport`; Cython publishes them here.
-    for name in ("extql_quantize_range", "extql_dequantize_range", "extql_quantize",
-                 "extql_dequantize", "extql_get_num_threads", "extql_set_num_threads"):
-        assert name in _kernels.__pyx_capi__
-    assert LIB.extql_get_num_threads() == _kernels.get_num_threads()
-    assert LIB.extql_have_openmp() == int(_kernels.have_openmp())
+def _exported(path: str) -> set[str]:
+    out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True,
+                         text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.split()}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the ELF export table with nm")
+def test_library_exports_exactly_the_list():
+    """The library exports RegisterCustomOps, the ISA functions and every
+    entry point of extql/_entrypoints.py, and nothing else (no copy of the
+    kernels, no Python module part)."""
+    names = {f"extql_{name}" for name, *_ in ENTRY_POINTS}
+    names |= {"RegisterCustomOps", "extql_isa", "extql_isa_supported", "extql_isa_force",
+              "extql_isa_name"}
+    assert _exported(extql.get_library_path()) == names
+
+
+def test_public_header_is_the_list():
+    """The header shipped with the package is what the list gives."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_kernels
+    finally:
+        sys.path.pop(0)
+    header = Path(extql.__file__).parent / "src" / "extql_kernels.h"
+    spec = gen_kernels.load(ROOT / "extql" / "_entrypoints.py")
+    assert header.read_text() == gen_kernels.public_header(spec)
+    for name, *_ in ENTRY_POINTS:
+        assert f" extql_{name}(" in header.read_text()
 
 
 def test_isa_selection(kernel_isa):
+    """The C functions and the Python ones agree on the variant; every name
+    of the list is one the library knows."""
     assert _kernels.isa() == kernel_isa
+    assert LIB.extql_isa_name(LIB.extql_isa()) is not None
+    assert [name for name, _, _ in ISAS][0] == "baseline"
     assert "baseline" in _kernels.available_isas()
-    import pytest as _pytest
-
-    with _pytest.raises(ValueError, match="unknown instruction set"):
+    assert set(_kernels.available_isas()) <= {name for name, _, _ in ISAS}
+    with pytest.raises(ValueError, match="unknown instruction set"):
         _kernels.set_isa("sse9")
+    assert LIB.extql_isa_force(99) == -1
     _kernels.set_isa(kernel_isa)

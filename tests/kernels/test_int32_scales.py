@@ -17,11 +17,11 @@ where the float64 division gives other bits than a float32 one would.
 
 from __future__ import annotations
 
-import ctypes
 
 import ml_dtypes
 import numpy as np
 import pytest
+import capi
 from contract import (
     ALL_TYPES,
     BF16,
@@ -262,20 +262,8 @@ def test_dequantize_takes_no_int32_scale():
         extql.dequantize_linear(np.zeros(3, np.int8), np.int32(2), np.int8(0))
 
 
-_LIB = ctypes.CDLL(_kernels.__file__)
-# (qtype, xtype, stype, x, scale, zero point, y, D, inner, block, start, stop,
-# flags, ones, zero2)
-_LIB.extql_quantize_f64_range.argtypes = (
-    [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [ctypes.c_int]
-    + [ctypes.c_void_p] * 2)
-_LIB.extql_quantize_f64_range.restype = ctypes.c_int
-_LIB.extql_f64_params.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                  ctypes.c_int64]
-_LIB.extql_f64_params.restype = ctypes.c_int
-
-
-def _ptr(a: np.ndarray | None) -> int | None:
-    return None if a is None else a.ctypes.data
+_LIB = capi.LIB
+_ptr = capi.ptr
 
 
 @pytest.mark.parametrize("name", ["int8", "uint16", "int32", "float16", "bfloat16"])

@@ -227,13 +227,9 @@ def test_packed_ranges_must_start_on_a_byte():
     first byte with another range: the kernel refuses it."""
     x = np.zeros(8, np.float32)
     y = np.zeros(4, np.uint8)
-    import ctypes
+    import capi
 
-    lib = ctypes.CDLL(extql.get_library_path())
-    fn = lib.extql_quantize_typed_range_ex
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 5 + [
-        ctypes.c_int]
+    fn = capi.LIB.extql_quantize_range
     s = np.ones(1, np.float32)
     args = (x.ctypes.data, s.ctypes.data, None, y.ctypes.data, 1, 8, 0)
     assert fn(CODE_OF["int4"], 1, 1, *args, 1, 8, 0) == -1

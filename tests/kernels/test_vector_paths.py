@@ -12,10 +12,10 @@ conftest.py runs this module once per kernel variant.
 
 from __future__ import annotations
 
-import ctypes
 
 import numpy as np
 import pytest
+import capi
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 
 import extql
@@ -224,16 +224,19 @@ def test_dequantize_nan_payloads_at_every_lane(name):
 # caller would, on small buffers at every alignment.
 # ---------------------------------------------------------------------------
 
-_LIB = ctypes.CDLL(_kernels.__file__)
-_P, _I64 = ctypes.c_void_p, ctypes.c_int64
-_LIB.extql_quantize_range_ex.argtypes = [ctypes.c_int, _P, _P, _P, _P, _I64, _I64, _I64, _I64,
-                                         ctypes.c_int]
-_LIB.extql_dequantize_range_ex.argtypes = list(_LIB.extql_quantize_range_ex.argtypes)
-_STREAM = 1
+_STREAM = capi.STREAM
+_ptr = capi.ptr
+_F32 = 1  # float32's code: x of quantize, y of dequantize
 
 
-def _ptr(a):
-    return None if a is None else a.ctypes.data
+def _quantize_range(code, x, s, zp, y, D, inner, start, stop, flags):
+    return capi.LIB.extql_quantize_range(code, _F32, _F32, x, s, zp, y, D, inner, 0, start,
+                                         stop, flags)
+
+
+def _dequantize_range(code, q, s, zp, y, D, inner, start, stop, flags):
+    return capi.LIB.extql_dequantize_range(code, _F32, q, s, zp, y, D, inner, 0, start, stop,
+                                           flags)
 
 
 @pytest.mark.parametrize("name", ALL_TYPES)
@@ -260,7 +263,7 @@ def test_streaming_stores_give_the_same_bits(name, layout):
             y = _misaligned(np.zeros(shape, dt), (offset * 5) % 8)
             for start, stop in [(0, size), (size // 3, size)]:
                 y[...] = 0
-                rc = _LIB.extql_quantize_range_ex(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), D,
+                rc = _quantize_range(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), D,
                                                   inn, start, stop, _STREAM)
                 assert rc == 0
                 want = quantize(x, s, zp, axis)
@@ -268,7 +271,7 @@ def test_streaming_stores_give_the_same_bits(name, layout):
                                  f"stream quantize {name} {layout} n={size} [{start}:]")
             q = _misaligned(_random_q(name, rng, size).reshape(shape), offset)
             out = _misaligned(np.zeros(shape, F32), (offset * 3) % 8)
-            rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), _ptr(s), _ptr(zp), _ptr(out), D,
+            rc = _dequantize_range(code, _ptr(q), _ptr(s), _ptr(zp), _ptr(out), D,
                                                 inn, 0, size, _STREAM)
             assert rc == 0
             assert_same_bits(out, dequantize(q, s, zp, axis),
@@ -295,14 +298,14 @@ def test_last_axis_ranges_wrap_around_the_axis(name):
             for start, stop in [(0, size), (d // 2 + 1, size - 3), (5, size), (size - 2 * d, size)]:
                 for flags in (0, _STREAM):
                     y = np.zeros((rows, d), dt)
-                    rc = _LIB.extql_quantize_range_ex(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y),
+                    rc = _quantize_range(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y),
                                                       d, 1, start, stop, flags)
                     assert rc == 0
                     what = f"{name} d={d} [{start}:{stop}] flags={flags} zp={zp is not None}"
                     assert_same_bits(y.reshape(-1)[start:stop], want_q.reshape(-1)[start:stop],
                                      "quantize " + what)
                     out = np.zeros((rows, d), F32)
-                    rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), _ptr(s), _ptr(zp),
+                    rc = _dequantize_range(code, _ptr(q), _ptr(s), _ptr(zp),
                                                         _ptr(out), d, 1, start, stop, flags)
                     assert rc == 0
                     assert_same_bits(out.reshape(-1)[start:stop], want_d.reshape(-1)[start:stop],
@@ -374,13 +377,13 @@ def test_streaming_to_an_unaligned_output(name):
     raw = np.zeros(4 * n + 64, np.uint8)
     addr = raw.ctypes.data
     start = (-addr) % 32 + 1  # 32-byte aligned + 1: misaligned for every element size > 1
-    rc = _LIB.extql_quantize_range_ex(code, _ptr(x), s.ctypes.data, _ptr(zp), addr + start, 1,
+    rc = _quantize_range(code, _ptr(x), s.ctypes.data, _ptr(zp), addr + start, 1,
                                       n, 0, n, _STREAM)
     assert rc == 0
     got = raw[start:start + n * dt.itemsize].copy().view(dt)
     assert_same_bits(got, quantize(x, s, zp), f"unaligned {name}")
     q = _random_q(name, rng, n)
-    rc = _LIB.extql_dequantize_range_ex(code, _ptr(q), s.ctypes.data, _ptr(zp), addr + start, 1,
+    rc = _dequantize_range(code, _ptr(q), s.ctypes.data, _ptr(zp), addr + start, 1,
                                         n, 0, n, _STREAM)
     assert rc == 0
     got = raw[start:start + 4 * n].copy().view(F32)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
 
 import onnxruntime as ort
 import pytest
@@ -14,16 +16,34 @@ import extql
 from extql import ort as extql_ort
 
 
-def test_library_path_is_the_kernels_extension():
+def test_library_path_is_the_library_beside_the_extension():
+    """The library onnxruntime registers is libextql_ort, beside the Python
+    extension (which links against it); standalone=True names the same
+    file, since it needs no Python."""
     path = extql.get_library_path()
     assert os.path.isfile(path)
     from extql import _kernels
 
-    assert os.path.samefile(path, _kernels.__file__)
-    # The one shared object exports the entry point and the kernels.
+    assert os.path.dirname(path) == os.path.dirname(_kernels.__file__)
+    assert os.path.basename(path).split(".")[0] in ("libextql_ort", "extql_ort")
+    assert extql.get_library_path(standalone=True) == path
     lib = ctypes.CDLL(path)
     assert hasattr(lib, "RegisterCustomOps")
     assert hasattr(lib, "extql_quantize_range")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads ELF with binutils")
+def test_library_needs_no_python():
+    """No symbol of Python's C API is left undefined in the library, and it
+    needs no libpython: a host without Python loads it."""
+    path = extql.get_library_path()
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", path], capture_output=True,
+                               text=True, check=True).stdout.split()
+    assert not [s for s in undefined if s.startswith(("Py", "_Py"))]
+    dynamic = subprocess.run(["objdump", "-p", path], capture_output=True, text=True,
+                             check=True).stdout
+    needed = [line.split()[1] for line in dynamic.splitlines() if line.strip().startswith("NEEDED")]
+    assert needed and not [n for n in needed if "python" in n.lower()], needed
 
 
 def test_register_returns_the_same_options():

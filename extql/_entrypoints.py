@@ -1,0 +1,102 @@
+"""The kernels' C entry points and instruction sets, the one place they are written.
+
+Plain data with no imports (as ``_typetable.py``), so that the build reads it
+without numpy.  ``tools/gen_kernels.py`` (run by ``setup.py``) writes from it
+the public header ``extql/src/extql_kernels.h``, the prototypes each
+instruction set's copy of the kernels is compiled against
+(``extql_unit.h``), and the functions that forward each entry point to the
+copy the CPU runs (``extql_dispatch.c``); ``setup.py`` reads the instruction
+sets' compiler flags.  The kernels that define the entry points are in
+``extql/kernels/`` (the dispatch unit).
+"""
+
+#: The instruction sets the dispatch unit is compiled for, in order of
+#: preference from the last: name, GCC / Clang flags, the CPU features
+#: (``__builtin_cpu_supports`` names) a CPU must have to run it.  The first
+#: is the baseline every CPU of the platform runs (no flags).
+ISAS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("baseline", (), ()),
+    ("avx2", ("-mavx2", "-mfma", "-mf16c"), ("avx2", "fma", "f16c")),
+    ("avx512",
+     ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c",
+      "-mprefer-vector-width=512"),
+     ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c")),
+)
+
+#: The entry points: name (without the ``extql_`` prefix), whether each
+#: instruction set has its own copy (else the baseline's serves all), the C
+#: return type, the parameters, and what it does (the header's comment).
+#: Element types are ONNX ``TensorProto.DataType`` codes; tensors are dense
+#: and C-contiguous, seen as [outer, D, inner] with D the quantized axis
+#: (per tensor: D = 1, inner = n); each function works on elements
+#: [start, stop), so a caller splits a tensor among threads.
+ENTRY_POINTS: tuple[tuple[str, bool, str, tuple[str, ...], str], ...] = (
+    ("quantize_range", True, "int",
+     ("int qtype", "int xtype", "int prec", "const void *x", "const float *scale",
+      "const void *zero_point", "void *y", "int64_t D", "int64_t inner", "int64_t block",
+      "int64_t start", "int64_t stop", "int flags"),
+     """Quantize elements [start, stop) of x (xtype: EXTQL_FLOAT32, EXTQL_FLOAT16,
+EXTQL_BFLOAT16, or EXTQL_INT32, rounded to nearest even into float32 first) into y of
+the type qtype.  The division is in the precision prec (EXTQL_FLOAT32, EXTQL_FLOAT16 or
+EXTQL_BFLOAT16: x rounded to prec, divided, the quotient rounded to prec; the scale
+must already be a value of prec: extql_convert_scales).  Per tensor or per axis
+(block 0): element i uses scale[(i / inner) % D]; blocked (block > 0) along D in blocks
+of `block`: the scale and zero point are dense [outer, ceil(D / block), inner].  A
+NULL zero point means 0.  A sub-byte type (int4, uint4, int2, uint2) or float4e2m1 is
+packed (ONNX's layout) unless flags has EXTQL_UNPACKED; its zero point is given as
+extql_unpack gives it, and start must be a multiple of the elements per byte (stop
+too unless it is the tensor's end).  Returns 0, or -1 for an unknown code."""),
+    ("dequantize_range", True, "int",
+     ("int qtype", "int ytype", "const void *x", "const float *scale",
+      "const void *zero_point", "void *y", "int64_t D", "int64_t inner", "int64_t block",
+      "int64_t start", "int64_t stop", "int flags"),
+     """Dequantize elements [start, stop) of x (type qtype) into y (ytype: EXTQL_FLOAT32,
+EXTQL_FLOAT16 or EXTQL_BFLOAT16: the float32 result rounded to nearest even).  Layout,
+zero point and flags as extql_quantize_range.  Returns 0, or -1 for an unknown code."""),
+    ("quantize_f64_range", True, "int",
+     ("int qtype", "int xtype", "int stype", "const void *x", "const void *scale",
+      "const void *zero_point", "void *y", "int64_t D", "int64_t inner", "int64_t block",
+      "int64_t start", "int64_t stop", "int flags", "const float *ones",
+      "const void *zero2"),
+     """Quantize elements [start, stop) with the division in float64 (precision float64,
+the default for an int32 scale): q = x / s in float64 (the scale float32 or int32:
+stype), rounded there to an integer for the integer types, plus the zero point for
+float16 / bfloat16 / float4e2m1, rounded once to float32; then the float32 formula with
+the scales `ones` and the zero points `zero2` that extql_f64_params fills.  Layout and
+flags as extql_quantize_range.  Returns 0, or -1 for an unknown code."""),
+    ("f64_params", False, "int",
+     ("int qtype", "float *ones", "void *zero2", "int64_t count"),
+     """The parameters of extql_quantize_f64_range for `count` scales: ones all 1, and
+zero2 (room for count float32) all -0 when it returns 1 -- else (0) pass the
+operator's own zero point as zero2."""),
+    ("convert_scales", False, "int",
+     ("int stype", "int prec", "const void *src", "float *dst", "int64_t n"),
+     """n scales of the type stype (EXTQL_FLOAT32, EXTQL_FLOAT16, EXTQL_BFLOAT16, or
+EXTQL_INT32: rounded to nearest even) as float32 into dst, rounded to nearest even into
+prec when that is float16 / bfloat16 (the scale a quantize in that precision divides
+by).  Returns 0, or -1 for an unknown code."""),
+    ("unpack", False, "int",
+     ("int qtype", "const void *src", "void *dst", "int64_t n"),
+     """n elements of a sub-byte or small float type as in an ONNX tensor (int4 / uint4 /
+int2 / uint2 / float4e2m1 packed) into dst as the kernels take zero points: int8 /
+uint8 elements for the sub-byte types (sign-extended for int4 / int2), float32 for the
+small floats.  Returns 0, or -1 for another type."""),
+)
+
+#: The flags of the range functions: name, value, meaning.
+FLAGS: tuple[tuple[str, int, str], ...] = (
+    ("STREAM", 1,
+     "write the output with non-temporal stores, bypassing the caches (faster for an "
+     "output too large to stay in them); a hint: the bits are the same either way"),
+    ("UNPACKED", 2,
+     "sub-byte types and float4e2m1 one element per byte, in its low bits (ml_dtypes' "
+     "layout), instead of packed 8 / bits per byte, element k of a byte in its bits "
+     "[k * bits, (k + 1) * bits) (ONNX's layout)"),
+    ("NO_SATURATE", 4,
+     "quantize to float8 without saturation (ONNX's saturate = 0): a magnitude beyond "
+     "the largest finite value becomes infinity (float8e5m2) or NaN (the others)"),
+)
+
+#: Outputs of at least this many bytes are written with non-temporal stores
+#: (EXTQL_STREAM) by the NumPy API and the onnxruntime ops.
+STREAM_MIN_BYTES: int = 16 * 1024 * 1024
