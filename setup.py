@@ -8,6 +8,8 @@ platform.  Environment switches:
 * ``EXTQL_NO_OPENMP=1``  build without OpenMP even where it is available.
 * ``EXTQL_COVERAGE=1``   compile the Cython code with line tracing (coverage).
 * ``EXTQL_NATIVE=1``     opt-in ``-march=native`` for local experiments only.
+* ``EXTQL_BUILD_ONLY=extql._blockfmt``  build only the named extensions
+  (comma-separated), to rebuild one quickly.
 * ``EXTQL_SANITIZE=address[,undefined]``  build for AddressSanitizer /
   LeakSanitizer (and UBSan) runs (tox -e asan): ``-fsanitize=...``, frame
   pointers and debug information.  Never for a build that ships; Python must
@@ -118,7 +120,8 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             ext.extra_compile_args = compile_args + (omp_compile if use_omp else [])
             ext.extra_link_args = (omp_link if use_omp else []) + sanitize_link
-            if self._wants_avx2_variant():
+            if self._wants_avx2_variant() and any(s.endswith("_kernels.c")
+                                                  for s in ext.sources):
                 variants.append(ext)
         if not variants:
             super().build_extensions()
@@ -237,7 +240,21 @@ def _extensions() -> list[Extension]:
         include_dirs=[SRC],
         define_macros=macros,
     )
-    return cythonize([kernels], compiler_directives=directives)
+    # The block-format kernels (Quark's BFP / MX), a module of their own.
+    blockfmt = Extension(
+        "extql._blockfmt",
+        sources=[os.path.join("extql", "_blockfmt.pyx")],
+        depends=[os.path.join("extql", "kernels", "blockfmt.pxi")]
+        + [os.path.join(SRC, h) for h in ("extql_primitives.h", "extql_split.h")],
+        include_dirs=[SRC],
+        define_macros=macros,
+    )
+    extensions = [kernels, blockfmt]
+    only = [name.strip() for name in os.environ.get("EXTQL_BUILD_ONLY", "").split(",")
+            if name.strip()]
+    if only:
+        extensions = [ext for ext in extensions if ext.name in only]
+    return cythonize(extensions, compiler_directives=directives)
 
 
 if __name__ == "__main__":
