@@ -118,7 +118,7 @@ cdef inline uint32_t blk_field(float v) noexcept nogil:
 cdef inline uint32_t blk_field_finite(float v) noexcept nogil:
     """The exponent field, with inf and NaN (255) counted as 0."""
     cdef uint32_t e = (f32_bits(v) >> 23) & 0xFF
-    return 0 if e == 255 else e
+    return e & (0u - <uint32_t>(e != 255))
 
 
 cdef inline float blk_pow2(int k) noexcept nogil:
@@ -144,21 +144,29 @@ cdef inline void blk_recip(int k, float *p1, float *p2) noexcept nogil:
 cdef inline float blk_rmag(float a, int mode, uint32_t neg) noexcept nogil:
     """a >= 0 (or inf / NaN, returned as they are) rounded to an integer: up
     from above half, down below; a tie up for mode 0, up unless ``neg`` for
-    mode 1 (half toward +inf on the signed value), to even for mode 2.  The
-    fraction a - trunc(a) is exact below 2^23; from 2^23 up a is an integer."""
-    cdef float ac = a if a < BLK_TWO23 else BLK_TWO23
-    cdef int32_t ti = <int32_t>ac
-    cdef float t = <float>ti
-    cdef float d = a - t
-    cdef int up
-    if mode == 0:
-        up = d >= BLK_HALF
-    elif mode == 1:
-        up = (d > BLK_HALF) | ((d == BLK_HALF) & (neg == 0))
+    mode 1 (half toward +inf on the signed value), to even for mode 2.
+
+    Below 2^23 (from there up every float32 is an integer): modes 0 and 1
+    truncate through an int32 and compare the fraction a - trunc(a), which
+    is exact, with 1/2; mode 2 adds and subtracts 2^23, which rounds to
+    nearest even.  Written with masks, not branches: every loop of it
+    vectorises."""
+    cdef uint32_t small = 0u - <uint32_t>(a < BLK_TWO23)
+    cdef int32_t ti
+    cdef float t, d, r
+    cdef uint32_t up
+    if mode == 2:
+        r = (a + BLK_TWO23) - BLK_TWO23
     else:
-        up = (d > BLK_HALF) | ((d == BLK_HALF) & (ti & 1))
-    cdef float r = t + BLK_ONE if up else t
-    return r if a < BLK_TWO23 else a
+        ti = <int32_t>bits_f32(f32_bits(a) & small)
+        t = <float>ti
+        d = a - t
+        if mode == 0:
+            up = <uint32_t>(d >= BLK_HALF)
+        else:
+            up = <uint32_t>(d > BLK_HALF) | (<uint32_t>(d == BLK_HALF) & <uint32_t>(neg == 0))
+        r = t + bits_f32(f32_bits(BLK_ONE) & (0u - up))
+    return bits_f32((f32_bits(r) & small) | (f32_bits(a) & ~small))
 
 
 cdef inline float blk_round(float q, int mode) noexcept nogil:
@@ -170,7 +178,7 @@ cdef inline float blk_round(float q, int mode) noexcept nogil:
     cdef float a = bits_f32(u & BLK_ABS)
     cdef float r = blk_rmag(a, mode, sign)
     if mode == 2:
-        sign = 0 if (r == BLK_ZERO) & (a != BLK_ZERO) else sign
+        sign &= 0u - (<uint32_t>(r != BLK_ZERO) | <uint32_t>(a == BLK_ZERO))
     return bits_f32(f32_bits(r) | sign)
 
 
@@ -201,18 +209,18 @@ cdef inline int bfp_bumps(float x, float p1, float p2, uint32_t E, int mode) noe
 
 
 cdef inline float prime_elem(float x, float p1, float p2, float p, float rmax, int mode,
-                             uint32_t nanbits) noexcept nogil:
+                             uint32_t nanmask) noexcept nogil:
     """to_bfp_prime: r = the integer mantissa of |x| at the step p of its
     sub-block, rounded per mode (a tie of mode 1 down for negative x), kept
     at 2^m - 1 when it would round past it; subnormals flush to 0;
-    y = sign(x) * r * p.  nanbits != 0: the block holds an inf or NaN, every
-    element is that NaN."""
+    y = sign(x) * r * p.  nanmask (all ones or 0): the block holds an inf or
+    NaN, every element is the NaN 0x7FFFFFFF."""
     cdef uint32_t u = f32_bits(x)
     cdef float r = blk_rmag((bits_f32(u & BLK_ABS) * p1) * p2, mode, u & BLK_SIGN)
     r = rmax if rmax < r else r
-    r = BLK_ZERO if (u & BLK_EXP) == 0 else r
+    r = bits_f32(f32_bits(r) & (0u - <uint32_t>((u & BLK_EXP) != 0)))
     cdef uint32_t y = f32_bits(r * p) | (u & BLK_SIGN)
-    return bits_f32(nanbits if nanbits != 0 else y)
+    return bits_f32((y & ~nanmask) | (BLK_NAN & nanmask))
 
 
 cdef inline float mx_float_elem(float x, float p1, float p2, float X, uint32_t emin,
@@ -229,7 +237,7 @@ cdef inline float mx_float_elem(float x, float p1, float p2, float X, uint32_t e
     cdef float c = bits_f32((e - mbits + 23) << 23)
     cdef float r = (a + c) - c
     r = largest if largest < r else r
-    cdef float el = bits_f32(f32_bits(r) | (u & BLK_SIGN if r != BLK_ZERO else 0))
+    cdef float el = bits_f32(f32_bits(r) | (u & BLK_SIGN & (0u - <uint32_t>(r != BLK_ZERO))))
     return x if (f32_bits(x) & BLK_EXP) == BLK_EXP else X * el
 
 
@@ -394,17 +402,7 @@ cdef inline void blk_block_len(const BlockParams *p, const float *xf, float *yf,
 
 
 cdef void blk_block(const BlockParams *p, const float *xf, float *yf, int64_t n) noexcept nogil:
-    """One block of n elements; the block lengths of Quark's configurations
-    (8, 16, 32) compiled as constants, so that their loops are unrolled
-    vector code."""
-    if n == 8:
-        blk_block_len(p, xf, yf, 8)
-    elif n == 16:
-        blk_block_len(p, xf, yf, 16)
-    elif n == 32:
-        blk_block_len(p, xf, yf, 32)
-    else:
-        blk_block_len(p, xf, yf, n)
+    blk_block_len(p, xf, yf, n)
 
 
 # ---------------------------------------------------------------------------
@@ -531,14 +529,14 @@ cdef inline void cols_prime(const BlockParams *p, const blk_t *x, blk_t *y, int6
     cdef float p1[BLK_COLS]
     cdef float p2[BLK_COLS]
     cdef float step[BLK_COLS]
-    cdef uint32_t nanbits[BLK_COLS]
+    cdef uint32_t nanmask[BLK_COLS]
     cdef uint32_t Ej[BLK_COLS]
     cdef int cap = blk_shift_cap(p)
     cdef float rmax = <float>((1 << p.mbits) - 1)
     cdef int64_t r, c, j = 0, jn
     cdef uint32_t e
     for c in range(W):
-        nanbits[c] = BLK_NAN if E[c] == 255 else 0
+        nanmask[c] = 0u - <uint32_t>(E[c] == 255)
     while j < rows:
         jn = j + p.sub_block if j + p.sub_block < rows else rows
         for c in range(W):
@@ -553,7 +551,7 @@ cdef inline void cols_prime(const BlockParams *p, const blk_t *x, blk_t *y, int6
         for r in range(j, jn):
             blk_load(x + r * inner, xf, W, p.bfloat_first)
             for c in range(W):
-                yf[c] = prime_elem(xf[c], p1[c], p2[c], step[c], rmax, mode, nanbits[c])
+                yf[c] = prime_elem(xf[c], p1[c], p2[c], step[c], rmax, mode, nanmask[c])
             blk_store(yf, y + r * inner, W)
         j = jn
 
