@@ -223,6 +223,19 @@ cdef inline float prime_elem(float x, float p1, float p2, float p, float rmax, i
     return bits_f32((y & ~nanmask) | (BLK_NAN & nanmask))
 
 
+cdef inline float prime_elem_fast(float x, uint32_t kb, float rmax, int mode) noexcept nogil:
+    """prime_elem where the step 2^k is a normal float32 with a normal
+    reciprocal (k in [-126, 126]), given as kb = k + 127: both built from
+    their exponent bits, per element, so that a loop over sub-blocks of
+    different shifts vectorises."""
+    cdef uint32_t u = f32_bits(x)
+    cdef float r = blk_rmag(bits_f32(u & BLK_ABS) * bits_f32((254u - kb) << 23), mode,
+                            u & BLK_SIGN)
+    r = rmax if rmax < r else r
+    r = bits_f32(f32_bits(r) & (0u - <uint32_t>((u & BLK_EXP) != 0)))
+    return bits_f32(f32_bits(r * bits_f32(kb << 23)) | (u & BLK_SIGN))
+
+
 cdef inline float mx_float_elem(float x, float p1, float p2, float X, uint32_t emin,
                                 uint32_t mbits, float largest) noexcept nogil:
     """MX float elements: v = x / X rounded to nearest even on the element's
@@ -334,11 +347,40 @@ cdef inline void bfp_block(const BlockParams *p, const float *xf, float *yf, int
     bfp_run(xf, yf, n, p1, p2, s, lo, hi, mode)
 
 
+cdef inline void prime_run_fast(const BlockParams *p, const float *xf, float *yf, int64_t n,
+                                uint32_t E, int cap, float rmax, int mode) noexcept nogil:
+    """prime_block's sub-blocks when every step 2^k is normal, and so is its
+    reciprocal (k in [-126, 126]): the steps' exponents per element, for BLK_COLS elements (whole sub-blocks) at a
+    time, then one vector loop."""
+    cdef uint32_t kb[BLK_COLS]
+    cdef int64_t S = p.sub_block
+    cdef int64_t per = (BLK_COLS // S) * S
+    cdef int64_t c0 = 0, cn, i, j, jn
+    cdef uint32_t Ej, e, shift, k0b = E + 1 - <uint32_t>p.mbits
+    while c0 < n:
+        cn = c0 + per if c0 + per < n else n
+        j = c0
+        while j < cn:
+            jn = j + S if j + S < cn else cn
+            Ej = 0
+            for i in range(j, jn):
+                e = blk_field(xf[i])
+                Ej = e if e > Ej else Ej
+            shift = E - Ej if E - Ej < <uint32_t>cap else <uint32_t>cap
+            for i in range(j, jn):
+                kb[i - c0] = k0b - shift
+            j = jn
+        for i in range(c0, cn):
+            yf[i] = prime_elem_fast(xf[i], kb[i - c0], rmax, mode)
+        c0 = cn
+
+
 cdef inline void prime_block(const BlockParams *p, const float *xf, float *yf, int64_t n,
                              int mode) noexcept nogil:
     cdef uint32_t E = 0, Ej, e
     cdef int64_t i, j, jn
     cdef int cap = blk_shift_cap(p)
+    cdef int capE
     cdef float p1, p2, step
     cdef float rmax = <float>((1 << p.mbits) - 1)
     for i in range(n):
@@ -347,6 +389,16 @@ cdef inline void prime_block(const BlockParams *p, const float *xf, float *yf, i
     if E == 255:
         for i in range(n):
             yf[i] = bits_f32(BLK_NAN)
+        return
+    if E == 0:
+        # Zeros and subnormals only: every element flushes to a zero of its sign.
+        for i in range(n):
+            yf[i] = bits_f32(f32_bits(xf[i]) & BLK_SIGN)
+        return
+    capE = cap if cap < <int>E else <int>E
+    if (<int>E - 126 - p.mbits - capE >= -126 and <int>E - 126 - p.mbits <= 126
+            and p.sub_block <= BLK_COLS):
+        prime_run_fast(p, xf, yf, n, E, cap, rmax, mode)
         return
     j = 0
     while j < n:
@@ -403,6 +455,86 @@ cdef inline void blk_block_len(const BlockParams *p, const float *xf, float *yf,
 
 cdef void blk_block(const BlockParams *p, const float *xf, float *yf, int64_t n) noexcept nogil:
     blk_block_len(p, xf, yf, n)
+
+
+# ---------------------------------------------------------------------------
+# A tile of contiguous blocks at once (to_bfp and MX): the block exponent
+# expanded per element, then one vector loop over the tile whose steps are
+# built from exponent bits.  That holds where a block's step and its
+# reciprocal are normal float32 values; the other blocks (all zeros or
+# subnormals, or a step beyond 2^126) are done again by blk_block.
+
+cdef inline bint tile_fast_exponent(const BlockParams *p, uint32_t E) noexcept nogil:
+    """Whether blk_tile_apply computes a block of exponent E exactly: its
+    step's biased exponent (to_bfp E + 1 - m, MX E - emax) in [1, 253]."""
+    cdef int kb = <int>E + 1 - p.mbits if p.kind == BLK_BFP else <int>E - p.emax
+    return 1 <= kb <= 253
+
+
+cdef inline void tile_apply_mode(const BlockParams *p, const float *xf, float *yf,
+                                 const uint32_t *ke, int64_t n, int mode) noexcept nogil:
+    cdef int64_t i
+    cdef uint32_t kb, emin
+    cdef float s, mmax = <float>((1 << p.mbits) - 1)
+    if p.kind == BLK_BFP:
+        for i in range(n):
+            kb = ke[i] + 1 - <uint32_t>p.mbits
+            s = bits_f32(kb << 23)
+            yf[i] = bfp_elem(xf[i], bits_f32((254u - kb) << 23), BLK_ONE, s, -(s * mmax),
+                             s * mmax, mode)
+    elif p.ebits == 0:
+        for i in range(n):
+            kb = ke[i] - <uint32_t>p.emax
+            yf[i] = mx_int_elem(xf[i], bits_f32((254u - kb) << 23), BLK_ONE,
+                                bits_f32(kb << 23), mode)
+    else:
+        emin = mx_emin(p)
+        for i in range(n):
+            kb = ke[i] - <uint32_t>p.emax
+            yf[i] = mx_float_elem(xf[i], bits_f32((254u - kb) << 23), BLK_ONE,
+                                  bits_f32(kb << 23), emin, p.mbits, p.largest)
+
+
+cdef void blk_tile_fast(const BlockParams *p, const float *xf, float *yf, int64_t n,
+                        int64_t D, int64_t bb, int64_t nb) noexcept nogil:
+    """The blocks of a tile of n <= BLK_TILE elements, the first being block
+    bb of its line (nb per line of D)."""
+    cdef uint32_t ke[BLK_TILE]
+    cdef int64_t B = p.block
+    cdef int64_t off = 0, ln, i, b0 = bb
+    cdef uint32_t E, e
+    cdef bint slow = 0
+    while off < n:
+        ln = D - bb * B if D - bb * B < B else B
+        E = 0
+        for i in range(off, off + ln):
+            e = blk_field_finite(xf[i])
+            E = e if e > E else E
+        for i in range(off, off + ln):
+            ke[i] = E
+        slow |= not tile_fast_exponent(p, E)
+        off += ln
+        bb += 1
+        if bb == nb:
+            bb = 0
+    if p.rounding == 0:
+        tile_apply_mode(p, xf, yf, ke, n, 0)
+    elif p.rounding == 1:
+        tile_apply_mode(p, xf, yf, ke, n, 1)
+    else:
+        tile_apply_mode(p, xf, yf, ke, n, 2)
+    if not slow:
+        return
+    off = 0
+    bb = b0
+    while off < n:
+        ln = D - bb * B if D - bb * B < B else B
+        if not tile_fast_exponent(p, ke[off]):
+            blk_block(p, xf + off, yf + off, ln)
+        off += ln
+        bb += 1
+        if bb == nb:
+            bb = 0
 
 
 # ---------------------------------------------------------------------------
@@ -471,6 +603,10 @@ cdef int blk_rows(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
             if bb == nb:
                 bb = 0
         blk_load(x + e0, xf, n, p.bfloat_first)
+        if n <= BLK_TILE and (p.kind == BLK_MX or (p.kind == BLK_BFP and not p.compiler)):
+            blk_tile_fast(p, xf, yf, n, D, b, nb)
+            blk_store(yf, y + e0, n)
+            continue
         off = 0
         bb = b
         while off < n:
