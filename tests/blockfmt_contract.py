@@ -42,6 +42,26 @@ MX_DEFAULTS: dict[str, object] = {
 BFP_METHODS = ("to_bfp", "to_bfp_prime", "to_bfp_prime_shared")
 ROUNDING_MODES = (0, 1, 2)
 
+#: The bit widths for which the contract's formulas are defined, by method.
+#: to_bfp needs a largest magnitude M = (2^m - 1) * s > 0 and a scale s that
+#: is a float32 for every block exponent (m = bit_width - 9 in 1..23);
+#: to_bfp_prime needs a number of dropped bits n >= 0 and a largest mantissa
+#: 2^m - 1 >= 0 (m in 0..24).  The contract names no error for the others
+#: and Quark's kernels compute something there (a clamp with crossed bounds,
+#: a scale of 0, unsigned wrap-around), so :func:`expected` refuses to guess.
+DEFINED_BIT_WIDTHS = {"to_bfp": range(10, 33), "to_bfp_prime": range(9, 34)}
+#: The sub_block_shift_bits for which Quark's to_bfp_prime computes the
+#: contract's cap 2^bits - 1: its kernel shifts a 32-bit 1 left by bits, so
+#: 32 and 33 give caps of 0 and 1 on x86 (a shift of 32 or more is undefined
+#: in C), and a negative value is no cap at all.
+DEFINED_SHIFT_BITS = range(0, 32)
+
+
+class OutsideContract(NotImplementedError):
+    """A node the contract neither refuses nor defines (see
+    :data:`DEFINED_BIT_WIDTHS`, :data:`DEFINED_SHIFT_BITS`): no expectation
+    exists to test against."""
+
 
 @dataclass(frozen=True)
 class ElementType:
@@ -140,7 +160,7 @@ def refusals(op_type: str, given: Mapping[str, object] | None = None, *,
 
 def _f32_bits(x: np.ndarray) -> np.ndarray:
     """The float32 bits as int64 (for shifts and masks without overflow)."""
-    return np.ascontiguousarray(x, F32).view(np.uint32).astype(np.int64)
+    return np.array(x, F32).view(np.uint32).astype(np.int64)  # (a copy; 0-d stays 0-d)
 
 
 def _from_bits(u: np.ndarray) -> np.ndarray:
@@ -350,18 +370,28 @@ def expected(op_type: str, x, attrs: Mapping[str, object] | None = None) -> np.n
     """The output of node ``op_type`` (any of the four names) with the given
     attributes on x (float32 or float16; the output has x's dtype and shape;
     x is not modified).  A refused node raises ValueError with the first
-    refusal.  float16 is widened exactly, computed as float32 and rounded
-    back to nearest even."""
+    refusal; a bit_width or shift the contract does not define, OutsideContract.
+    float16 is widened exactly, computed as float32 and rounded back to
+    nearest even."""
     x = np.asarray(x)
     bad = refusals(op_type, attrs, rank=x.ndim, dtype=x.dtype)
     if bad:
         raise ValueError(f"{op_type}: {bad[0]}")
     a = attributes(op_type, attrs)
+    if family(op_type) == "bfp":
+        method = "to_bfp" if a["bfp_method"] == "to_bfp" else "to_bfp_prime"
+        if a["bit_width"] not in DEFINED_BIT_WIDTHS[method]:
+            raise OutsideContract(f"{op_type}: bit_width={a['bit_width']} with {method} is not "
+                                  "defined by the contract")
+        if method == "to_bfp_prime" and a["sub_block_shift_bits"] not in DEFINED_SHIFT_BITS:
+            raise OutsideContract(f"{op_type}: sub_block_shift_bits="
+                                  f"{a['sub_block_shift_bits']} is not defined by the contract")
     x32 = x.astype(F32)  # a copy: the input is never modified
     if family(op_type) == "bfp" and a["convert_to_bfloat_before_bfp"]:
         x32 = bfloat16_round(x32)
     if x32.size <= 1:  # one element passes through (and nothing is nothing)
-        return x32.astype(x.dtype)
+        with np.errstate(over="ignore"):  # float16 65504 pre-rounds to 65536: inf
+            return x32.astype(x.dtype)
     blocks, back = to_blocks(x32, int(a["axis"]), int(a["block_size"]))
     mode = int(a["rounding_mode"])
     if family(op_type) == "mx":

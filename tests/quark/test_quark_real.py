@@ -3,7 +3,7 @@ tools/make_quark_fixtures.py), through every extql path.
 
 * onnxruntime with extql gives the bits onnxruntime gave with Quark's own
   custom-op library (saved next to each model), for every model extql can
-  run; the BFP16 models are named as unsupported instead;
+  run; the models with BFP / MX nodes are named as unsupported instead;
 * ``extql check`` finds no problem, ``run --compare-fallback`` finds every
   quantization node identical (real processes, exit codes);
 * ``onnx.reference`` + ``extql.reference.OPS`` and ``inline_fallbacks`` in
@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from blockfmt_data import BLOCK_MODELS, BLOCK_OPS
 from contract import assert_same_bits
 from onnx.reference import ReferenceEvaluator
 from onnx_helpers import run_ort
@@ -30,7 +31,7 @@ from extql.cli.check import check_model
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))
-RUNNABLE = [m for m in MODELS if "bfp" not in m]
+RUNNABLE = [m for m in MODELS if m not in BLOCK_MODELS]
 CUSTOM = {"com.microsoft", extql.DOMAIN, "com.vai.quantize"}
 EXTQL = "import sys; from extql.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -42,7 +43,7 @@ def _load(name: str):
 
 
 def test_the_corpus_is_there():
-    assert len(MODELS) >= 20 and len(RUNNABLE) < len(MODELS)
+    assert len(MODELS) >= 60 and len(BLOCK_MODELS) >= 46 and len(RUNNABLE) >= 20
     for name in MODELS:
         assert onnx.load(str(DATA / f"{name}.onnx")).producer_name == "quark.onnx"
 
@@ -79,11 +80,12 @@ def test_check_and_other_paths(name):
     np.testing.assert_allclose(inl, quark_y, atol=0.05 * scale, rtol=0, err_msg=name)
 
 
-@pytest.mark.parametrize("name", [m for m in MODELS if "bfp" in m])
-def test_bfp_models_are_named(name):
+@pytest.mark.parametrize("name", BLOCK_MODELS)
+def test_block_format_models_are_named(name):
     model = onnx.load(str(DATA / f"{name}.onnx"))
     _, problems = check_model(model)
-    assert problems and all("BFPQuantizeDequantize (com.amd.quark)" in p for p in problems)
+    assert problems and all(any(f"{op} (com.amd.quark)" in p for op in BLOCK_OPS)
+                            for p in problems)
 
 
 @pytest.fixture(scope="module")
