@@ -107,16 +107,21 @@ ROUNDING_MODES: tuple[tuple[int, str], ...] = (
     (2, "half to even"),
 )
 
-#: bit_width: a sign, 8 exponent bits and 1 to 23 mantissa bits (m =
-#: bit_width - 9).  Within it every block's step 2^(E - 126 - m) and largest
-#: magnitude are exact float32 values and every shift of to_bfp_prime is
-#: defined; outside it Quark's library computes with steps that are not
-#: float32 numbers (infinite, zero or rounded) or shifts C leaves undefined.
-BIT_WIDTH_RANGE: tuple[int, int] = (10, 32)
+#: bit_width by method (m = bit_width - 9 mantissa bits beside a sign and 8
+#: exponent bits): to_bfp takes m in 1..23, where every block's step
+#: 2^(E - 126 - m) and largest magnitude (2^m - 1) * step are float32 values;
+#: to_bfp_prime m in 0..24, where the count of dropped mantissa bits is never
+#: negative.  Outside them Quark's library clamps with crossed bounds,
+#: divides by a step of 0 or wraps its bit count around: undefined, refused.
+BIT_WIDTH_RANGE: dict[int, tuple[int, int]] = {
+    METHOD_TO_BFP: (10, 32),
+    METHOD_TO_BFP_PRIME: (9, 33),
+}
 
 #: sub_block_shift_bits (to_bfp_prime): the largest sub-block shift is
-#: 2^bits - 1; Quark computes it as a C int shift, defined for 0..30.
-SUB_BLOCK_SHIFT_BITS_RANGE: tuple[int, int] = (0, 30)
+#: 2^bits - 1 (from 8 up no cap: no shift exceeds 254); Quark shifts a 32-bit
+#: 1 by it, which C defines for 0..31.
+SUB_BLOCK_SHIFT_BITS_RANGE: tuple[int, int] = (0, 31)
 
 #: MX element types: name, exponent bits, mantissa bits, emax (the scale is
 #: 2^(E - 127 - emax) for the block's largest float32 exponent field E), the
@@ -250,10 +255,11 @@ def check_bfp(attrs: Mapping[str, Any] | None = None, node: str | None = None) -
         raise ValueError(f"{where}: bfp_method {a['bfp_method']!r} is not one of "
                          f"{', '.join(repr(n) for n, _ in BFP_METHODS)}")
     method = methods[a["bfp_method"]]
-    lo, hi = BIT_WIDTH_RANGE
+    lo, hi = BIT_WIDTH_RANGE[method]
     if not lo <= a["bit_width"] <= hi:
         raise ValueError(f"{where}: bit_width {a['bit_width']} is outside [{lo}, {hi}] "
-                         "(a sign, 8 exponent bits and 1 to 23 mantissa bits)")
+                         f"(bfp_method {a['bfp_method']!r}: a sign, 8 exponent bits and "
+                         f"{lo - 9} to {hi - 9} mantissa bits)")
     block = _block_size(where, a["block_size"])
     _rounding(where, a["rounding_mode"])
     if method == METHOD_TO_BFP_PRIME:

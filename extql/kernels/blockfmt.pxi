@@ -92,11 +92,11 @@ cdef struct BlockParams:
     int kind            # BLK_BFP, BLK_BFP_PRIME or BLK_MX
     int64_t block       # block_size >= 1
     int rounding        # rounding_mode: 0, 1 or 2
-    int mbits           # BFP: bit_width - 9 (1..23); MX: the element's mantissa bits
+    int mbits           # bit_width - 9 (to_bfp 1..23, to_bfp_prime 0..24); MX: the element's
     int bfloat_first    # BFP: convert_to_bfloat_before_bfp != 0
     int compiler        # to_bfp: use_compiler_version_cpu_kernel != 0
     int64_t sub_block   # to_bfp_prime: sub_block_size (divides block)
-    int shift_bits      # to_bfp_prime: sub_block_shift_bits (0..30)
+    int shift_bits      # to_bfp_prime: sub_block_shift_bits (0..31)
     int ebits           # MX: the element's exponent bits (0: int8)
     int emax            # MX: the element's emax
     float largest       # MX: the element's largest magnitude
@@ -293,9 +293,13 @@ cdef inline void bfp_compiler_params(int E, int m, int bump, float *p1, float *p
 cdef inline void prime_params(int E, int Ej, int cap, int m, float *p1, float *p2,
                               float *p) noexcept nogil:
     """to_bfp_prime, a sub-block: shift = min(E - Ej, cap), the step
-    p = 2^(E - 127 - shift + 1 - m) (>= 2^-149 for m <= 23)."""
+    p = 2^(E - 127 - shift + 1 - m).  A step beyond float32's range
+    (2^128 for m = 0, below 2^-149 for a sub-block of zeros and subnormals
+    with m = 24) only ever multiplies a mantissa of 0: it is clamped to
+    [-149, 127]."""
     cdef int shift = E - Ej if E - Ej < cap else cap
     cdef int k = E - 127 - shift + 1 - m
+    k = -149 if k < -149 else (127 if k > 127 else k)
     p[0] = blk_pow2(k)
     blk_recip(k, p1, p2)
 

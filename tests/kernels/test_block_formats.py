@@ -16,7 +16,10 @@ mx_quantize_dequantize.rst), bit for bit (any NaN equals any NaN).
 * two threads on large tensors give the bits of one;
 * the refusals: every case the contract leaves undefined (and the oracle's
   own list) raises ValueError / TypeError naming the operator, the attribute
-  and the value.
+  and the value;
+* AMD Quark 0.13's own library's bits (tests/data/blockfmt, tests/data/quark):
+  its single-node grid and every BFP / MX node of the models its quantizer
+  wrote.
 """
 
 from __future__ import annotations
@@ -28,7 +31,16 @@ from blockfmt_contract import (
     ELEMENT_TYPES,
     MX_DEFAULTS,
     expected,
+    family,
     refusals,
+)
+from blockfmt_data import (
+    BLOCK_MODELS,
+    GRID_CASES,
+    assert_quarks_bits,
+    block_nodes,
+    grid_arrays,
+    model_values,
 )
 from contract import assert_same_bits, case_rng
 from hypothesis import given, settings
@@ -98,12 +110,13 @@ def _bfp_configs() -> list[dict]:
     for bits in (10, 11, 13, 17, 24, 32):
         out.append({"bit_width": bits, "rounding_mode": 2})
         out.append({"bit_width": bits, "use_compiler_version_cpu_kernel": 1})
+    for bits in (9, 10, 11, 13, 17, 24, 32, 33):
         out.append({"bfp_method": "to_bfp_prime", "bit_width": bits, "block_size": 16,
                     "rounding_mode": 1})
     for block in (1, 3, 16, 33, 1500):
         out.append({"block_size": block})
         out.append({"block_size": block, "use_compiler_version_cpu_kernel": 1})
-    for block, sub, shift in ((16, 4, 2), (16, 16, 3), (16, 1, 0), (8, 2, 8), (12, 3, 30),
+    for block, sub, shift in ((16, 4, 2), (16, 16, 3), (16, 1, 0), (8, 2, 8), (12, 3, 31),
                               (1, 1, 1), (1200, 300, 4), (6, 2, 1)):
         out.append({"bfp_method": "to_bfp_prime", "block_size": block, "sub_block_size": sub,
                     "sub_block_shift_bits": shift, "rounding_mode": 0})
@@ -268,9 +281,10 @@ REFUSED = [
     (BFP, {"bit_width": 9}, 2),
     (BFP, {"bit_width": 8}, 2),
     (BFP, {"bit_width": 33}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 40}, 2),
+    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 34}, 2),
+    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 8}, 2),
     (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": -1}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": 31}, 2),
+    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": 32}, 2),
     (MX, {"element_dtype": "fp8"}, 2),
     (MX, {"element_dtype": "mxfp4"}, 2),
     (MX, {"element_dtype": "INT8"}, 2),
@@ -343,6 +357,31 @@ def test_python_numbers_are_float32(op):
     values = [[0.1, -2.5, 3.0, 7.75, 1e-39, 100.0, 0.0, -0.0]]
     x = np.asarray(values, np.float32)
     assert_same_bits(API[op](values), expected(op, x, {}), "list")
+
+
+# ---------------------------------------------------------------- Quark's own bits
+
+def _api(op_type: str):
+    return API[BFP] if family(op_type) == "bfp" else API[MX]
+
+
+@pytest.mark.parametrize("case", GRID_CASES, ids=[c["id"] for c in GRID_CASES])
+def test_quarks_bits_on_its_grid(case):
+    x, _ = grid_arrays(case)
+    before = x.copy()
+    assert_quarks_bits(_api(case["op_type"])(x, **case["attrs"]), case)
+    assert_same_bits(x, before, "x was modified")
+
+
+@pytest.mark.parametrize("name", BLOCK_MODELS)
+def test_quarks_bits_in_the_models_it_wrote(name):
+    stored = model_values(name)
+    count = 0
+    for _, node, attrs in block_nodes(name):
+        y = _api(node.op_type)(stored[f"node_in__{node.name}"], **attrs)
+        assert_same_bits(y, stored[f"node_out__{node.name}"], f"{name}: {node.name} {attrs}")
+        count += 1
+    assert count >= 4, name
 
 
 # ---------------------------------------------------------------- the rules' data
