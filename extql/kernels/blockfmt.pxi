@@ -354,8 +354,8 @@ cdef inline void bfp_block(const BlockParams *p, const float *xf, float *yf, int
 cdef inline void prime_run_fast(const BlockParams *p, const float *xf, float *yf, int64_t n,
                                 uint32_t E, int cap, float rmax, int mode) noexcept nogil:
     """prime_block's sub-blocks when every step 2^k is normal, and so is its
-    reciprocal (k in [-126, 126]): the steps' exponents per element, for BLK_COLS elements (whole sub-blocks) at a
-    time, then one vector loop."""
+    reciprocal (k in [-126, 126]): the steps' exponents per element, for
+    BLK_COLS elements (whole sub-blocks) at a time, then one vector loop."""
     cdef uint32_t kb[BLK_COLS]
     cdef int64_t S = p.sub_block
     cdef int64_t per = (BLK_COLS // S) * S
