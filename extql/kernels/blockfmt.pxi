@@ -53,6 +53,15 @@ cdef extern from *:
     #define EXTQL_BLK_ABS 0x7FFFFFFFu
     #define EXTQL_BLK_EXP 0x7F800000u
     #define EXTQL_BLK_NAN 0x7FFFFFFFu
+    /* All ones, as a value the compiler does not know (see blk_load): an
+       empty asm statement, so it costs nothing. */
+    static inline uint32_t extql_blk_keep(void) {
+      uint32_t v = 0xFFFFFFFFu;
+    #if defined(__GNUC__)
+      __asm__("" : "+r"(v));
+    #endif
+      return v;
+    }
     """
     const float BLK_HALF "EXTQL_BLK_HALF"
     const float BLK_ONE "EXTQL_BLK_ONE"
@@ -67,6 +76,7 @@ cdef extern from *:
     const uint32_t BLK_ABS "EXTQL_BLK_ABS"
     const uint32_t BLK_EXP "EXTQL_BLK_EXP"
     const uint32_t BLK_NAN "EXTQL_BLK_NAN"
+    uint32_t blk_keep "extql_blk_keep"() noexcept nogil
 
 
 cdef enum:
@@ -81,6 +91,9 @@ cdef enum:
     # one tile of its own, on the heap), and columns per chunk (inner > 1).
     BLK_TILE = 1024
     BLK_COLS = 256
+    # Fewer columns than this (inner > 1) are transposed into contiguous
+    # blocks (blk_cols_narrow).
+    BLK_NARROW = 16
     # Return codes.
     BLK_OK = 0
     BLK_BAD_TYPE = -1
@@ -545,14 +558,19 @@ cdef void blk_tile_fast(const BlockParams *p, const float *xf, float *yf, int64_
 # Moving elements between x / y and float32 buffers
 
 cdef inline void blk_load(const blk_t *x, float *xf, int64_t n, int bfloat_first) noexcept nogil:
+    """x[0, n) as float32 into xf (bfloat16-rounded when asked).  The float32
+    copy goes through a mask the compiler cannot see through: a plain copy
+    loop becomes a string instruction, whose start-up costs more than a
+    short row takes."""
     cdef int64_t i
+    cdef uint32_t keep = blk_keep()
     if blk_t is float:
         if bfloat_first:
             for i in range(n):
                 xf[i] = blk_bf16(x[i])
         else:
             for i in range(n):
-                xf[i] = x[i]
+                xf[i] = bits_f32(f32_bits(x[i]) & keep)
     else:
         load_f16(xf, <const uint16_t *>x, n)
         if bfloat_first:
@@ -561,10 +579,13 @@ cdef inline void blk_load(const blk_t *x, float *xf, int64_t n, int bfloat_first
 
 
 cdef inline void blk_store(const float *yf, blk_t *y, int64_t n) noexcept nogil:
+    """yf[0, n) into y (rounded to float16 for a float16 y); the float32 copy
+    as blk_load's."""
     cdef int64_t i
+    cdef uint32_t keep = blk_keep()
     if blk_t is float:
         for i in range(n):
-            y[i] = yf[i]
+            y[i] = bits_f32(f32_bits(yf[i]) & keep)
     else:
         store_f16(<uint16_t *>y, yf, n, 0)
 
@@ -777,6 +798,46 @@ cdef int blk_cols(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
     return BLK_OK
 
 
+cdef int blk_cols_narrow(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D,
+                         int64_t inner, int64_t start, int64_t stop) noexcept nogil:
+    """inner < BLK_NARROW with block * inner <= BLK_TILE (a convolution's
+    3x3 weights along axis 1, say): each block-row turned into a tile of
+    ``inner`` contiguous blocks -- column c's block at c * rows -- done as
+    contiguous blocks are, and turned back.  Column-wise, rows this short
+    would spend more on each row's set-up than on its elements."""
+    cdef int64_t B = p.block
+    cdef int64_t nb = (D + B - 1) // B
+    cdef float xf[BLK_TILE]
+    cdef float yf[BLK_TILE]
+    cdef float row[BLK_NARROW]
+    cdef int64_t w, o, b, rows, r, c, c0
+    cdef const blk_t *xb
+    cdef blk_t *yb
+    cdef bint fast = p.kind == BLK_MX or (p.kind == BLK_BFP and not p.compiler)
+    for w in range(start, stop):
+        o = w // nb
+        b = w - o * nb
+        rows = D - b * B if D - b * B < B else B
+        xb = x + (o * D + b * B) * inner
+        yb = y + (o * D + b * B) * inner
+        for r in range(rows):
+            blk_load(xb + r * inner, row, inner, p.bfloat_first)
+            for c in range(inner):
+                xf[c * rows + r] = row[c]
+        if fast:
+            blk_tile_fast(p, xf, yf, rows * inner, rows, 0, 1)
+        else:
+            c0 = 0
+            while c0 < rows * inner:
+                blk_block(p, xf + c0, yf + c0, rows)
+                c0 += rows
+        for r in range(rows):
+            for c in range(inner):
+                row[c] = yf[c * rows + r]
+            blk_store(row, yb + r * inner, inner)
+    return BLK_OK
+
+
 cdef int blk_typed_range(const BlockParams *p, const blk_t *x, blk_t *y, int64_t outer,
                          int64_t D, int64_t inner, int64_t start, int64_t stop) noexcept nogil:
     cdef float v
@@ -788,6 +849,8 @@ cdef int blk_typed_range(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
         return BLK_OK
     if inner == 1:
         return blk_rows(p, x, y, D, start, stop)
+    if inner < BLK_NARROW and p.block * inner <= BLK_TILE:
+        return blk_cols_narrow(p, x, y, D, inner, start, stop)
     return blk_cols(p, x, y, D, inner, start, stop)
 
 

@@ -238,6 +238,7 @@ THREAD_CASES = [
     (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "axis": 1}, (4, 96, 700)),
     (MX, {"element_dtype": "fp4_e2m1", "axis": -1}, (512, 520)),
     (MX, {"axis": 0, "rounding_mode": 2}, (4096, 80)),
+    (MX, {"element_dtype": "fp6_e2m3", "axis": 1}, (256, 256, 3, 3)),
 ]
 
 
