@@ -244,7 +244,8 @@ def _extensions() -> list[Extension]:
     blockfmt = Extension(
         "extql._blockfmt",
         sources=[os.path.join("extql", "_blockfmt.pyx")],
-        depends=[os.path.join("extql", "kernels", "blockfmt.pxi")]
+        depends=[os.path.join("extql", "kernels", f)
+                 for f in ("blockfmt.pxi", "blockfmt_elements.pxi")]
         + [os.path.join(SRC, h) for h in ("extql_primitives.h", "extql_split.h")],
         include_dirs=[SRC],
         define_macros=macros,
