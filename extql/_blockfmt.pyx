@@ -65,13 +65,19 @@ def block_quantize_dequantize(int kind, int64_t block, int rounding, int mbits,
                               int bfloat_first, int compiler, int64_t sub_block,
                               int shift_bits, int ebits, int emax, float largest,
                               int xtype, const uint8_t[::1] x, uint8_t[::1] y,
-                              int64_t outer, int64_t D, int64_t inner, int nthreads):
+                              int64_t outer, int64_t D, int64_t inner, int nthreads,
+                              splits=None):
     """Run the kernel on x's bytes (ONNX type xtype, [outer, D, inner]) into
-    y's (y may be x's memory).  The attributes must have been checked."""
+    y's (y may be x's memory).  The attributes must have been checked.
+
+    ``splits`` (tests): work-item boundaries [0, s1, ..., items]; the range
+    entry point then runs on each range in turn, on this thread, as a thread
+    pool would cut the tensor.  Returns the number of work items."""
     cdef BlockParams p
-    cdef int rc
+    cdef int rc = 0
     cdef const void *xp
     cdef void *yp
+    cdef int64_t a, b, items
     p.kind = kind
     p.block = block
     p.rounding = rounding
@@ -83,12 +89,19 @@ def block_quantize_dequantize(int kind, int64_t block, int rounding, int mbits,
     p.ebits = ebits
     p.emax = emax
     p.largest = largest
+    items = blockfmt_items(&p, outer, D, inner)
     if outer * D * inner == 0:
-        return
+        return items
     xp = &x[0]
     yp = &y[0]
-    with nogil:
-        rc = blockfmt_run(&p, xtype, xp, yp, outer, D, inner, nthreads)
+    if splits is not None:
+        bounds = [int(v) for v in splits]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            rc |= blockfmt_range(&p, xtype, xp, yp, outer, D, inner, a, b)
+    else:
+        with nogil:
+            rc = blockfmt_run(&p, xtype, xp, yp, outer, D, inner, nthreads)
     if rc != 0:
         raise MemoryError("block formats: the kernel failed (no memory for a block buffer, "
                           "or an unknown type)")
+    return items

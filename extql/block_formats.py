@@ -20,6 +20,8 @@ from .block_rules import (
     KERNEL_MX,
     MX_OP,
     X_TYPES,
+    BFPAttrs,
+    MXAttrs,
     check_axis,
     check_bfp,
     check_mx,
@@ -60,10 +62,27 @@ def _layout(op: str, shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
     return outer, shape[axis], inner
 
 
+def _bfp_kernel(a: BFPAttrs) -> dict[str, Any]:
+    """The kernel's parameters of checked BFP attributes."""
+    return {"kind": a.method, "block": a.block_size, "rounding": a.rounding_mode,
+            "mbits": a.mantissa_bits, "bfloat_first": a.bfloat_first, "compiler": a.compiler,
+            "sub_block": a.sub_block_size, "shift_bits": a.sub_block_shift_bits}
+
+
+def _mx_kernel(a: MXAttrs) -> dict[str, Any]:
+    """The kernel's parameters of checked MX attributes."""
+    el = a.element
+    return {"kind": KERNEL_MX, "block": a.block_size, "rounding": a.rounding_mode,
+            "mbits": el.mbits, "ebits": el.ebits, "emax": el.emax, "largest": el.largest}
+
+
 def _run(op: str, x: Any, axis: int, out: np.ndarray | None, *, kind: int, block: int,
          rounding: int, mbits: int, bfloat_first: int = 0, compiler: int = 0,
          sub_block: int = 1, shift_bits: int = 0, ebits: int = 0, emax: int = 0,
-         largest: float = 0.0) -> np.ndarray:
+         largest: float = 0.0, splits: list[int] | None = None) -> np.ndarray:
+    """x checked, then the kernel into a new array or ``out``.  ``splits``
+    (tests): run the kernel's range entry point on these work-item
+    boundaries in turn, as a thread pool may cut the tensor."""
     arr, code = _input(op, x)
     outer, D, inner = _layout(op, arr.shape, axis)
     y = output_array(op, out, arr.shape, arr.dtype, {"x": arr}, in_place="x")
@@ -73,7 +92,8 @@ def _run(op: str, x: Any, axis: int, out: np.ndarray | None, *, kind: int, block
     _blockfmt.block_quantize_dequantize(
         kind, block, rounding, mbits, bfloat_first, compiler, sub_block, shift_bits,
         ebits, emax, largest, code, src.reshape(-1).view(np.uint8),
-        y.reshape(-1).view(np.uint8), outer, D, inner, _kernels.get_num_threads())
+        y.reshape(-1).view(np.uint8), outer, D, inner, _kernels.get_num_threads(),
+        splits=splits)
     return y
 
 
@@ -117,10 +137,7 @@ def bfp_quantize_dequantize(
         "convert_to_bfloat_before_bfp": convert_to_bfloat_before_bfp,
         "use_compiler_version_cpu_kernel": use_compiler_version_cpu_kernel,
     })
-    return _run(BFP_OP, x, a.axis, out, kind=a.method, block=a.block_size,
-                rounding=a.rounding_mode, mbits=a.mantissa_bits, bfloat_first=a.bfloat_first,
-                compiler=a.compiler, sub_block=a.sub_block_size,
-                shift_bits=a.sub_block_shift_bits)
+    return _run(BFP_OP, x, a.axis, out, **_bfp_kernel(a))
 
 
 def mx_quantize_dequantize(
@@ -144,7 +161,4 @@ def mx_quantize_dequantize(
     """
     a = check_mx({"element_dtype": element_dtype, "axis": axis, "block_size": block_size,
                   "rounding_mode": rounding_mode})
-    el = a.element
-    return _run(MX_OP, x, a.axis, out, kind=KERNEL_MX, block=a.block_size,
-                rounding=a.rounding_mode, mbits=el.mbits, ebits=el.ebits, emax=el.emax,
-                largest=el.largest)
+    return _run(MX_OP, x, a.axis, out, **_mx_kernel(a))

@@ -48,7 +48,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import extql
-from extql import block_rules
+from extql import block_formats, block_rules
 
 BFP = "BFPQuantizeDequantize"
 MX = "MXQuantizeDequantize"
@@ -78,6 +78,22 @@ def _data(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     k = min(size, max(1, size // 6))
     x[rng.choice(size, k, replace=False)] = rng.choice(SPECIALS, k)
     return x.reshape(shape)
+
+
+def _blocky_data(rng: np.random.Generator, shape: tuple[int, ...], axis: int,
+                 block: int) -> np.ndarray:
+    """_data with a scale of its own per block along ``axis``, from 2^-149
+    to 2^120: blocks of subnormals next to blocks of huge values, so that
+    every range of a block's step (subnormal, beyond 2^126, between) meets
+    its neighbours in one tile."""
+    axis %= len(shape)
+    blocks = list(shape)
+    blocks[axis] = -(-shape[axis] // block)
+    exps = rng.integers(-149, 120, blocks).astype(np.float64)
+    exps = np.repeat(exps, block, axis=axis).take(range(shape[axis]), axis=axis)
+    with np.errstate(over="ignore", under="ignore"):
+        x = (_data(rng, shape).astype(np.float64) * np.exp2(exps - 10)).astype(np.float32)
+    return x
 
 
 def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -155,6 +171,20 @@ def _id(value) -> str:
 def test_matches_contract(op, attrs, shape, axis, dtype):
     x = _as(_data(case_rng(op, _id(attrs), shape, axis), shape), np.dtype(dtype))
     _check(op, x, {**attrs, "axis": axis})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
+@pytest.mark.parametrize("shape,axis", [((7, 300), -1), ((4, 40, 9), 1), ((3, 64, 20), 1),
+                                        ((2, 40, 400), 1)])
+@pytest.mark.parametrize("op,attrs", [(o, c) for o, c in CONFIGS if c.get("block_size", 1) < 100],
+                         ids=[f"{o[:3]}-{_id(c)}" for o, c in CONFIGS
+                              if c.get("block_size", 1) < 100])
+def test_blocks_of_every_scale_side_by_side(op, attrs, shape, axis, dtype):
+    """Blocks from subnormal to near the largest float32 next to each other
+    (each kernel path: contiguous blocks in tiles, columns, narrow columns)."""
+    block = attrs.get("block_size", 8 if op == BFP else 32)
+    x = _blocky_data(case_rng(op, "blocky", _id(attrs), shape), shape, axis, block)
+    _check(op, _as(x, np.dtype(dtype)), {**attrs, "axis": axis})
 
 
 @pytest.mark.parametrize("op", [BFP, MX])
@@ -257,6 +287,36 @@ def test_two_threads_give_one_threads_bits(op, attrs, shape, dtype):
         extql.set_num_threads(saved)
     assert_same_bits(two, one, "2 threads")
     assert_same_bits(one, expected(op, x, attrs), "1 thread")
+
+
+# ---------------------------------------------------------------- ranges
+
+RANGE_CASES = [
+    (BFP, {"axis": -1}, (5, 203)),
+    (BFP, {"axis": 1, "use_compiler_version_cpu_kernel": 1, "block_size": 5}, (3, 17, 40)),
+    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "axis": 1}, (2, 50, 3)),
+    (MX, {"element_dtype": "fp8_e5m2", "axis": 0, "block_size": 7}, (30, 300)),
+    (MX, {"axis": -1, "block_size": 2000}, (3, 4100)),
+]
+
+
+@pytest.mark.parametrize("op,attrs,shape", RANGE_CASES,
+                         ids=[f"{o[:3]}-{_id(a)}-{s}" for o, a, s in RANGE_CASES])
+def test_any_split_into_ranges_gives_the_same_bits(op, attrs, shape):
+    """The range entry point, run on any cut of the work items (one per
+    block-row), gives the whole tensor's bits -- what a thread pool of any
+    size does."""
+    rng = case_rng(op, "ranges", _id(attrs))
+    x = _blocky_data(rng, shape, attrs["axis"], attrs.get("block_size", 8 if op == BFP else 32))
+    a = (block_rules.check_bfp if op == BFP else block_rules.check_mx)(attrs)
+    kernel = block_formats._bfp_kernel(a) if op == BFP else block_formats._mx_kernel(a)
+    axis = attrs["axis"] % len(shape)
+    items = (int(np.prod(shape[:axis])) * -(-shape[axis] // a.block_size))
+    want = expected(op, x, attrs)
+    for _ in range(4):
+        cuts = sorted(set(rng.integers(0, items + 1, rng.integers(1, 6)).tolist()) | {0, items})
+        got = block_formats._run(op, x, a.axis, None, splits=cuts, **kernel)
+        assert_same_bits(got, want, f"cuts {cuts}")
 
 
 # ---------------------------------------------------------------- refusals
