@@ -2,7 +2,8 @@
 # cython: cdivision=True, initializedcheck=False, nonecheck=False
 """The block-format kernels (kernels/blockfmt.pxi) as a Python extension.
 
-A thin binding: the declarations the .pxi takes from its including unit, a
+A temporary module of its own until the kernels join the per-instruction-set
+dispatch unit and ``_kernels.pyx``; a thin binding: the declarations the .pxi takes from its including unit, a
 thread split over its work items (OpenMP, extql_split.h's policy), and one
 Python entry point that takes the checked attributes as numbers (the NumPy
 API, extql/block_formats.py, fills them from extql/block_rules.py).
