@@ -42,6 +42,7 @@ from blockfmt_data import (
     grid_arrays,
     model_values,
 )
+from blockfmt_values import node_cases
 from contract import assert_same_bits, case_rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,9 +103,10 @@ def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def _check(op: str, x: np.ndarray, attrs: dict, what: str = "") -> np.ndarray:
-    """Run the API on x and compare with the oracle; x must stay as it was."""
+    """Run the API on x and compare with the oracle (``op``: any of the four
+    names); x must stay as it was."""
     before = x.copy()
-    got = API[op](x, **attrs)
+    got = (API[BFP] if family(op) == "bfp" else API[MX])(x, **attrs)
     assert_same_bits(got, expected(op, x, attrs), f"{op} {attrs} {what}")
     assert_same_bits(x, before, "x was modified")
     return got
@@ -222,6 +224,15 @@ def test_mx_special_values_every_lane(x, element, mode, block, axis, f16):
     attrs = {"element_dtype": element, "rounding_mode": mode, "block_size": block,
              "axis": axis}
     _check(MX, _as(x, np.float16) if f16 else x, attrs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=node_cases())
+def test_any_node_the_contract_defines(case):
+    """Any op name, attributes, rank, axis and type the contract defines,
+    on inputs that reach every lane (the oracle's own strategy)."""
+    op_type, attrs, x = case
+    _check(op_type, x, attrs)
 
 
 # ---------------------------------------------------------------- out=
