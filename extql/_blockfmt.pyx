@@ -3,10 +3,11 @@
 """The block-format kernels (kernels/blockfmt.pxi) as a Python extension.
 
 A temporary module of its own until the kernels join the per-instruction-set
-dispatch unit and ``_kernels.pyx``; a thin binding: the declarations the .pxi takes from its including unit, a
-thread split over its work items (OpenMP, extql_split.h's policy), and one
-Python entry point that takes the checked attributes as numbers (the NumPy
-API, extql/block_formats.py, fills them from extql/block_rules.py).
+dispatch unit and ``_kernels.pyx``.  A thin binding: the declarations the
+.pxi takes from its including unit, a thread split over its work items
+(OpenMP, extql_split.h's policy), and one Python entry point that takes the
+checked attributes as numbers (the NumPy API, extql/block_formats.py, fills
+them from extql/block_rules.py).
 """
 
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t

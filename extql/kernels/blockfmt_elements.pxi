@@ -85,8 +85,9 @@ cdef struct BlockParams:
     int kind            # BLK_BFP, BLK_BFP_PRIME or BLK_MX
     int64_t block       # block_size >= 1
     int rounding        # rounding_mode: 0, 1 or 2
-    int mbits           # BFP: bit_width - 9 (to_bfp 1..23, to_bfp_prime 0..24);
-                        # MX: the element's mantissa bits
+    # mbits: BFP bit_width - 9 (to_bfp 1..23, to_bfp_prime 0..24); MX the
+    # element's mantissa bits.
+    int mbits
     int bfloat_first    # BFP: convert_to_bfloat_before_bfp != 0
     int compiler        # to_bfp: use_compiler_version_cpu_kernel != 0
     int64_t sub_block   # to_bfp_prime: sub_block_size (divides block)
