@@ -1,6 +1,8 @@
 """extql: AMD Quark's ExtendedQuantizeLinear / ExtendedDequantizeLinear, fast and exact.
 
 * :func:`quantize_linear` / :func:`dequantize_linear` -- the NumPy API.
+* :func:`bfp_quantize_dequantize` / :func:`mx_quantize_dequantize` -- Quark's
+  block formats, in NumPy.
 * :func:`get_library_path` / :func:`register` -- the native onnxruntime ops.
 
 The ONNX tools (fallbacks, the model tools of :mod:`extql.tools`, reference ops)
@@ -13,6 +15,7 @@ import importlib
 from typing import Any
 
 from ._version import __version__
+from .block_formats import bfp_quantize_dequantize, mx_quantize_dequantize
 from .numpy_api import dequantize_linear, get_num_threads, quantize_linear, set_num_threads
 from .types import DOMAIN, LEGACY_DOMAIN
 
@@ -22,6 +25,8 @@ __all__ = [
     "LEGACY_DOMAIN",
     "quantize_linear",
     "dequantize_linear",
+    "bfp_quantize_dequantize",
+    "mx_quantize_dequantize",
     "set_num_threads",
     "get_num_threads",
     "have_openmp",
