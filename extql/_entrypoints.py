@@ -75,6 +75,22 @@ operator's own zero point as zero2."""),
 EXTQL_INT32: rounded to nearest even) as float32 into dst, rounded to nearest even into
 prec when that is float16 / bfloat16 (the scale a quantize in that precision divides
 by).  Returns 0, or -1 for an unknown code."""),
+    ("block_items", False, "int64_t",
+     ("const ExtqlBlockParams *p", "int64_t outer", "int64_t D", "int64_t inner"),
+     """The work items of a block-format tensor seen as [outer, D, inner] with the blocks
+along D: one per block-row, outer * ceil(D / block) (0 for an empty tensor)."""),
+    ("block_item_size", False, "int64_t",
+     ("const ExtqlBlockParams *p", "int64_t inner"),
+     """The elements of a work item (at most): block * inner, what a thread split weighs."""),
+    ("block_range", True, "int",
+     ("const ExtqlBlockParams *p", "int xtype", "const void *x", "void *y", "int64_t outer",
+      "int64_t D", "int64_t inner", "int64_t start", "int64_t stop"),
+     """BFPQuantizeDequantize / MXQuantizeDequantize (p: the checked attributes) on work
+items [start, stop) of x (xtype: EXTQL_FLOAT32 or EXTQL_FLOAT16), seen as
+[outer, D, inner] with the blocks along D, into y of the same type and shape (y may be
+x).  A tensor of one element passes through (bfloat16-rounded first when p->bfloat_first
+is set).  Returns 0, -1 for another xtype, -2 when a block too long for the stack finds
+no memory."""),
     ("unpack", False, "int",
      ("int qtype", "const void *src", "void *dst", "int64_t n"),
      """n elements of a sub-byte or small float type as in an ONNX tensor (int4 / uint4 /
@@ -82,6 +98,30 @@ int2 / uint2 / float4e2m1 packed) into dst as the kernels take zero points: int8
 uint8 elements for the sub-byte types (sign-extended for int4 / int2), float32 for the
 small floats.  Returns 0, or -1 for another type."""),
 )
+
+#: The C types the entry points take besides scalars and pointers: name, the
+#: members ("type name: what it is"), what it is.  Written into the public
+#: header; the kernels and the shim fill and read them.
+STRUCTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("ExtqlBlockParams",
+     ("int kind: EXTQL_BLOCK_BFP (to_bfp), EXTQL_BLOCK_BFP_PRIME (to_bfp_prime) or "
+      "EXTQL_BLOCK_MX",
+      "int64_t block: block_size, >= 1",
+      "int rounding: rounding_mode, 0, 1 or 2",
+      "int mbits: BFP: bit_width - 9; MX: the element type's mantissa bits",
+      "int bfloat_first: BFP: convert_to_bfloat_before_bfp != 0",
+      "int compiler: to_bfp: use_compiler_version_cpu_kernel != 0",
+      "int64_t sub_block: to_bfp_prime: sub_block_size, which divides block",
+      "int shift_bits: to_bfp_prime: sub_block_shift_bits, 0 to 31",
+      "int ebits: MX: the element type's exponent bits (0: int8)",
+      "int emax: MX: the element type's emax",
+      "float largest: MX: the element type's largest magnitude"),
+     "The checked attributes of BFPQuantizeDequantize / MXQuantizeDequantize as the "
+     "block-format kernels take them (extql/block_rules.py checks and fills them)."),
+)
+
+#: The block-format operations (ExtqlBlockParams.kind): name, code.
+BLOCK_KINDS: tuple[tuple[str, int], ...] = (("BFP", 0), ("BFP_PRIME", 1), ("MX", 2))
 
 #: The flags of the range functions: name, value, meaning.
 FLAGS: tuple[tuple[str, int, str], ...] = (

@@ -263,6 +263,65 @@ def unpack(int qtype, const uint8_t[::1] src, uint8_t[::1] dst, int64_t n):
         extql_unpack(qtype, &src[0], &dst[0], n)
 
 
+cdef int block_run(const ExtqlBlockParams *p, int xtype, const void *x, void *y,
+                   int64_t outer, int64_t D, int64_t inner, int nthreads) noexcept nogil:
+    """A block-format tensor's work items (one per block-row), split between
+    up to nthreads threads in ranges of about the elements extql_split.h
+    gives a thread."""
+    cdef int64_t items = extql_block_items(p, outer, D, inner)
+    cdef int64_t n = outer * D * inner
+    cdef int64_t per, t
+    cdef int nt = threads_for(n, nthreads), failed = 0
+    if items == 0:
+        return 0
+    if nt <= 1 or items == 1:
+        return extql_block_range(p, xtype, x, y, outer, D, inner, 0, items)
+    per = chunk_for(n, nt) // extql_block_item_size(p, inner)
+    per = per if per > 1 else 1
+    for t in prange((items + per - 1) // per, schedule="dynamic", chunksize=1,
+                    num_threads=nt):
+        failed |= extql_block_range(p, xtype, x, y, outer, D, inner, t * per,
+                                    min(items, (t + 1) * per)) != 0
+    return -1 if failed else 0
+
+
+def block_quantize_dequantize(int kind, int64_t block, int rounding, int mbits,
+                              int bfloat_first, int compiler, int64_t sub_block,
+                              int shift_bits, int ebits, int emax, float largest,
+                              int xtype, const uint8_t[::1] x, uint8_t[::1] y,
+                              int64_t outer, int64_t D, int64_t inner, int nthreads=0,
+                              splits=None):
+    """BFPQuantizeDequantize / MXQuantizeDequantize on x's bytes (ONNX type
+    xtype, [outer, D, inner] with the blocks along D) into y's (y may be x's
+    memory).  The attributes (ExtqlBlockParams) must have been checked
+    (extql.block_rules; extql.block_formats fills them).
+
+    ``splits`` (tests): work-item boundaries [0, s1, ..., items]; the range
+    entry point then runs on each range in turn, on this thread, as a thread
+    pool would cut the tensor.  Returns the number of work items."""
+    cdef ExtqlBlockParams p
+    cdef int rc = 0
+    cdef int64_t a, b, items
+    p.kind, p.block, p.rounding, p.mbits = kind, block, rounding, mbits
+    p.bfloat_first, p.compiler, p.sub_block, p.shift_bits = (bfloat_first, compiler,
+                                                              sub_block, shift_bits)
+    p.ebits, p.emax, p.largest = ebits, emax, largest
+    items = extql_block_items(&p, outer, D, inner)
+    if outer * D * inner == 0:
+        return items
+    if splits is not None:
+        bounds = [int(v) for v in splits]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            rc |= extql_block_range(&p, xtype, &x[0], &y[0], outer, D, inner, a, b)
+    else:
+        with nogil:
+            rc = block_run(&p, xtype, &x[0], &y[0], outer, D, inner, nthreads)
+    if rc != 0:
+        raise MemoryError("block formats: the kernel failed (no memory for a block buffer, "
+                          "or an unknown type)")
+    return items
+
+
 def stream_min_bytes():
     """Outputs of at least this many bytes are written with non-temporal
     stores (EXTQL_STREAM_MIN_BYTES)."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _blockfmt, _kernels
+from . import _kernels
 from .block_rules import (
     BFP_OP,
     KERNEL_MX,
@@ -89,7 +89,7 @@ def _run(op: str, x: Any, axis: int, out: np.ndarray | None, *, kind: int, block
     if arr.size == 0:
         return y
     src = np.require(arr, requirements=["C_CONTIGUOUS", "ALIGNED"])
-    _blockfmt.block_quantize_dequantize(
+    _kernels.block_quantize_dequantize(
         kind, block, rounding, mbits, bfloat_first, compiler, sub_block, shift_bits,
         ebits, emax, largest, code, src.reshape(-1).view(np.uint8),
         y.reshape(-1).view(np.uint8), outer, D, inner, _kernels.get_num_threads(),

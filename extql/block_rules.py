@@ -27,6 +27,8 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+from ._entrypoints import BLOCK_KINDS
+
 __all__ = [
     "BFP_OP",
     "MX_OP",
@@ -84,11 +86,12 @@ MX_ATTRIBUTES: tuple[tuple[str, str, Any], ...] = (
     ("rounding_mode", "i", 0),
 )
 
-#: The kernels' operation codes (the ``kind`` of their parameter struct):
-#: BFP's two methods and MX.
-METHOD_TO_BFP = 0
-METHOD_TO_BFP_PRIME = 1
-KERNEL_MX = 2
+#: The kernels' operation codes (the ``kind`` of their parameter struct,
+#: ExtqlBlockParams, whose codes extql/_entrypoints.py lists): BFP's two
+#: methods and MX.
+METHOD_TO_BFP = dict(BLOCK_KINDS)["BFP"]
+METHOD_TO_BFP_PRIME = dict(BLOCK_KINDS)["BFP_PRIME"]
+KERNEL_MX = dict(BLOCK_KINDS)["MX"]
 
 #: bfp_method values and the method each one means: one shared exponent per
 #: block, or a shared exponent with a shift per sub-block (MX4 / MX6 / MX9).

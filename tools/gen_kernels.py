@@ -62,6 +62,15 @@ def _proto(ret: str, name: str, params: tuple[str, ...]) -> str:
     return f"{ret} {name}({', '.join(params)})"
 
 
+def _struct(name: str, members: tuple[str, ...], doc: str) -> str:
+    lines = []
+    for member in members:
+        decl, what = member.split(":", 1)
+        lines.append(f"  {decl.strip()}; /* {what.strip()} */")
+    body = "\n".join(lines)
+    return f"{_comment(doc)}\ntypedef struct {{\n{body}\n}} {name};"
+
+
 def public_header(spec) -> str:
     """extql/src/extql_kernels.h."""
     isas = "\n".join(f"#define EXTQL_ISA_{name.upper()} {i}" for i, (name, _, _) in
@@ -71,6 +80,8 @@ def public_header(spec) -> str:
     protos = "\n\n".join(
         f"{_comment(doc)}\nEXTQL_API {_proto(ret, 'extql_' + name, params)};"
         for name, _, ret, params, doc in spec.ENTRY_POINTS)
+    kinds = "\n".join(f"#define EXTQL_BLOCK_{name} {code}" for name, code in spec.BLOCK_KINDS)
+    structs = "\n\n".join(_struct(name, members, doc) for name, members, doc in spec.STRUCTS)
     return f"""/*
  * extql_kernels.h - the C entry points of extql's kernels.
  *
@@ -112,6 +123,11 @@ extern "C" {{
 #define EXTQL_FLOAT64 11
 
 {flags}
+
+/* The block formats' operations (ExtqlBlockParams.kind). */
+{kinds}
+
+{structs}
 
 /* Outputs of at least this many bytes are streamed by extql's callers. */
 #define EXTQL_STREAM_MIN_BYTES ({spec.STREAM_MIN_BYTES})
@@ -160,6 +176,8 @@ def unit_header(spec) -> str:
 #define EXTQL_UNIT_H
 
 #include <stdint.h>
+
+#include "extql_kernels.h"
 
 #ifndef EXTQL_ISA
 #define EXTQL_ISA baseline
@@ -237,6 +255,11 @@ def api_pxi(spec) -> str:
         f"    {ret} extql_{name}({cy(params)}) noexcept nogil"
         for name, _, ret, params, _ in spec.ENTRY_POINTS)
     flags = "\n".join(f"        EXTQL_{name}" for name, _, _ in spec.FLAGS)
+    kinds = "\n".join(f"        EXTQL_BLOCK_{name}" for name, _ in spec.BLOCK_KINDS)
+    structs = "\n".join(
+        f"    ctypedef struct {name}:\n"
+        + "\n".join(f"        {m.split(':', 1)[0].strip()}" for m in members)
+        for name, members, _ in spec.STRUCTS)
     return f"""# Generated from extql/_entrypoints.py by tools/gen_kernels.py: do not edit.
 from libc.stdint cimport int64_t
 
@@ -245,7 +268,9 @@ cdef extern from "extql_kernels.h":
         EXTQL_FLOAT32
         EXTQL_FLOAT64
 {flags}
+{kinds}
         EXTQL_ISA_COUNT
+{structs}
     int64_t EXTQL_STREAM_MIN_BYTES
     int EXTQL_STREAM_FLAGS(int64_t out_bytes) noexcept nogil
 {decls}

@@ -21,8 +21,8 @@
 # result rounded back to nearest even.  x and y may be the same buffer: a
 # work item reads its elements into float32 buffers before it writes any.
 #
-# What the including unit provides (extql/_kernels.pyx declares the same
-# names): float16_t (a struct of uint16_t bits), and from
+# What the including unit (dispatch.pyx) provides: float16_t (a struct of
+# uint16_t bits), ExtqlBlockParams and the type codes, and from
 # src/extql_primitives.h f32_bits, bits_f32, load_f16, store_f16.
 
 include "blockfmt_elements.pxi"
@@ -146,9 +146,9 @@ cdef inline void mx_block(const BlockParams *p, const float *xf, float *yf, int6
 
 cdef inline void blk_block_mode(const BlockParams *p, const float *xf, float *yf, int64_t n,
                                 int mode) noexcept nogil:
-    if p.kind == BLK_BFP:
+    if p.kind == EXTQL_BLOCK_BFP:
         bfp_block(p, xf, yf, n, mode)
-    elif p.kind == BLK_BFP_PRIME:
+    elif p.kind == EXTQL_BLOCK_BFP_PRIME:
         prime_block(p, xf, yf, n, mode)
     else:
         mx_block(p, xf, yf, n, mode)
@@ -179,7 +179,7 @@ cdef void blk_block(const BlockParams *p, const float *xf, float *yf, int64_t n)
 cdef inline bint tile_fast_exponent(const BlockParams *p, uint32_t E) noexcept nogil:
     """Whether blk_tile_apply computes a block of exponent E exactly: its
     step's biased exponent (to_bfp E + 1 - m, MX E - emax) in [1, 253]."""
-    cdef int kb = <int>E + 1 - p.mbits if p.kind == BLK_BFP else <int>E - p.emax
+    cdef int kb = <int>E + 1 - p.mbits if p.kind == EXTQL_BLOCK_BFP else <int>E - p.emax
     return 1 <= kb <= 253
 
 
@@ -188,7 +188,7 @@ cdef inline void tile_apply_mode(const BlockParams *p, const float *xf, float *y
     cdef int64_t i
     cdef uint32_t kb, emin
     cdef float s, mmax = <float>((1 << p.mbits) - 1)
-    if p.kind == BLK_BFP:
+    if p.kind == EXTQL_BLOCK_BFP:
         for i in range(n):
             kb = ke[i] + 1 - <uint32_t>p.mbits
             s = bits_f32(kb << 23)
@@ -323,7 +323,7 @@ cdef int blk_rows(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
             if bb == nb:
                 bb = 0
         blk_load(x + e0, xf, n, p.bfloat_first)
-        if n <= BLK_TILE and (p.kind == BLK_MX or (p.kind == BLK_BFP and not p.compiler)):
+        if n <= BLK_TILE and (p.kind == EXTQL_BLOCK_MX or (p.kind == EXTQL_BLOCK_BFP and not p.compiler)):
             blk_tile_fast(p, xf, yf, n, D, b, nb)
             blk_store(yf, y + e0, n)
             continue
@@ -440,9 +440,9 @@ cdef inline void cols_mx(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
 cdef inline void cols_mode(const BlockParams *p, const blk_t *x, blk_t *y, int64_t rows,
                            int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
                            int mode) noexcept nogil:
-    if p.kind == BLK_BFP:
+    if p.kind == EXTQL_BLOCK_BFP:
         cols_bfp(p, x, y, rows, inner, W, xf, yf, E, mode)
-    elif p.kind == BLK_BFP_PRIME:
+    elif p.kind == EXTQL_BLOCK_BFP_PRIME:
         cols_prime(p, x, y, rows, inner, W, xf, yf, E, mode)
     else:
         cols_mx(p, x, y, rows, inner, W, xf, yf, E, mode)
@@ -475,7 +475,7 @@ cdef int blk_cols(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
                 E[c] = 0
             for r in range(rows):
                 blk_load(xb + r * inner, xf, W, p.bfloat_first)
-                if p.kind == BLK_BFP_PRIME:
+                if p.kind == EXTQL_BLOCK_BFP_PRIME:
                     for c in range(W):
                         e = blk_field(xf[c])
                         E[c] = e if e > E[c] else E[c]
@@ -508,7 +508,7 @@ cdef int blk_cols_narrow(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
     cdef int64_t w, o, b, rows, r, c, c0
     cdef const blk_t *xb
     cdef blk_t *yb
-    cdef bint fast = p.kind == BLK_MX or (p.kind == BLK_BFP and not p.compiler)
+    cdef bint fast = p.kind == EXTQL_BLOCK_MX or (p.kind == EXTQL_BLOCK_BFP and not p.compiler)
     for w in range(start, stop):
         o = w // nb
         b = w - o * nb
@@ -552,8 +552,8 @@ cdef int blk_typed_range(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
 # ---------------------------------------------------------------------------
 # Entry points
 
-cdef int64_t blockfmt_items(const BlockParams *p, int64_t outer, int64_t D,
-                            int64_t inner) noexcept nogil:
+cdef public int64_t block_items "EXTQL_ISA_FN(extql_block_items)"(
+        const BlockParams *p, int64_t outer, int64_t D, int64_t inner) noexcept nogil:
     """The number of work items of a tensor seen as [outer, D, inner]: one
     per block-row, outer * ceil(D / block) (0 for an empty tensor)."""
     if outer <= 0 or D <= 0 or inner <= 0:
@@ -561,14 +561,15 @@ cdef int64_t blockfmt_items(const BlockParams *p, int64_t outer, int64_t D,
     return outer * ((D + p.block - 1) // p.block)
 
 
-cdef int64_t blockfmt_item_size(const BlockParams *p, int64_t inner) noexcept nogil:
+cdef public int64_t block_item_size "EXTQL_ISA_FN(extql_block_item_size)"(
+        const BlockParams *p, int64_t inner) noexcept nogil:
     """Elements per work item (at most): what a thread split weighs."""
     return p.block * inner
 
 
-cdef int blockfmt_range(const BlockParams *p, int xtype, const void *x, void *y,
-                        int64_t outer, int64_t D, int64_t inner, int64_t start,
-                        int64_t stop) noexcept nogil:
+cdef public int block_range "EXTQL_ISA_FN(extql_block_range)"(
+        const BlockParams *p, int xtype, const void *x, void *y, int64_t outer, int64_t D,
+        int64_t inner, int64_t start, int64_t stop) noexcept nogil:
     """Work items [start, stop) of BFPQuantizeDequantize / MXQuantizeDequantize
     (``p``: the checked attributes) on x of ONNX type ``xtype`` (1 float32,
     10 float16), seen as [outer, D, inner] with the blocks along D, into y of
@@ -576,9 +577,9 @@ cdef int blockfmt_range(const BlockParams *p, int xtype, const void *x, void *y,
     (bfloat16-rounded first when p.bfloat_first).  Returns 0, BLK_BAD_TYPE
     for another type, BLK_NO_MEMORY when a block longer than BLK_TILE
     elements (inner == 1) finds no memory for its buffer."""
-    if xtype == BLK_FLOAT32:
+    if xtype == EXTQL_FLOAT32:
         return blk_typed_range(p, <const float *>x, <float *>y, outer, D, inner, start, stop)
-    if xtype == BLK_FLOAT16:
+    if xtype == EXTQL_FLOAT16:
         return blk_typed_range(p, <const float16_t *>x, <float16_t *>y, outer, D, inner,
                                start, stop)
     return BLK_BAD_TYPE

@@ -60,13 +60,6 @@ cdef extern from *:
 
 
 cdef enum:
-    # The operation (BlockParams.kind): extql/block_rules.py's codes.
-    BLK_BFP = 0
-    BLK_BFP_PRIME = 1
-    BLK_MX = 2
-    # ONNX codes of the element types of x.
-    BLK_FLOAT32 = 1
-    BLK_FLOAT16 = 10
     # Elements per tile of contiguous blocks (inner == 1; a larger block is
     # one tile of its own, on the heap), and columns per chunk (inner > 1).
     BLK_TILE = 1024
@@ -80,21 +73,10 @@ cdef enum:
     BLK_NO_MEMORY = -2
 
 
-cdef struct BlockParams:
-    # The checked attributes (extql/block_rules.py), as the kernels take them.
-    int kind            # BLK_BFP, BLK_BFP_PRIME or BLK_MX
-    int64_t block       # block_size >= 1
-    int rounding        # rounding_mode: 0, 1 or 2
-    # mbits: BFP bit_width - 9 (to_bfp 1..23, to_bfp_prime 0..24); MX the
-    # element's mantissa bits.
-    int mbits
-    int bfloat_first    # BFP: convert_to_bfloat_before_bfp != 0
-    int compiler        # to_bfp: use_compiler_version_cpu_kernel != 0
-    int64_t sub_block   # to_bfp_prime: sub_block_size (divides block)
-    int shift_bits      # to_bfp_prime: sub_block_shift_bits (0..31)
-    int ebits           # MX: the element's exponent bits (0: int8)
-    int emax            # MX: the element's emax
-    float largest       # MX: the element's largest magnitude
+# The checked attributes as the kernels take them: ExtqlBlockParams of the
+# public header (extql/_entrypoints.py), whose kind is EXTQL_BLOCK_BFP,
+# EXTQL_BLOCK_BFP_PRIME or EXTQL_BLOCK_MX.
+ctypedef ExtqlBlockParams BlockParams
 
 
 ctypedef fused blk_t:

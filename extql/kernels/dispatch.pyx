@@ -30,6 +30,7 @@ How the unit is laid out, one file per concern:
 * smallfloat.pxi     float8 / float4e2m1 through float32
 * entry.pxi.tp       type codes to typed drivers; the entry points
 * float64.pxi        quantize with the division in float64
+* blockfmt.pxi       Quark's block formats (BFP, MX), with blockfmt_elements.pxi
 
 The .tp files are Tempita templates, expanded at build time (tools/tempita.py).
 """
@@ -44,3 +45,4 @@ include "subbyte.pxi"
 include "smallfloat.pxi"
 include "entry.pxi"
 include "float64.pxi"
+include "blockfmt.pxi"

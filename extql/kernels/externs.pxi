@@ -10,9 +10,12 @@ from libc.string cimport memcpy, memcmp
 from libc.math cimport nearbyint
 from libc.stdlib cimport free, malloc
 
-cdef extern from "extql_kernels.h":
-    # The public entry points (generated from extql/_entrypoints.py), the
-    # type codes and the flags.
+# The public header (generated from extql/_entrypoints.py): the flags, the
+# block formats' ExtqlBlockParams, and (under other names than this unit's
+# copies) the public entry points.
+include "extql_api.pxi"
+
+cdef extern from "extql_types.h":
     enum:
         EXTQL_UINT8
         EXTQL_INT8
@@ -22,10 +25,6 @@ cdef extern from "extql_kernels.h":
         EXTQL_FLOAT16
         EXTQL_UINT32
         EXTQL_BFLOAT16
-        EXTQL_FLOAT32
-        EXTQL_STREAM
-        EXTQL_UNPACKED
-        EXTQL_NO_SATURATE
 
 cdef extern from "extql_unit.h":
     # This copy's entry points are named by the instruction set it is
