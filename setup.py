@@ -288,7 +288,7 @@ def _extensions() -> list[Extension]:
     library = Extension(
         LIBRARY, sources=unit.sources + SHIM_SOURCES,
         depends=HEADERS + [os.path.join(GEN, f) for f in os.listdir(GEN)],
-        include_dirs=include, define_macros=macros,
+        include_dirs=include, define_macros=macros + [("EXTQL_BUILDING", "1")],
     )
     python_directives = dict(directives)
     python_macros = list(macros)

@@ -109,8 +109,10 @@ extern "C" {{
 #endif
 
 #ifndef EXTQL_API
-#if defined(_WIN32)
+#if defined(_WIN32) && defined(EXTQL_BUILDING)
 #define EXTQL_API __declspec(dllexport)
+#elif defined(_WIN32)
+#define EXTQL_API __declspec(dllimport)
 #elif defined(__GNUC__)
 #define EXTQL_API __attribute__((visibility("default")))
 #else
