@@ -252,43 +252,58 @@ cdef void blk_tile_fast(const BlockParams *p, const float *xf, float *yf, int64_
 # ---------------------------------------------------------------------------
 # Moving elements between x / y and float32 buffers
 
-cdef inline void blk_load(const blk_t *x, float *xf, int64_t n, int bfloat_first) noexcept nogil:
-    """x[0, n) as float32 into xf (bfloat16-rounded when asked).  The float32
-    copy goes through a mask the compiler cannot see through: a plain copy
-    loop becomes a string instruction, whose start-up costs more than a
+cdef struct BlkIo:
+    # A work item's tensors: x and y (possibly the same memory) of float32
+    # or float16 (f16), addressed by element.  One loop body serves both
+    # types: only these loads and stores look at it.
+    const char *x
+    char *y
+    int f16
+
+
+cdef void blk_load(const BlkIo *io, int64_t at, float *xf, int64_t n,
+                   int bfloat_first) noexcept nogil:
+    """x[at, at + n) as float32 into xf (bfloat16-rounded when asked).  The
+    float32 copy goes through a mask the compiler cannot see through: a plain
+    copy loop becomes a string instruction, whose start-up costs more than a
     short row takes."""
     cdef int64_t i
     cdef uint32_t keep = blk_keep()
-    if blk_t is float:
-        if bfloat_first:
-            for i in range(n):
-                xf[i] = blk_bf16(x[i])
-        else:
-            for i in range(n):
-                xf[i] = bits_f32(f32_bits(x[i]) & keep)
-    else:
-        load_f16(xf, <const uint16_t *>x, n)
+    cdef const float *x
+    if io.f16:
+        load_f16(xf, <const uint16_t *>io.x + at, n)
         if bfloat_first:
             for i in range(n):
                 xf[i] = blk_bf16(xf[i])
+        return
+    x = <const float *>io.x + at
+    if bfloat_first:
+        for i in range(n):
+            xf[i] = blk_bf16(x[i])
+    else:
+        for i in range(n):
+            xf[i] = bits_f32(f32_bits(x[i]) & keep)
 
 
-cdef inline void blk_store(const float *yf, blk_t *y, int64_t n) noexcept nogil:
-    """yf[0, n) into y (rounded to float16 for a float16 y); the float32 copy
-    as blk_load's."""
+cdef void blk_store(const BlkIo *io, int64_t at, const float *yf,
+                    int64_t n) noexcept nogil:
+    """yf[0, n) into y[at, at + n) (rounded to float16 for a float16 y); the
+    float32 copy as blk_load's."""
     cdef int64_t i
     cdef uint32_t keep = blk_keep()
-    if blk_t is float:
-        for i in range(n):
-            y[i] = bits_f32(f32_bits(yf[i]) & keep)
-    else:
-        store_f16(<uint16_t *>y, yf, n, 0)
+    cdef float *y
+    if io.f16:
+        store_f16(<uint16_t *>io.y + at, yf, n, 0)
+        return
+    y = <float *>io.y + at
+    for i in range(n):
+        y[i] = bits_f32(f32_bits(yf[i]) & keep)
 
 
 # ---------------------------------------------------------------------------
 # Work items
 
-cdef int blk_rows(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int64_t start,
+cdef int blk_rows(const BlockParams *p, const BlkIo *io, int64_t D, int64_t start,
                   int64_t stop) noexcept nogil:
     """inner == 1: blocks [start, stop) of the lines of D elements, gathered
     into tiles of whole blocks."""
@@ -322,10 +337,10 @@ cdef int blk_rows(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
             bb += 1
             if bb == nb:
                 bb = 0
-        blk_load(x + e0, xf, n, p.bfloat_first)
+        blk_load(io, e0, xf, n, p.bfloat_first)
         if n <= BLK_TILE and (p.kind == EXTQL_BLOCK_MX or (p.kind == EXTQL_BLOCK_BFP and not p.compiler)):
             blk_tile_fast(p, xf, yf, n, D, b, nb)
-            blk_store(yf, y + e0, n)
+            blk_store(io, e0, yf, n)
             continue
         off = 0
         bb = b
@@ -336,27 +351,27 @@ cdef int blk_rows(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
             bb += 1
             if bb == nb:
                 bb = 0
-        blk_store(yf, y + e0, n)
+        blk_store(io, e0, yf, n)
     if xf != xs:
         free(xf)
     return BLK_OK
 
 
-cdef inline void cols_apply_bfp(const blk_t *x, blk_t *y, int64_t rows, int64_t inner,
+cdef inline void cols_apply_bfp(const BlkIo *io, int64_t e, int64_t rows, int64_t inner,
                                 int64_t W, int bfloat_first, float *xf, float *yf,
                                 const float *p1, const float *p2, const float *s,
                                 const float *lo, const float *hi, int mode) noexcept nogil:
     cdef int64_t r, c
     for r in range(rows):
-        blk_load(x + r * inner, xf, W, bfloat_first)
+        blk_load(io, e + r * inner, xf, W, bfloat_first)
         for c in range(W):
             yf[c] = bfp_elem(xf[c], p1[c], p2[c], s[c], lo[c], hi[c], mode)
-        blk_store(yf, y + r * inner, W)
+        blk_store(io, e + r * inner, yf, W)
 
 
-cdef inline void cols_bfp(const BlockParams *p, const blk_t *x, blk_t *y, int64_t rows,
-                          int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
-                          int mode) noexcept nogil:
+cdef void cols_bfp(const BlockParams *p, const BlkIo *io, int64_t e, int64_t rows,
+                   int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
+                   int mode) noexcept nogil:
     cdef float p1[BLK_COLS]
     cdef float p2[BLK_COLS]
     cdef float s[BLK_COLS]
@@ -370,18 +385,18 @@ cdef inline void cols_bfp(const BlockParams *p, const blk_t *x, blk_t *y, int64_
         for c in range(W):
             bump[c] = 0
         for r in range(rows):
-            blk_load(x + r * inner, xf, W, p.bfloat_first)
+            blk_load(io, e + r * inner, xf, W, p.bfloat_first)
             for c in range(W):
                 bump[c] |= bfp_bumps(xf[c], p1[c], p2[c], E[c], mode)
         for c in range(W):
             bfp_compiler_params(E[c], p.mbits, bump[c], &p1[c], &p2[c], &s[c], &lo[c],
                                 &hi[c])
-    cols_apply_bfp(x, y, rows, inner, W, p.bfloat_first, xf, yf, p1, p2, s, lo, hi, mode)
+    cols_apply_bfp(io, e, rows, inner, W, p.bfloat_first, xf, yf, p1, p2, s, lo, hi, mode)
 
 
-cdef inline void cols_prime(const BlockParams *p, const blk_t *x, blk_t *y, int64_t rows,
-                            int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
-                            int mode) noexcept nogil:
+cdef void cols_prime(const BlockParams *p, const BlkIo *io, int64_t e, int64_t rows,
+                     int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
+                     int mode) noexcept nogil:
     cdef float p1[BLK_COLS]
     cdef float p2[BLK_COLS]
     cdef float step[BLK_COLS]
@@ -390,7 +405,7 @@ cdef inline void cols_prime(const BlockParams *p, const blk_t *x, blk_t *y, int6
     cdef int cap = blk_shift_cap(p)
     cdef float rmax = <float>((1 << p.mbits) - 1)
     cdef int64_t r, c, j = 0, jn
-    cdef uint32_t e
+    cdef uint32_t f
     for c in range(W):
         nanmask[c] = 0u - <uint32_t>(E[c] == 255)
     while j < rows:
@@ -398,23 +413,23 @@ cdef inline void cols_prime(const BlockParams *p, const blk_t *x, blk_t *y, int6
         for c in range(W):
             Ej[c] = 0
         for r in range(j, jn):
-            blk_load(x + r * inner, xf, W, p.bfloat_first)
+            blk_load(io, e + r * inner, xf, W, p.bfloat_first)
             for c in range(W):
-                e = blk_field(xf[c])
-                Ej[c] = e if e > Ej[c] else Ej[c]
+                f = blk_field(xf[c])
+                Ej[c] = f if f > Ej[c] else Ej[c]
         for c in range(W):
             prime_params(E[c], Ej[c], cap, p.mbits, &p1[c], &p2[c], &step[c])
         for r in range(j, jn):
-            blk_load(x + r * inner, xf, W, p.bfloat_first)
+            blk_load(io, e + r * inner, xf, W, p.bfloat_first)
             for c in range(W):
                 yf[c] = prime_elem(xf[c], p1[c], p2[c], step[c], rmax, mode, nanmask[c])
-            blk_store(yf, y + r * inner, W)
+            blk_store(io, e + r * inner, yf, W)
         j = jn
 
 
-cdef inline void cols_mx(const BlockParams *p, const blk_t *x, blk_t *y, int64_t rows,
-                         int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
-                         int mode) noexcept nogil:
+cdef void cols_mx(const BlockParams *p, const BlkIo *io, int64_t e, int64_t rows,
+                  int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
+                  int mode) noexcept nogil:
     cdef float p1[BLK_COLS]
     cdef float p2[BLK_COLS]
     cdef float X[BLK_COLS]
@@ -424,31 +439,31 @@ cdef inline void cols_mx(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
         mx_params(E[c], p.emax, &p1[c], &p2[c], &X[c])
     if p.ebits == 0:
         for r in range(rows):
-            blk_load(x + r * inner, xf, W, 0)
+            blk_load(io, e + r * inner, xf, W, 0)
             for c in range(W):
                 yf[c] = mx_int_elem(xf[c], p1[c], p2[c], X[c], mode)
-            blk_store(yf, y + r * inner, W)
+            blk_store(io, e + r * inner, yf, W)
     else:
         emin = mx_emin(p)
         for r in range(rows):
-            blk_load(x + r * inner, xf, W, 0)
+            blk_load(io, e + r * inner, xf, W, 0)
             for c in range(W):
                 yf[c] = mx_float_elem(xf[c], p1[c], p2[c], X[c], emin, p.mbits, p.largest)
-            blk_store(yf, y + r * inner, W)
+            blk_store(io, e + r * inner, yf, W)
 
 
-cdef inline void cols_mode(const BlockParams *p, const blk_t *x, blk_t *y, int64_t rows,
+cdef inline void cols_mode(const BlockParams *p, const BlkIo *io, int64_t e, int64_t rows,
                            int64_t inner, int64_t W, float *xf, float *yf, uint32_t *E,
                            int mode) noexcept nogil:
     if p.kind == EXTQL_BLOCK_BFP:
-        cols_bfp(p, x, y, rows, inner, W, xf, yf, E, mode)
+        cols_bfp(p, io, e, rows, inner, W, xf, yf, E, mode)
     elif p.kind == EXTQL_BLOCK_BFP_PRIME:
-        cols_prime(p, x, y, rows, inner, W, xf, yf, E, mode)
+        cols_prime(p, io, e, rows, inner, W, xf, yf, E, mode)
     else:
-        cols_mx(p, x, y, rows, inner, W, xf, yf, E, mode)
+        cols_mx(p, io, e, rows, inner, W, xf, yf, E, mode)
 
 
-cdef int blk_cols(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int64_t inner,
+cdef int blk_cols(const BlockParams *p, const BlkIo *io, int64_t D, int64_t inner,
                   int64_t start, int64_t stop) noexcept nogil:
     """inner > 1: block-rows [start, stop), each in chunks of up to BLK_COLS
     columns: the columns' largest exponents over the block's rows, their
@@ -459,9 +474,8 @@ cdef int blk_cols(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
     cdef float yf[BLK_COLS]
     cdef uint32_t E[BLK_COLS]
     cdef int64_t w, o, b, rows, c0, W, r, c
-    cdef uint32_t e
-    cdef const blk_t *xb
-    cdef blk_t *yb
+    cdef uint32_t f
+    cdef int64_t e
     for w in range(start, stop):
         o = w // nb
         b = w - o * nb
@@ -469,31 +483,30 @@ cdef int blk_cols(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D, int
         c0 = 0
         while c0 < inner:
             W = inner - c0 if inner - c0 < BLK_COLS else BLK_COLS
-            xb = x + (o * D + b * B) * inner + c0
-            yb = y + (o * D + b * B) * inner + c0
+            e = (o * D + b * B) * inner + c0
             for c in range(W):
                 E[c] = 0
             for r in range(rows):
-                blk_load(xb + r * inner, xf, W, p.bfloat_first)
+                blk_load(io, e + r * inner, xf, W, p.bfloat_first)
                 if p.kind == EXTQL_BLOCK_BFP_PRIME:
                     for c in range(W):
-                        e = blk_field(xf[c])
-                        E[c] = e if e > E[c] else E[c]
+                        f = blk_field(xf[c])
+                        E[c] = f if f > E[c] else E[c]
                 else:
                     for c in range(W):
-                        e = blk_field_finite(xf[c])
-                        E[c] = e if e > E[c] else E[c]
+                        f = blk_field_finite(xf[c])
+                        E[c] = f if f > E[c] else E[c]
             if p.rounding == 0:
-                cols_mode(p, xb, yb, rows, inner, W, xf, yf, E, 0)
+                cols_mode(p, io, e, rows, inner, W, xf, yf, E, 0)
             elif p.rounding == 1:
-                cols_mode(p, xb, yb, rows, inner, W, xf, yf, E, 1)
+                cols_mode(p, io, e, rows, inner, W, xf, yf, E, 1)
             else:
-                cols_mode(p, xb, yb, rows, inner, W, xf, yf, E, 2)
+                cols_mode(p, io, e, rows, inner, W, xf, yf, E, 2)
             c0 += W
     return BLK_OK
 
 
-cdef int blk_cols_narrow(const BlockParams *p, const blk_t *x, blk_t *y, int64_t D,
+cdef int blk_cols_narrow(const BlockParams *p, const BlkIo *io, int64_t D,
                          int64_t inner, int64_t start, int64_t stop) noexcept nogil:
     """inner < BLK_NARROW with block * inner <= BLK_TILE (a convolution's
     3x3 weights along axis 1, say): each block-row turned into a tile of
@@ -506,17 +519,15 @@ cdef int blk_cols_narrow(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
     cdef float yf[BLK_TILE]
     cdef float row[BLK_NARROW]
     cdef int64_t w, o, b, rows, r, c, c0
-    cdef const blk_t *xb
-    cdef blk_t *yb
+    cdef int64_t e
     cdef bint fast = p.kind == EXTQL_BLOCK_MX or (p.kind == EXTQL_BLOCK_BFP and not p.compiler)
     for w in range(start, stop):
         o = w // nb
         b = w - o * nb
         rows = D - b * B if D - b * B < B else B
-        xb = x + (o * D + b * B) * inner
-        yb = y + (o * D + b * B) * inner
+        e = (o * D + b * B) * inner
         for r in range(rows):
-            blk_load(xb + r * inner, row, inner, p.bfloat_first)
+            blk_load(io, e + r * inner, row, inner, p.bfloat_first)
             for c in range(inner):
                 xf[c * rows + r] = row[c]
         if fast:
@@ -529,24 +540,23 @@ cdef int blk_cols_narrow(const BlockParams *p, const blk_t *x, blk_t *y, int64_t
         for r in range(rows):
             for c in range(inner):
                 row[c] = yf[c * rows + r]
-            blk_store(row, yb + r * inner, inner)
+            blk_store(io, e + r * inner, row, inner)
     return BLK_OK
 
 
-cdef int blk_typed_range(const BlockParams *p, const blk_t *x, blk_t *y, int64_t outer,
-                         int64_t D, int64_t inner, int64_t start, int64_t stop) noexcept nogil:
+cdef int blk_typed_range(const BlockParams *p, const BlkIo *io, int64_t outer, int64_t D, int64_t inner, int64_t start, int64_t stop) noexcept nogil:
     cdef float v
     if outer * D * inner == 1:
         # One element passes through (after the bfloat16 pre-rounding).
         if start < stop:
-            blk_load(x, &v, 1, p.bfloat_first)
-            blk_store(&v, y, 1)
+            blk_load(io, 0, &v, 1, p.bfloat_first)
+            blk_store(io, 0, &v, 1)
         return BLK_OK
     if inner == 1:
-        return blk_rows(p, x, y, D, start, stop)
+        return blk_rows(p, io, D, start, stop)
     if inner < BLK_NARROW and p.block * inner <= BLK_TILE:
-        return blk_cols_narrow(p, x, y, D, inner, start, stop)
-    return blk_cols(p, x, y, D, inner, start, stop)
+        return blk_cols_narrow(p, io, D, inner, start, stop)
+    return blk_cols(p, io, D, inner, start, stop)
 
 
 # ---------------------------------------------------------------------------
@@ -577,9 +587,11 @@ cdef public int block_range "EXTQL_ISA_FN(extql_block_range)"(
     (bfloat16-rounded first when p.bfloat_first).  Returns 0, BLK_BAD_TYPE
     for another type, BLK_NO_MEMORY when a block longer than BLK_TILE
     elements (inner == 1) finds no memory for its buffer."""
-    if xtype == EXTQL_FLOAT32:
-        return blk_typed_range(p, <const float *>x, <float *>y, outer, D, inner, start, stop)
-    if xtype == EXTQL_FLOAT16:
-        return blk_typed_range(p, <const float16_t *>x, <float16_t *>y, outer, D, inner,
-                               start, stop)
-    return BLK_BAD_TYPE
+    cdef BlkIo io
+    if xtype != EXTQL_FLOAT32 and xtype != EXTQL_FLOAT16:
+        return BLK_BAD_TYPE
+    io.x = <const char *>x
+    io.y = <char *>y
+    io.f16 = xtype == EXTQL_FLOAT16
+    return blk_typed_range(p, &io, outer, D, inner, start, stop)
+

@@ -79,10 +79,6 @@ cdef enum:
 ctypedef ExtqlBlockParams BlockParams
 
 
-ctypedef fused blk_t:
-    float
-    float16_t
-
 
 # ---------------------------------------------------------------------------
 # One element
