@@ -7,9 +7,10 @@ no Python in it.
 
 * :func:`unavailable` says why the host cannot be built here (None when it
   can): not Linux, no C compiler, or an onnxruntime wheel without the shared
-  library (1.18 has none; 1.19 on have one);
-* :func:`build` compiles it; :meth:`Host.run` runs a model through it
-  (arrays in, arrays out, one session per ``(level, threads)``);
+  library (1.18.1 has none; 1.19.2, 1.20, 1.24 and 1.32 have one);
+* :func:`build` compiles it; :meth:`Host.run` runs models through it,
+  each a :class:`Job` (arrays in, arrays out, one session per ``(level,
+  threads)``), all in one process;
 * :func:`run_python` runs the same model the Python way (onnxruntime with
   ``extql.register``), for the bits the host must reproduce.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,8 +45,8 @@ _LEVEL = dict(zip(LEVEL_NUMBERS, LEVELS, strict=True))
 
 
 def onnxruntime_library() -> Path | None:
-    """The ``libonnxruntime.so.1.*`` of the installed onnxruntime package
-    (found without importing it), or None when the wheel has none."""
+    """The ``libonnxruntime.so.1.*`` of the installed onnxruntime
+    package, or None when the wheel has none."""
     spec = importlib.util.find_spec("onnxruntime")
     if spec is None or spec.origin is None:
         return None
@@ -52,13 +54,15 @@ def onnxruntime_library() -> Path | None:
     return found[0] if found else None
 
 
-def compiler() -> str | None:
-    """The C compiler: $CC, else cc, gcc or clang on the PATH."""
-    names = [os.environ["CC"]] if os.environ.get("CC") else ["cc", "gcc", "clang"]
-    for name in names:
-        path = shutil.which(name.split()[0])
+def compiler() -> list[str] | None:
+    """The C compiler's command: $CC (with its flags), else cc, gcc or
+    clang on the PATH; None when there is none."""
+    commands = [shlex.split(os.environ["CC"])] if os.environ.get("CC", "").strip() \
+        else [["cc"], ["gcc"], ["clang"]]
+    for command in commands:
+        path = shutil.which(command[0])
         if path:
-            return path
+            return [path, *command[1:]]
     return None
 
 
@@ -75,14 +79,26 @@ def unavailable() -> str | None:
 
 
 @dataclass
+class Job:
+    """One model for the host: its sessions (one per ``(level, threads)`` of
+    ``runs``, onnxruntime's level numbers) all run with ``feeds``."""
+
+    model: onnx.ModelProto | Path
+    feeds: Mapping[str, np.ndarray]
+    runs: Sequence[tuple[int, int]]
+
+
+@dataclass
 class HostResult:
     """What one host process did."""
 
     returncode: int
     stdout: str
     stderr: str
-    #: Per run (in the order asked): output name -> array.
-    outputs: list[dict[str, np.ndarray]] = field(default_factory=list)
+    #: Per job, per run (in the order asked): output name -> array.
+    outputs: list[list[dict[str, np.ndarray]]] = field(default_factory=list)
+    #: The jobs that failed, and their exit status.
+    failed: dict[int, int] = field(default_factory=dict)
     #: Every file mapped into the process after its first run.
     mapped: list[str] = field(default_factory=list)
     #: The onnxruntime version the process ran.
@@ -120,41 +136,45 @@ class Host:
 
     exe: Path
 
-    def run(self, library: str, model: onnx.ModelProto | Path,
-            feeds: Mapping[str, np.ndarray], runs: Sequence[tuple[int, int]],
-            workdir: Path, isa: str | None = None) -> HostResult:
-        """Run ``model`` with ``library`` registered, once per ``(level,
-        threads)`` of ``runs``, with ``feeds`` as the inputs; files go to
-        ``workdir``."""
+    def run(self, library: str, jobs: Sequence[Job], workdir: Path,
+            isa: str | None = None) -> HostResult:
+        """Run the jobs in one host process with ``library`` registered in
+        every session; files go to ``workdir``; ``isa`` is the kernel
+        variant the library is told to run (EXTQL_ISA)."""
         workdir.mkdir(parents=True, exist_ok=True)
-        if isinstance(model, onnx.ModelProto):
-            path = workdir / "model.onnx"
-            onnx.save(model, str(path))
-        else:
-            path = model
-        args = [str(self.exe), library, str(path), str(workdir)]
-        for level, threads in runs:
-            args += ["--run", f"{level}:{threads}"]
-        for k, (name, value) in enumerate(feeds.items()):
-            code, data = _raw(value)
-            (workdir / f"in{k}.bin").write_bytes(data)
-            args += ["--input", name, str(code), ",".join(map(str, np.shape(value))),
-                     str(workdir / f"in{k}.bin")]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=120,
+        args = [str(self.exe), library, str(workdir)]
+        for j, job in enumerate(jobs):
+            if isinstance(job.model, onnx.ModelProto):
+                path = workdir / f"model{j}.onnx"
+                onnx.save(job.model, str(path))
+            else:
+                path = job.model
+            args += [*(["--"] if j else []), str(path)]
+            for level, threads in job.runs:
+                args += ["--run", f"{level}:{threads}"]
+            for k, (name, value) in enumerate(job.feeds.items()):
+                code, data = _raw(value)
+                file = workdir / f"j{j}_in{k}.bin"
+                file.write_bytes(data)
+                args += ["--input", name, str(code), ",".join(map(str, np.shape(value))),
+                         str(file)]
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=300,
                               env=host_environment(isa))
         result = HostResult(proc.returncode, proc.stdout, proc.stderr,
-                            [{} for _ in runs])
+                            [[{} for _ in job.runs] for job in jobs])
         for line in proc.stdout.splitlines():
             fields = line.split("\t")
             if fields[0] == "onnxruntime":
                 result.version = fields[1]
             elif fields[0] == "mapped":
                 result.mapped.append(fields[1])
+            elif fields[0] == "failed":
+                result.failed[int(fields[1])] = int(fields[2])
             elif fields[0] == "output":
-                run, _, code, dims, file, name = fields[1:7]
+                job, run, _, code, dims, file, name = fields[1:8]
                 shape = tuple(int(d) for d in dims.split(",")) if dims else ()
-                result.outputs[int(run)][name] = _array(int(code), shape,
-                                                        (workdir / file).read_bytes())
+                result.outputs[int(job)][int(run)][name] = _array(
+                    int(code), shape, (workdir / file).read_bytes())
         return result
 
 
@@ -169,7 +189,7 @@ def build(workdir: Path) -> Host:
     lib.mkdir(parents=True, exist_ok=True)
     (lib / "libonnxruntime.so.1").symlink_to(ort_lib)
     exe = workdir / "extql_c_host"
-    cmd = [compiler(), "-std=c11", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+    cmd = [*(compiler() or []), "-std=c11", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
            f"-I{SOURCES}", "-o", str(exe), str(SOURCES / "host.c"),
            f"-L{lib}", "-l:libonnxruntime.so.1", f"-Wl,-rpath,{lib}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -1,15 +1,17 @@
 /*
- * host.c - a C program that runs an ONNX model in onnxruntime with a
+ * host.c - a C program that runs ONNX models in onnxruntime with a
  * custom-op library registered, as a C (or C++, C#, Java, Rust) user's
  * program does: no Python anywhere in the process.  Built and run by
  * tests/ort/test_c_host.py against onnxruntime's C API as tests/chost/
  * ort_host.h declares it.
  *
- *   host LIBRARY MODEL OUTDIR [--run LEVEL:THREADS]... [--input NAME TYPE SHAPE FILE]...
+ *   host LIBRARY OUTDIR JOB [-- JOB]...
+ *   JOB: MODEL [--run LEVEL:THREADS]... [--input NAME TYPE SHAPE FILE]...
  *
  * LIBRARY   the custom-op library, registered with RegisterCustomOpsLibrary_V2
- * MODEL     the .onnx file the sessions are made from
+ *           in every session
  * OUTDIR    where the outputs are written (an existing directory)
+ * MODEL     the .onnx file a job's sessions are made from
  * --run     one session and run per option: the graph optimisation level
  *           (0, 1, 2 or 99) and the intra-op thread count (0: onnxruntime's
  *           default); without any, one run at 99:0
@@ -18,15 +20,20 @@
  *           a file of its raw bytes in ONNX's layout (row-major, packed for
  *           the types of fewer than 8 bits)
  *
- * Writes each output of run R (0-based, in --run order) to
- * OUTDIR/r<R>_o<I>.bin (raw bytes, I the output's index) and prints, tab
- * separated, one line per fact:
+ * The jobs run one after the other in one onnxruntime environment, as an
+ * application serving several models does.  Each output I of run R of job
+ * J is written to OUTDIR/j<J>_r<R>_o<I>.bin (raw bytes), and the program
+ * prints, tab separated, one line per fact:
  *   onnxruntime <version>
- *   output <R> <I> <element type> <d0,d1,...> <file> <name>
- *   mapped <path>     every file mapped into the process (Linux), listed
- *                     after the first run, while its session is alive
- * Exit status: 0 done; 1 onnxruntime failed (its message on stderr: a
- * library that refuses a model ends here); 2 bad arguments or files.
+ *   output <J> <R> <I> <element type> <d0,d1,...> <file> <name>
+ *   failed <J> <status>   a job that failed (the rest of it is not run;
+ *                         onnxruntime's message is on stderr)
+ *   mapped <path>         every file mapped into the process (Linux),
+ *                         listed after the first run, its session alive
+ * A failure's message on stderr starts "host: job J: <call> failed: ".
+ * Exit status: 0 every job done; else that of the first job that failed:
+ * 1 onnxruntime failed (a library that refuses a model ends here), 2 a file
+ * could not be read or written.  Bad arguments: 2 before anything runs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,6 +48,7 @@
 
 typedef struct {
   const char *name;
+  const char *path;
   int type;
   size_t rank;
   int64_t dims[MAX_RANK];
@@ -54,11 +62,26 @@ typedef struct {
   int threads;
 } RunConfig;
 
-static const OrtApi *api;
+typedef struct {
+  const char *model;
+  RunConfig runs[MAX_RUNS];
+  int n_runs;
+  Input *inputs;
+  size_t n_inputs;
+} Job;
 
-/* Report onnxruntime's message for a failed call and release its status. */
+static const OrtApi *api;
+static int listed_mapped_files;
+static int current_job = -1; /* the job running, for the messages */
+
+/* Report onnxruntime's message for a failed call and release its status:
+ * "host: job J: <call> failed: <message>". */
 static int ort_failed(OrtStatus *status, const char *what) {
-  fprintf(stderr, "host: %s failed: %s\n", what, api->GetErrorMessage(status));
+  if (current_job >= 0)
+    fprintf(stderr, "host: job %d: ", current_job);
+  else
+    fputs("host: ", stderr);
+  fprintf(stderr, "%s failed: %s\n", what, api->GetErrorMessage(status));
   api->ReleaseStatus(status);
   return 1;
 }
@@ -76,8 +99,8 @@ static int ort_failed(OrtStatus *status, const char *what) {
 static int usage_error(const char *fmt, const char *arg) {
   fputs("host: ", stderr);
   fprintf(stderr, fmt, arg);
-  fputs("\nusage: host LIBRARY MODEL OUTDIR [--run LEVEL:THREADS]... "
-        "[--input NAME TYPE SHAPE FILE]...\n", stderr);
+  fputs("\nusage: host LIBRARY OUTDIR JOB [-- JOB]...\n"
+        "  JOB: MODEL [--run LEVEL:THREADS]... [--input NAME TYPE SHAPE FILE]...\n", stderr);
   return 2;
 }
 
@@ -134,8 +157,23 @@ static int parse_shape(const char *text, Input *in) {
   }
 }
 
+/* "LEVEL:THREADS" into a run; 0 when malformed. */
+static int parse_run(const char *text, RunConfig *config) {
+  char *end;
+  long level = strtol(text, &end, 10), threads;
+  if (end == text || *end != ':' || (level != 0 && level != 1 && level != 2 && level != 99))
+    return 0;
+  text = end + 1;
+  threads = strtol(text, &end, 10);
+  if (end == text || *end != '\0' || threads < 0 || threads > 256)
+    return 0;
+  config->level = (int)level;
+  config->threads = (int)threads;
+  return 1;
+}
+
 /* Read an input's file; its size must be what the type and shape take. */
-static int read_input(const char *path, Input *in) {
+static int read_input(Input *in) {
   size_t count = 1, got;
   long size;
   int ok;
@@ -148,27 +186,58 @@ static int read_input(const char *path, Input *in) {
   in->bytes = tensor_bytes(in->type, count, &ok);
   if (!ok)
     return usage_error("input %s: not an element type this host moves", in->name);
-  f = fopen(path, "rb");
+  f = fopen(in->path, "rb");
   if (!f)
-    return usage_error("cannot open %s", path);
+    return usage_error("cannot open %s", in->path);
   if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
     fclose(f);
-    return usage_error("cannot read %s", path);
+    return usage_error("cannot read %s", in->path);
   }
   if ((size_t)size != in->bytes) {
     fclose(f);
     fprintf(stderr, "host: input %s: %s holds %ld bytes, its type and shape take %zu\n",
-            in->name, path, size, in->bytes);
+            in->name, in->path, size, in->bytes);
     return 2;
   }
   in->data = malloc(in->bytes ? in->bytes : 1);
   if (!in->data) {
     fclose(f);
-    return usage_error("out of memory reading %s", path);
+    return usage_error("out of memory reading %s", in->path);
   }
   got = fread(in->data, 1, in->bytes, f);
   fclose(f);
-  return got == in->bytes ? 0 : usage_error("cannot read %s", path);
+  return got == in->bytes ? 0 : usage_error("cannot read %s", in->path);
+}
+
+/* Parse one job from argv[*a] on (up to "--" or the end); 0 or 2. */
+static int parse_job(int argc, char **argv, int *a, Job *job) {
+  job->model = argv[(*a)++];
+  job->inputs = calloc((size_t)argc, sizeof *job->inputs);
+  if (!job->inputs)
+    return usage_error("%s", "out of memory");
+  for (; *a < argc && strcmp(argv[*a], "--") != 0; (*a)++) {
+    if (strcmp(argv[*a], "--run") == 0 && *a + 1 < argc) {
+      ++*a;
+      if (job->n_runs == MAX_RUNS || !parse_run(argv[*a], &job->runs[job->n_runs++]))
+        return usage_error("bad --run %s (LEVEL:THREADS, LEVEL 0, 1, 2 or 99)", argv[*a]);
+    } else if (strcmp(argv[*a], "--input") == 0 && *a + 4 < argc) {
+      Input *in = &job->inputs[job->n_inputs++];
+      char *end;
+      in->name = argv[*a + 1];
+      in->type = (int)strtol(argv[*a + 2], &end, 10);
+      if (*end != '\0' || end == argv[*a + 2])
+        return usage_error("bad element type %s", argv[*a + 2]);
+      if (!parse_shape(argv[*a + 3], in))
+        return usage_error("bad shape \"%s\" (e.g. 2,3,4; \"\" for a scalar)", argv[*a + 3]);
+      in->path = argv[*a + 4];
+      *a += 4;
+    } else {
+      return usage_error("unexpected argument %s", argv[*a]);
+    }
+  }
+  if (job->n_runs == 0)
+    job->runs[job->n_runs++] = (RunConfig){99, 0};
+  return 0;
 }
 
 /* Print every file mapped into this process, once each (Linux's
@@ -211,15 +280,15 @@ static void print_mapped_files(void) {
 #endif
 }
 
-/* Write one output tensor to OUTDIR/r<R>_o<I>.bin and print its line. */
-static int write_output(const char *outdir, int run, size_t index, const char *name,
+/* Write one output tensor to OUTDIR/j<J>_r<R>_o<I>.bin and print its line. */
+static int write_output(const char *outdir, int job, int run, size_t index, const char *name,
                         OrtValue *value) {
   OrtTensorTypeAndShapeInfo *info = NULL;
   int64_t dims[MAX_RANK];
   size_t rank = 0, count = 0, bytes;
   int rc = 0, type = 0, kind = 0, ok;
   void *data = NULL;
-  char path[4096];
+  char file[64], path[4096];
   FILE *f;
 
   ORT_CHECK(api->GetValueType(value, &kind), "GetValueType");
@@ -247,26 +316,27 @@ static int write_output(const char *outdir, int run, size_t index, const char *n
   }
   if (count)
     ORT_CHECK(api->GetTensorMutableData(value, &data), "GetTensorMutableData");
-  snprintf(path, sizeof path, "%s/r%d_o%zu.bin", outdir, run, index);
+  snprintf(file, sizeof file, "j%d_r%d_o%zu.bin", job, run, index);
+  snprintf(path, sizeof path, "%s/%s", outdir, file);
   f = fopen(path, "wb");
   if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
     fprintf(stderr, "host: cannot write %s\n", path);
     rc = 2;
     goto done;
   }
-  printf("output\t%d\t%zu\t%d\t", run, index, type);
+  printf("output\t%d\t%d\t%zu\t%d\t", job, run, index, type);
   for (size_t k = 0; k < rank; k++)
     printf(k ? ",%" PRId64 : "%" PRId64, dims[k]);
-  printf("\tr%d_o%zu.bin\t%s\n", run, index, name);
+  printf("\t%s\t%s\n", file, name);
 done:
   api->ReleaseTensorTypeAndShapeInfo(info);
   return rc;
 }
 
 /* One session with the library registered, one run, every output written. */
-static int run_once(const OrtEnv *env, const char *library, const char *model,
-                    const char *outdir, int run, RunConfig config, const Input *inputs,
-                    size_t n_inputs) {
+static int run_once(const OrtEnv *env, const char *library, const char *outdir, int j,
+                    const Job *job, int run) {
+  RunConfig config = job->runs[run];
   OrtSessionOptions *options = NULL;
   OrtSession *session = NULL;
   OrtAllocator *allocator = NULL;
@@ -283,12 +353,12 @@ static int run_once(const OrtEnv *env, const char *library, const char *model,
   if (config.threads > 0)
     ORT_CHECK(api->SetIntraOpNumThreads(options, config.threads), "SetIntraOpNumThreads");
   ORT_CHECK(api->RegisterCustomOpsLibrary_V2(options, library), "RegisterCustomOpsLibrary_V2");
-  ORT_CHECK(api->CreateSession(env, model, options, &session), "CreateSession");
+  ORT_CHECK(api->CreateSession(env, job->model, options, &session), "CreateSession");
   ORT_CHECK(api->GetAllocatorWithDefaultOptions(&allocator), "GetAllocatorWithDefaultOptions");
   ORT_CHECK(api->SessionGetOutputCount(session, &n_outputs), "SessionGetOutputCount");
 
-  in_names = calloc(n_inputs + 1, sizeof *in_names);
-  in_values = calloc(n_inputs + 1, sizeof *in_values);
+  in_names = calloc(job->n_inputs + 1, sizeof *in_names);
+  in_values = calloc(job->n_inputs + 1, sizeof *in_values);
   out_names = calloc(n_outputs + 1, sizeof *out_names);
   outputs = calloc(n_outputs + 1, sizeof *outputs);
   if (!in_names || !in_values || !out_names || !outputs) {
@@ -296,20 +366,22 @@ static int run_once(const OrtEnv *env, const char *library, const char *model,
     rc = 2;
     goto done;
   }
-  for (size_t k = 0; k < n_inputs; k++) {
-    in_names[k] = inputs[k].name;
-    in_values[k] = inputs[k].value;
+  for (size_t k = 0; k < job->n_inputs; k++) {
+    in_names[k] = job->inputs[k].name;
+    in_values[k] = job->inputs[k].value;
   }
   for (; named < n_outputs; named++)
     ORT_CHECK(api->SessionGetOutputName(session, named, allocator, &out_names[named]),
               "SessionGetOutputName");
-  ORT_CHECK(api->Run(session, NULL, in_names, in_values, n_inputs,
+  ORT_CHECK(api->Run(session, NULL, in_names, in_values, job->n_inputs,
                      (const char *const *)out_names, n_outputs, outputs),
             "Run");
   for (size_t k = 0; k < n_outputs && rc == 0; k++)
-    rc = write_output(outdir, run, k, out_names[k], outputs[k]);
-  if (run == 0 && rc == 0)
+    rc = write_output(outdir, j, run, k, out_names[k], outputs[k]);
+  if (rc == 0 && !listed_mapped_files) {
     print_mapped_files();
+    listed_mapped_files = 1;
+  }
 done:
   for (size_t k = 0; outputs && k < n_outputs; k++)
     api->ReleaseValue(outputs[k]);
@@ -327,26 +399,32 @@ done:
   return rc;
 }
 
-static int parse_run(const char *text, RunConfig *config) {
-  char *end;
-  long level = strtol(text, &end, 10), threads;
-  if (end == text || *end != ':' || (level != 0 && level != 1 && level != 2 && level != 99))
-    return 0;
-  text = end + 1;
-  threads = strtol(text, &end, 10);
-  if (end == text || *end != '\0' || threads < 0 || threads > 256)
-    return 0;
-  config->level = (int)level;
-  config->threads = (int)threads;
-  return 1;
+/* A job: its inputs read and made tensors, then its runs. */
+static int run_job(const OrtEnv *env, const OrtMemoryInfo *memory, const char *library,
+                   const char *outdir, int j, Job *job) {
+  int rc = 0;
+  for (size_t k = 0; k < job->n_inputs; k++) {
+    Input *in = &job->inputs[k];
+    if ((rc = read_input(in)) != 0)
+      goto done;
+    ORT_CHECK(api->CreateTensorWithDataAsOrtValue(memory, in->data, in->bytes, in->dims,
+                                                  in->rank, in->type, &in->value),
+              "CreateTensorWithDataAsOrtValue");
+  }
+  for (int r = 0; r < job->n_runs && rc == 0; r++)
+    rc = run_once(env, library, outdir, j, job, r);
+done:
+  for (size_t k = 0; k < job->n_inputs; k++) {
+    api->ReleaseValue(job->inputs[k].value);
+    free(job->inputs[k].data);
+  }
+  return rc;
 }
 
 int main(int argc, char **argv) {
-  const char *library, *model, *outdir;
-  RunConfig runs[MAX_RUNS];
-  Input *inputs;
-  size_t n_inputs = 0;
-  int n_runs = 0, rc = 0;
+  const char *library, *outdir;
+  Job *jobs;
+  int n_jobs = 0, rc = 0, first_failure = 0;
   OrtEnv *env = NULL;
   OrtMemoryInfo *memory = NULL;
   const OrtApiBase *base;
@@ -354,33 +432,14 @@ int main(int argc, char **argv) {
   if (argc < 4)
     return usage_error("%s", "missing arguments");
   library = argv[1];
-  model = argv[2];
-  outdir = argv[3];
-  inputs = calloc((size_t)argc, sizeof *inputs);
-  if (!inputs)
+  outdir = argv[2];
+  jobs = calloc((size_t)argc, sizeof *jobs);
+  if (!jobs)
     return usage_error("%s", "out of memory");
-  for (int a = 4; a < argc; a++) {
-    if (strcmp(argv[a], "--run") == 0 && a + 1 < argc) {
-      if (n_runs == MAX_RUNS || !parse_run(argv[++a], &runs[n_runs++]))
-        return usage_error("bad --run %s (LEVEL:THREADS, LEVEL 0, 1, 2 or 99)", argv[a]);
-    } else if (strcmp(argv[a], "--input") == 0 && a + 4 < argc) {
-      Input *in = &inputs[n_inputs++];
-      char *end;
-      in->name = argv[a + 1];
-      in->type = (int)strtol(argv[a + 2], &end, 10);
-      if (*end != '\0' || end == argv[a + 2])
-        return usage_error("bad element type %s", argv[a + 2]);
-      if (!parse_shape(argv[a + 3], in))
-        return usage_error("bad shape \"%s\" (e.g. 2,3,4; \"\" for a scalar)", argv[a + 3]);
-      if ((rc = read_input(argv[a + 4], in)) != 0)
-        return rc;
-      a += 4;
-    } else {
-      return usage_error("unexpected argument %s", argv[a]);
-    }
+  for (int a = 3; a < argc; a++) {
+    if (strcmp(argv[a], "--") == 0 || (rc = parse_job(argc, argv, &a, &jobs[n_jobs++])) != 0)
+      return rc ? rc : usage_error("%s", "a job without a model");
   }
-  if (n_runs == 0)
-    runs[n_runs++] = (RunConfig){99, 0};
 
   base = OrtGetApiBase();
   api = base->GetApi(ORT_HOST_API_VERSION);
@@ -394,24 +453,25 @@ int main(int argc, char **argv) {
   ORT_CHECK(api->CreateEnv(ORT_HOST_LOG_ERROR, "extql-c-host", &env), "CreateEnv");
   ORT_CHECK(api->CreateCpuMemoryInfo(ORT_HOST_ARENA_ALLOCATOR, ORT_HOST_MEM_DEFAULT, &memory),
             "CreateCpuMemoryInfo");
-  for (size_t k = 0; k < n_inputs; k++)
-    ORT_CHECK(api->CreateTensorWithDataAsOrtValue(memory, inputs[k].data, inputs[k].bytes,
-                                                  inputs[k].dims, inputs[k].rank,
-                                                  inputs[k].type, &inputs[k].value),
-              "CreateTensorWithDataAsOrtValue");
-  for (int r = 0; r < n_runs && rc == 0; r++)
-    rc = run_once(env, library, model, outdir, r, runs[r], inputs, n_inputs);
+  for (int j = 0; j < n_jobs; j++) {
+    int job_rc;
+    current_job = j;
+    job_rc = run_job(env, memory, library, outdir, j, &jobs[j]);
+    if (job_rc != 0) {
+      printf("failed\t%d\t%d\n", j, job_rc);
+      fflush(stdout);
+      if (!first_failure)
+        first_failure = job_rc;
+    }
+  }
+  current_job = -1;
+  rc = first_failure;
 done:
   fflush(stdout);
-  for (size_t k = 0; k < n_inputs; k++) {
-    if (inputs[k].value)
-      api->ReleaseValue(inputs[k].value);
-    free(inputs[k].data);
-  }
-  free(inputs);
-  if (memory)
-    api->ReleaseMemoryInfo(memory);
-  if (env)
-    api->ReleaseEnv(env);
+  for (int j = 0; j < n_jobs; j++)
+    free(jobs[j].inputs);
+  free(jobs);
+  api->ReleaseMemoryInfo(memory);
+  api->ReleaseEnv(env);
   return rc;
 }
