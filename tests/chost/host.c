@@ -30,7 +30,8 @@
  *                         onnxruntime's message is on stderr)
  *   mapped <path>         every file mapped into the process (Linux),
  *                         listed after the first run, its session alive
- * A failure's message on stderr starts "host: job J: <call> failed: ".
+ * A failure's message on stderr starts "host: job J: " (onnxruntime's:
+ * "host: job J: <call> failed: <message>").
  * Exit status: 0 every job done; else that of the first job that failed:
  * 1 onnxruntime failed (a library that refuses a model ends here), 2 a file
  * could not be read or written.  Bad arguments: 2 before anything runs.
@@ -101,6 +102,14 @@ static int usage_error(const char *fmt, const char *arg) {
   fprintf(stderr, fmt, arg);
   fputs("\nusage: host LIBRARY OUTDIR JOB [-- JOB]...\n"
         "  JOB: MODEL [--run LEVEL:THREADS]... [--input NAME TYPE SHAPE FILE]...\n", stderr);
+  return 2;
+}
+
+/* A file the host could not read or write: "host: job J: <problem>". */
+static int file_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "host: job %d: ", current_job);
+  fprintf(stderr, fmt, arg);
+  fputc('\n', stderr);
   return 2;
 }
 
@@ -180,33 +189,33 @@ static int read_input(Input *in) {
   FILE *f;
   for (size_t k = 0; k < in->rank; k++) {
     if (in->dims[k] != 0 && count > SIZE_MAX / (size_t)in->dims[k])
-      return usage_error("input %s: the shape is too large", in->name);
+      return file_error("input %s: the shape is too large", in->name);
     count *= (size_t)in->dims[k];
   }
   in->bytes = tensor_bytes(in->type, count, &ok);
   if (!ok)
-    return usage_error("input %s: not an element type this host moves", in->name);
+    return file_error("input %s: not an element type this host moves", in->name);
   f = fopen(in->path, "rb");
   if (!f)
-    return usage_error("cannot open %s", in->path);
+    return file_error("cannot open %s", in->path);
   if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
     fclose(f);
-    return usage_error("cannot read %s", in->path);
+    return file_error("cannot read %s", in->path);
   }
   if ((size_t)size != in->bytes) {
     fclose(f);
-    fprintf(stderr, "host: input %s: %s holds %ld bytes, its type and shape take %zu\n",
-            in->name, in->path, size, in->bytes);
+    fprintf(stderr, "host: job %d: input %s: %s holds %ld bytes, its type and shape take %zu\n",
+            current_job, in->name, in->path, size, in->bytes);
     return 2;
   }
   in->data = malloc(in->bytes ? in->bytes : 1);
   if (!in->data) {
     fclose(f);
-    return usage_error("out of memory reading %s", in->path);
+    return file_error("out of memory reading %s", in->path);
   }
   got = fread(in->data, 1, in->bytes, f);
   fclose(f);
-  return got == in->bytes ? 0 : usage_error("cannot read %s", in->path);
+  return got == in->bytes ? 0 : file_error("cannot read %s", in->path);
 }
 
 /* Parse one job from argv[*a] on (up to "--" or the end); 0 or 2. */
@@ -293,7 +302,7 @@ static int write_output(const char *outdir, int job, int run, size_t index, cons
 
   ORT_CHECK(api->GetValueType(value, &kind), "GetValueType");
   if (kind != ORT_HOST_TYPE_TENSOR) {
-    fprintf(stderr, "host: output %s is not a tensor\n", name);
+    fprintf(stderr, "host: job %d: output %s is not a tensor\n", job, name);
     rc = 2;
     goto done;
   }
@@ -301,7 +310,7 @@ static int write_output(const char *outdir, int job, int run, size_t index, cons
   ORT_CHECK(api->GetTensorElementType(info, &type), "GetTensorElementType");
   ORT_CHECK(api->GetDimensionsCount(info, &rank), "GetDimensionsCount");
   if (rank > MAX_RANK) {
-    fprintf(stderr, "host: output %s has rank %zu\n", name, rank);
+    fprintf(stderr, "host: job %d: output %s has rank %zu\n", job, name, rank);
     rc = 2;
     goto done;
   }
@@ -309,8 +318,8 @@ static int write_output(const char *outdir, int job, int run, size_t index, cons
   ORT_CHECK(api->GetTensorShapeElementCount(info, &count), "GetTensorShapeElementCount");
   bytes = tensor_bytes(type, count, &ok);
   if (!ok) {
-    fprintf(stderr, "host: output %s has element type %d, which this host does not move\n",
-            name, type);
+    fprintf(stderr, "host: job %d: output %s has element type %d, which this host does not move\n",
+            job, name, type);
     rc = 2;
     goto done;
   }
@@ -320,7 +329,7 @@ static int write_output(const char *outdir, int job, int run, size_t index, cons
   snprintf(path, sizeof path, "%s/%s", outdir, file);
   f = fopen(path, "wb");
   if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
-    fprintf(stderr, "host: cannot write %s\n", path);
+    fprintf(stderr, "host: job %d: cannot write %s\n", job, path);
     rc = 2;
     goto done;
   }
@@ -362,7 +371,7 @@ static int run_once(const OrtEnv *env, const char *library, const char *outdir, 
   out_names = calloc(n_outputs + 1, sizeof *out_names);
   outputs = calloc(n_outputs + 1, sizeof *outputs);
   if (!in_names || !in_values || !out_names || !outputs) {
-    fprintf(stderr, "host: out of memory\n");
+    fprintf(stderr, "host: job %d: out of memory\n", j);
     rc = 2;
     goto done;
   }
