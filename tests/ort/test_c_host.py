@@ -7,11 +7,13 @@ wheel's libonnxruntime) registers ``extql.get_library_path(standalone=True)``
 with RegisterCustomOpsLibrary_V2, makes a session from a model file, feeds
 raw inputs, runs and writes every output.  The models of a test family run
 as jobs of one host process (one onnxruntime environment, as a serving
-application has), each at every graph optimisation level, with 1 and 2
-intra-op threads, and every run must give the bits of the Python path
-(onnxruntime with ``extql.register``, same level and threads) and, where
-it applies, of the contract (tests/contract.py) or of AMD Quark's own
-library (the outputs stored beside Quark's models).
+application has): the Extended models at every graph optimisation level
+with 1 and with 2 intra-op threads, the whole models at every level with 1
+and 2 threads in turn.  Every run must give the bits of the Python path
+(onnxruntime with ``extql.register``, same level and threads) and of the
+contract (tests/contract.py) where it applies; Quark's own models must also
+come close to what Quark's own library gave (stored beside them).  A model
+the library refuses ends the host with status 1 and the library's message.
 
 The module runs once, with the kernel variant the CPU picks (the variants
 are compared with each other in-process elsewhere); the host is told the
