@@ -43,8 +43,11 @@ REQUIRED = [
 ]
 # Every Python module of the package, subpackages included.
 REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql").rglob("*.py"))]
-# Every test module and helper, in whichever area folder of tests/ it sits.
+# Every test module and helper, in whichever area folder of tests/ it sits,
+# and the C host the tests compile.
 REQUIRED += [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "tests").rglob("*.py"))]
+REQUIRED += [p.relative_to(ROOT).as_posix()
+             for p in sorted((ROOT / "tests" / "chost").glob("*.[ch]"))]
 # Generated at build time (by Cython, or from the tables), or build products:
 # never shipped.
 FORBIDDEN_SUFFIXES = (".so", ".pyd", ".o", ".pyc")
