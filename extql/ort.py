@@ -19,15 +19,30 @@ spread over the session's own intra-op thread pool (``intra_op_num_threads``).
 One difference from Quark's own library: a node without an ``axis``
 attribute quantizes per axis along axis 1, as the operator documents say;
 Quark's library silently uses axis 0 there.
+
+Hosts without Python (C, C++, C#, Java, Rust, Triton, onnxruntime-genai)
+register the standalone library instead, ``get_library_path(standalone=True)``:
+the same operators built from the same sources, with no Python dependency.
+
+extql works with whichever onnxruntime build provides the ``onnxruntime``
+module (the CPU package, onnxruntime-gpu, -openvino, -directml, ...): the
+operators run on the CPU execution provider of any of them.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any, TypeVar
 
 __all__ = [
     "get_library_path",
+    "standalone_name",
+    "onnxruntime_distributions",
+    "ONNXRUNTIME_BUILDS",
+    "ONNXRUNTIME_HINT",
     "register",
     "info_rows",
     "MIN_ONNXRUNTIME",
@@ -56,14 +71,47 @@ INFERENCE_ONNXRUNTIME = "1.24"
 _SessionOptions = TypeVar("_SessionOptions")
 
 
-def get_library_path() -> str:
+#: The file name of the Python-free custom-op library, by ``sys.platform``
+#: prefix (else the Linux name).  It sits beside the package's modules.
+STANDALONE_NAMES = {"win": "extql_ort.dll", "darwin": "libextql_ort.dylib"}
+STANDALONE_NAME_LINUX = "libextql_ort.so"
+
+
+def standalone_name(platform: str | None = None) -> str:
+    """The standalone library's file name on ``platform`` (default: this one's
+    ``sys.platform``): ``libextql_ort.so``, ``libextql_ort.dylib`` or
+    ``extql_ort.dll``."""
+    platform = sys.platform if platform is None else platform
+    for prefix, name in STANDALONE_NAMES.items():
+        if platform.startswith(prefix):
+            return name
+    return STANDALONE_NAME_LINUX
+
+
+def get_library_path(standalone: bool = False) -> str:
     """The path of the shared object to pass to
     ``SessionOptions.register_custom_ops_library``.
 
-    It is the compiled extension ``extql._kernels`` itself.  Importing it here
-    keeps it loaded for the life of the process, so onnxruntime's own
-    load/unload of the library never unmaps code a session still uses.
+    By default it is the compiled extension ``extql._kernels`` itself, for
+    Python processes.  Importing it here keeps it loaded for the life of the
+    process, so onnxruntime's own load/unload of the library never unmaps code
+    a session still uses.
+
+    With ``standalone=True`` it is the library without any Python dependency
+    that the wheel carries beside the package (:func:`standalone_name`), for
+    hosts in other languages (C, C++, C#, Java, Rust, Triton,
+    onnxruntime-genai): the same operators from the same kernels.  Raises
+    ``FileNotFoundError`` naming the file when this build of extql has none.
     """
+    if standalone:
+        path = Path(__file__).resolve().parent / standalone_name()
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"extql: the standalone custom-op library {path} is missing: this build of "
+                "extql has none (a wheel of extql carries it); extql.get_library_path() is "
+                "the library for Python processes"
+            )
+        return str(path)
     from . import _kernels
 
     path = getattr(_kernels, "__file__", None)
@@ -90,26 +138,74 @@ def register(session_options: _SessionOptions) -> _SessionOptions:
     return session_options
 
 
-def _installed_onnxruntime() -> str | None:
-    """The installed onnxruntime version, without importing it."""
-    for dist in ("onnxruntime", "onnxruntime-gpu", "onnxruntime-directml", "onnxruntime-openvino"):
+#: The onnxruntime builds on PyPI (and Ryzen AI's) that provide the
+#: ``onnxruntime`` module, for the hints that say how to get one.  Which one
+#: is installed is found from the installed distributions' files
+#: (:func:`onnxruntime_distributions`), not from this list.
+ONNXRUNTIME_BUILDS = (
+    "onnxruntime-gpu",
+    "onnxruntime-openvino",
+    "onnxruntime-directml",
+    "onnxruntime-qnn",
+    "onnxruntime-rocm",
+    "onnxruntime-vitisai (Ryzen AI)",
+)
+
+#: How to get an onnxruntime, for every message that says it is missing.
+ONNXRUNTIME_HINT = (
+    'install an onnxruntime build: pip install "extql[onnxruntime]" for the CPU package '
+    f"(onnxruntime), or the build for your hardware: {', '.join(ONNXRUNTIME_BUILDS)}"
+)
+
+
+def onnxruntime_distributions() -> list[tuple[str, str]]:
+    """(name, version) of every installed distribution that provides the
+    ``onnxruntime`` module (onnxruntime, onnxruntime-gpu, -openvino, ...),
+    found from the distributions' files without importing onnxruntime.  More
+    than one means they overwrite each other's files."""
+    names = importlib.metadata.packages_distributions().get("onnxruntime", [])
+    found: dict[str, str] = {}
+    for name in names:
         try:
-            return f"{importlib.metadata.version(dist)} ({dist})"
-        except importlib.metadata.PackageNotFoundError:
+            found.setdefault(name, importlib.metadata.version(name))
+        except importlib.metadata.PackageNotFoundError:  # metadata without files
             continue
-    return None
+    return sorted(found.items())
+
+
+def _installed_onnxruntime() -> str:
+    """The onnxruntime row of ``extql info``: version and the distribution
+    that provides the module, without importing it."""
+    dists = onnxruntime_distributions()
+    if not dists:
+        try:
+            module = importlib.util.find_spec("onnxruntime")
+        except (ImportError, ValueError):  # ValueError: sys.modules["onnxruntime"] is None
+            module = None
+        if module is not None:
+            return "installed, from no distribution pip knows (a source build?)"
+        return f"not installed ({ONNXRUNTIME_HINT})"
+    text = "; ".join(f"{version} ({name})" for name, version in dists)
+    if len(dists) > 1:
+        text += (": several distributions provide the onnxruntime module and overwrite each "
+                 "other's files; uninstall all of them and install the one you need")
+    return text
 
 
 def info_rows() -> list[tuple[str, str]]:
-    """Rows for ``extql info``: library path and onnxruntime versions."""
+    """Rows for ``extql info``: library paths and onnxruntime versions."""
     try:
         path = get_library_path()
     except (ImportError, RuntimeError) as exc:
         path = f"unavailable ({exc})"
-    installed = _installed_onnxruntime()
+    try:
+        standalone = get_library_path(standalone=True)
+    except FileNotFoundError:
+        standalone = f"not in this build ({standalone_name()} is not beside the package)"
     return [
         ("ort library", path),
-        ("onnxruntime", installed if installed else "not installed"),
+        ("standalone library", standalone),
+        ("onnxruntime", _installed_onnxruntime()),
         ("ort supported", f">= {MIN_ONNXRUNTIME}"),
         ("ort tested", ", ".join(TESTED_ONNXRUNTIME)),
     ]

@@ -14,7 +14,7 @@ import argparse
 from . import json_output
 from .args import add_quiet_flag
 from .errors import require_modules
-from .model_io import load_model
+from .model_io import load_model, require_external_data
 from .progress import Progress, log
 
 __all__ = ["register", "check_model"]
@@ -108,7 +108,9 @@ def _session_check(path: str) -> tuple[list[str], list[str]]:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxscript")
-    model, _ = load_model(args.model, with_data=False)
+    model, external = load_model(args.model, with_data=False)
+    if external:  # read where it is, by the checker and onnxruntime: it must be there
+        require_external_data(args.model, model)
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
@@ -119,8 +121,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, Progress(args, "checked", total), notes)
-    if not problems:  # what the node checks do not look at
-        problems += onnx_checker_problems(model)
+    if not problems:  # what the node checks do not look at; by path: external data
+        problems += onnx_checker_problems(model, str(args.model))
     for line in problems:
         print(line)
     # With problems to fix, the notes (what could not be checked) are a
