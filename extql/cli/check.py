@@ -10,7 +10,9 @@ when there is any.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
+from ..ort import ONNXRUNTIME_HINT
 from . import json_output
 from .args import add_quiet_flag
 from .errors import require_modules
@@ -80,6 +82,13 @@ def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     return 1
 
 
+def _have_onnxruntime() -> bool:
+    try:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["onnxruntime"] is None
+        return False
+
+
 def _session_check(path: str) -> tuple[list[str], list[str]]:
     """(warnings, problems) of loading the model in onnxruntime with the extql
     library: a warning when it loads only below the default optimisation
@@ -134,7 +143,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"note: {len(notes) - len(shown)} more node(s) could not be checked (unknown "
               "types); fix the problems above first")
     warned: list[str] = []
-    if not problems:
+    if not problems and not _have_onnxruntime():
+        notes.append("onnxruntime is not installed, so the model was not loaded in it; "
+                     f"to load it there, {ONNXRUNTIME_HINT}")
+        print(f"note: {notes[-1]}")
+    elif not problems:
         log(args, "loading the model in onnxruntime at its default optimisation level ...")
         warned, refused = _session_check(str(args.model))
         for line in warned:

@@ -17,8 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
 import onnxruntime as ort
 import pytest
+from cli_battery import quark_model
 
 from extql import ort as extql_ort
 
@@ -113,3 +115,17 @@ def test_info_without_onnxruntime_says_how_to_get_one(monkeypatch):
     row = dict(extql_ort.info_rows())["onnxruntime"]
     assert row.startswith("not installed")
     _ways_to_get_onnxruntime(row)
+
+
+def test_check_without_onnxruntime_says_it_did_not_load_the_model(tmp_path):
+    """``extql check`` needs no onnxruntime, but says that it could not load
+    the model there, and how to get one (a note: exit 0 for a good model)."""
+    onnx.save(quark_model(), str(tmp_path / "good.onnx"))
+    proc = subprocess.run([sys.executable, "-c", NO_ORT, "check", "good.onnx", "--json"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
+                          env=dict(os.environ))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["problems"] == []
+    (note,) = [n for n in doc["notes"] if "onnxruntime is not installed" in n]
+    _ways_to_get_onnxruntime(note)
