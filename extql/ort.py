@@ -88,7 +88,14 @@ def standalone_name(platform: str | None = None) -> str:
     return STANDALONE_NAME_LINUX
 
 
-def get_library_path(standalone: bool = False) -> str:
+def _package_dir() -> Path:
+    """The directory of the installed ``extql`` package (where the wheel puts
+    the standalone library), whichever module of it this is."""
+    top = sys.modules[__name__.partition(".")[0]]
+    return Path(str(top.__file__)).resolve().parent
+
+
+def get_library_path(*, standalone: bool = False) -> str:
     """The path of the shared object to pass to
     ``SessionOptions.register_custom_ops_library``.
 
@@ -104,7 +111,7 @@ def get_library_path(standalone: bool = False) -> str:
     ``FileNotFoundError`` naming the file when this build of extql has none.
     """
     if standalone:
-        path = Path(__file__).resolve().parent / standalone_name()
+        path = _package_dir() / standalone_name()
         if not path.is_file():
             raise FileNotFoundError(
                 f"extql: the standalone custom-op library {path} is missing: this build of "

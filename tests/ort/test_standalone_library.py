@@ -30,7 +30,7 @@ def test_one_name_per_platform(platform, name):
 def test_the_path_is_the_file_beside_the_package(tmp_path, monkeypatch):
     """Found beside the package's modules; missing, a FileNotFoundError that
     names the file (never the Python extension in its place)."""
-    monkeypatch.setattr(extql_ort, "__file__", str(tmp_path / "ort.py"))
+    monkeypatch.setattr(extql_ort, "_package_dir", lambda: tmp_path)
     library = tmp_path / extql_ort.standalone_name()
     with pytest.raises(FileNotFoundError, match=str(library).replace(".", r"\.")):
         extql.get_library_path(standalone=True)
@@ -40,6 +40,8 @@ def test_the_path_is_the_file_beside_the_package(tmp_path, monkeypatch):
 
 
 def test_this_build_reports_it_or_says_it_has_none():
+    """Looked for in the installed ``extql`` package's directory."""
+    assert extql_ort._package_dir() == Path(extql.__file__).resolve().parent
     try:
         path = extql.get_library_path(standalone=True)
     except FileNotFoundError as exc:
