@@ -26,8 +26,10 @@ Steps, each timed:
 5. the OpenVINO venv: onnxruntime-openvino installed first, then
    ``pip install "WHEEL[onnx]"``: no ``onnxruntime`` distribution may appear,
    ``extql info`` names onnxruntime-openvino, and the Quark fixtures give
-   Quark's bits on the CPU provider (and run close to them with the OpenVINO
-   provider first);
+   Quark's bits on the CPU provider, or, where that release's float operators
+   round differently, come within :data:`FLOAT_OPS_ULPS` ulp with every
+   quantization node giving the fallback functions' bits; with the OpenVINO
+   provider first they run close to Quark's outputs;
 6. the standalone library (``extql.get_library_path(standalone=True)``), when
    the wheel has one (always with ``--require-standalone``): no libpython in
    its DT_NEEDED, no undefined ``Py*`` symbol, ``RegisterCustomOps`` exported,
@@ -57,6 +59,10 @@ DATA = ROOT / "tests" / "data" / "quark"
 SMOKE = ROOT / "tools" / "wheel_smoke.py"
 #: The installed distribution's size limit (bytes): "under 15 MB".
 MAX_INSTALLED = 15_000_000
+#: How far (units in the last place) another onnxruntime release's float
+#: operators may take a Quark model's output from the fixture's, provided every
+#: quantization node gives the fallback functions' bits (tools/wheel_smoke.py).
+FLOAT_OPS_ULPS = 4
 #: The fixture that check / run --compare-fallback get in the CPU venv.
 CLI_MODEL = "cnn_a16w8_pc.onnx"
 #: Environment variables a child must not inherit: they would make it import
@@ -323,7 +329,9 @@ def openvino_venv(job: Job, wheel: Path) -> None:
     if "(onnxruntime-openvino)" not in info["onnxruntime"]:
         raise Failure(f"extql info: onnxruntime {info['onnxruntime']!r} does not name "
                       "onnxruntime-openvino")
-    smoke(job, python)
+    # onnxruntime-openvino's release is not the fixtures' onnxruntime: its
+    # float operators after the last quantization node may round differently.
+    smoke(job, python, "--ulps", str(FLOAT_OPS_ULPS))
     smoke(job, python, "--providers", "OpenVINOExecutionProvider", "CPUExecutionProvider",
           "--close")
 
