@@ -63,7 +63,8 @@ def format_summary(results: Sequence[Result], table: str) -> str:
     for r in rows:
         keys.setdefault((r.op, type_label(r), r.anchor_name or "-", r.granularity, r.threads), {})[
             r.size] = r
-    cell_name = "ratio / copy%" if table == "ort" else "ratio"
+    with_copy = table == "ort" and any(r.copy_share is not None for r in rows)
+    cell_name = "ratio / copy%" if with_copy else "ratio"
     head = ["op", "type", "anchor", "gran.", "thr"] + [f"{size_label(n)} {cell_name}"
                                                        for n in sizes]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -207,6 +207,7 @@ def test_bench_runs_without_a_source_checkout(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "copy% not measured: the copy kernel is built from a source checkout" in proc.stdout
+    assert "| op | type | anchor | gran. | thr | 64K ratio |" in proc.stdout
     rows = json.loads(report.read_text())["results"]
     assert {r["table"] for r in rows} == {"ort", "numpy", "fallback"}
     ort_rows = [r for r in rows if r["table"] == "ort" and r["extql"] == r["extql"]]
