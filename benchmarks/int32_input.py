@@ -17,9 +17,10 @@ import argparse
 import sys
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
 from extql_bench.config import parse_size
 from extql_bench.models import Ort
-from onnx import TensorProto, helper, numpy_helper
 
 TYPES = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16}
 

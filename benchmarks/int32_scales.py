@@ -17,11 +17,11 @@ import argparse
 import sys
 
 import numpy as np
-from extql_bench.config import parse_size
-from extql_bench.models import Ort
 from onnx import TensorProto, helper, numpy_helper
 
 import extql
+from extql_bench.config import parse_size
+from extql_bench.models import Ort
 
 TYPES = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16}
 X_TYPES = {"int32": (np.int32, TensorProto.INT32), "float32": (np.float32, TensorProto.FLOAT)}

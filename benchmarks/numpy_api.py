@@ -2,7 +2,7 @@
 
     python benchmarks/numpy_api.py [--size 16M] [--repeat 15] [--threads 1 2]
 
-A thin front end to ``extql bench --tables numpy`` (benchmarks/extql_bench), which
+A thin front end to ``extql bench --tables numpy`` (the harness extql_bench), which
 runs the two interleaved on the same tensors and prints the median ratio
 extql / NumPy (below 1: extql is faster).
 """

@@ -1,17 +1,15 @@
-"""The benchmark harness (benchmarks/extql_bench) for the tests.
+"""The source checkout's benchmarks directory for the tests.
 
-It is not part of the installed package, so the tests take it from the
-checkout they belong to: importable from here, and named by EXTQL_BENCHMARKS
-for ``extql bench`` (also when extql is installed from a wheel, not from this
-checkout)."""
+The harness (the package ``extql_bench``) is installed with extql; its copy
+kernel (``benchmarks/copy_ops``) and the scripts of ``benchmarks/`` are not.
+Importing this module names this checkout's ``benchmarks`` directory in
+EXTQL_BENCHMARKS, where the harness and ``extql bench models`` look for them
+(also when extql is installed from a wheel, not from this checkout)."""
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-if str(BENCHMARKS) not in sys.path:
-    sys.path.insert(0, str(BENCHMARKS))
 os.environ["EXTQL_BENCHMARKS"] = str(BENCHMARKS)

@@ -36,7 +36,7 @@ REQUIRED = [
     "tools/gen_types_header.py",
     "tools/gen_kernels.py",
     "tools/tempita.py",
-    "benchmarks/extql_bench/cli.py",
+    "extql_bench/cli.py",
     "benchmarks/copy_ops/copy_ops.c",
     # tox's sdist env runs it, so a tox run from the unpacked sdist can too.
     "tools/check_sdist.py",

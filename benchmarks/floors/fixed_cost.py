@@ -9,18 +9,14 @@ batches.  A yardstick for the 64K rows of `extql bench`.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from extql_bench.data import Data  # noqa: E402  (benchmarks/ on the path first)
-from extql_bench.models import Ort  # noqa: E402
-
-from extql.types import QTYPES  # noqa: E402
+from extql.types import QTYPES
+from extql_bench.data import Data
+from extql_bench.models import Ort
 
 _LIBRARY = {"extql": "extql", "copy": "copy", "ort": None, "cast": None}
 

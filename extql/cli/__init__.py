@@ -7,8 +7,8 @@ One module per concern, each named for what it holds:
   order of ``--help``): :mod:`.info`, :mod:`.check`, :mod:`.convert`
   (``attach``, ``inline``, ``lower``), :mod:`.run` (with
   :mod:`.compare_fallback`), :mod:`.optimize` (``optimize``, ``fold``),
-  :mod:`.analyze` (accuracy analysis), :mod:`.bench` (runs the harness of
-  a source checkout);
+  :mod:`.analyze` (accuracy analysis), :mod:`.bench` (runs the harness,
+  the installed package ``extql_bench``);
 - what the commands share: :mod:`.errors` (the guard: exit status 0 ok, 1
   the model has a problem, 2 the command could not do its work, 130
   interrupted; one-line messages, never a traceback), :mod:`.json_output`

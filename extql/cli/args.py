@@ -4,7 +4,7 @@ The argument types are ``argparse`` ``type=`` callables: a bad value is
 rejected by argparse itself with a one-line message naming the option
 (exit 2), before any work starts.  :func:`add_rewrite_arguments` adds the
 arguments of every command that rewrites one model file into another.  The
-benchmark harness (``benchmarks/extql_bench``) uses :func:`thread_count` too.
+benchmark harness (the package ``extql_bench``) uses :func:`thread_count` too.
 """
 
 from __future__ import annotations

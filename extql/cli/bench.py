@@ -1,13 +1,15 @@
-"""``extql bench``: runs the benchmark harness of a source checkout.
+"""``extql bench``: the benchmark harness, installed with extql.
 
-The harness (``benchmarks/extql_bench``) and the copy anchor it measures
-against are not part of the installed package.  ``extql bench`` finds them in
-the directory named by the ``EXTQL_BENCHMARKS`` environment variable or, when
-it is unset, in the source checkout extql runs from (an editable install: the
-``benchmarks`` directory next to the ``extql`` package), and hands its arguments to them;
-without them it says where to get them and exits with status 2.
-``extql bench models [OPTIONS]`` runs the whole-model benchmark
-(``benchmarks/whole_models.py``) the same way.
+The harness is the top-level package ``extql_bench`` that the wheel carries
+beside ``extql`` (the product's library holds no benchmark code); this module
+hands it the command's arguments.  Its copy-kernel column needs a source
+checkout (``extql_bench.copy_library``); the rest runs from the installed
+package.  ``extql bench models [OPTIONS]`` runs the whole-model benchmark
+(``benchmarks/whole_models.py``), which stays in the source checkout: the
+``benchmarks`` directory named by the ``EXTQL_BENCHMARKS`` environment
+variable or, when it is unset, the one beside the ``extql`` package of an
+editable install; without it, that command says where to get it and exits
+with status 2.
 """
 
 from __future__ import annotations
@@ -26,30 +28,32 @@ __all__ = ["benchmarks_dir", "register", "main"]
 # extql runs from one (this module is extql/cli/bench.py).
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
-_MISSING = (
-    "extql bench: the benchmark harness is not installed with extql; it runs from a "
-    "source checkout (git clone the extql repository, pip install -e . there, then run "
-    "extql bench), or set EXTQL_BENCHMARKS to a checkout's benchmarks directory"
+_MODELS_MISSING = (
+    "extql bench models: the whole-model benchmark runs from a source checkout (git clone "
+    "the extql repository, pip install -e . there, then run extql bench models), or set "
+    "EXTQL_BENCHMARKS to a checkout's benchmarks directory; extql bench (the operator "
+    "tables) runs from the installed package"
 )
 
 
 def benchmarks_dir() -> Path | None:
-    """The ``benchmarks`` directory holding the harness, or None."""
+    """The source checkout's ``benchmarks`` directory (whole-model benchmark,
+    copy kernel), or None."""
     named = os.environ.get("EXTQL_BENCHMARKS")
     path = Path(named) if named else _CHECKOUT / "benchmarks"
-    return path if (path / "extql_bench" / "cli.py").is_file() else None
+    return path if (path / "whole_models.py").is_file() else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the harness with argv (default: ``sys.argv[1:]``); 2 when it is absent."""
-    path = benchmarks_dir()
-    if path is None:
-        print(_MISSING, file=sys.stderr)
-        return 2
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+    """Run the harness with argv (default: ``sys.argv[1:]``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["models"]:  # the whole-model benchmark
+        path = benchmarks_dir()
+        if path is None:
+            print(_MODELS_MISSING, file=sys.stderr)
+            return 2
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
         return int(importlib.import_module("whole_models").main(args[1:]))
     harness = importlib.import_module("extql_bench.cli")
     return int(harness.main(args))
@@ -66,14 +70,15 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "bench",
         help="median time ratios against onnxruntime's ops, Cast, a copy kernel, NumPy "
-             "and the fallback model (needs a source checkout; extql bench --help)",
+             "and the fallback model (extql bench --help)",
         description=(
-            "Runs the benchmark harness of a source checkout (benchmarks/extql_bench in the "
-            "extql repository, or the directory EXTQL_BENCHMARKS names) with the options "
-            "given; there, extql bench --help lists them (--quick, --json FILE, --markdown "
-            "FILE, --threads T ..., --sizes N ..., --granularity G ...); extql bench models "
-            "[OPTIONS] runs the whole-model benchmark (extql bench models --help).  Without the "
-            "harness it says where to get it and exits with status 2."
+            "Runs the benchmark harness (the package extql_bench, installed with extql) with "
+            "the options given; extql bench --help lists them (--quick, --json FILE, "
+            "--markdown FILE, --threads T ..., --sizes N ..., --granularity G ...).  The "
+            "copy-kernel column needs a source checkout (or EXTQL_BENCHMARKS naming its "
+            "benchmarks directory); without one the table says so.  extql bench models "
+            "[OPTIONS] runs the whole-model benchmark of a source checkout "
+            "(extql bench models --help)."
         ),
         usage="extql bench [OPTIONS]",
         add_help=False,

@@ -10,11 +10,13 @@ when there is any.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 
+from ..ort import ONNXRUNTIME_HINT
 from . import json_output
 from .args import add_quiet_flag
 from .errors import require_modules
-from .model_io import load_model
+from .model_io import load_model, require_external_data
 from .progress import Progress, log
 
 __all__ = ["register", "check_model"]
@@ -80,6 +82,13 @@ def _integrity_failure(args: argparse.Namespace, model) -> int | None:
     return 1
 
 
+def _have_onnxruntime() -> bool:
+    try:
+        return importlib.util.find_spec("onnxruntime") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["onnxruntime"] is None
+        return False
+
+
 def _session_check(path: str) -> tuple[list[str], list[str]]:
     """(warnings, problems) of loading the model in onnxruntime with the extql
     library: a warning when it loads only below the default optimisation
@@ -108,7 +117,9 @@ def _session_check(path: str) -> tuple[list[str], list[str]]:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxscript")
-    model, _ = load_model(args.model, with_data=False)
+    model, external = load_model(args.model, with_data=False)
+    if external:  # read where it is, by the checker and onnxruntime: it must be there
+        require_external_data(args.model, model)
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
@@ -119,8 +130,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, Progress(args, "checked", total), notes)
-    if not problems:  # what the node checks do not look at
-        problems += onnx_checker_problems(model)
+    if not problems:  # what the node checks do not look at; by path: external data
+        problems += onnx_checker_problems(model, str(args.model))
     for line in problems:
         print(line)
     # With problems to fix, the notes (what could not be checked) are a
@@ -132,7 +143,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"note: {len(notes) - len(shown)} more node(s) could not be checked (unknown "
               "types); fix the problems above first")
     warned: list[str] = []
-    if not problems:
+    if not problems and not _have_onnxruntime():
+        notes.append("onnxruntime is not installed, so the model was not loaded in it; "
+                     f"to load it there, {ONNXRUNTIME_HINT}")
+        print(f"note: {notes[-1]}")
+    elif not problems:
         log(args, "loading the model in onnxruntime at its default optimisation level ...")
         warned, refused = _session_check(str(args.model))
         for line in warned:

@@ -46,9 +46,11 @@ EXIT_MODEL_PROBLEM = 1
 EXIT_CANNOT_WORK = 2
 EXIT_INTERRUPTED = 130
 
-#: What to install when onnx / onnxruntime / onnxscript are missing.
+#: What to install when onnx / onnxscript are missing (the [onnx] extra: the
+#: tools, without an onnxruntime build).
 ONNX_EXTRA_HINT = 'pip install "extql[onnx]"'
-# The modules of the [onnx] extra (pyproject.toml).
+# The modules a command may need that are not installed with extql itself:
+# the [onnx] extra's, and onnxruntime, which the user chooses the build of.
 _ONNX_EXTRA = ("onnx", "onnxruntime", "onnxscript")
 
 
@@ -66,16 +68,27 @@ class MissingExtra(CliError):
 
 
 def _missing_extra(modules: Iterable[str]) -> MissingExtra:
+    """The error for missing optional modules: the [onnx] extra for onnx /
+    onnxscript, and the ways to get an onnxruntime build for onnxruntime."""
+    from ..ort import ONNXRUNTIME_HINT
+
+    modules = list(modules)
     names = ", ".join(modules)
+    ways = []
+    if set(modules) - {"onnxruntime"}:
+        ways.append(f"install the ONNX side of extql with: {ONNX_EXTRA_HINT}")
+    if "onnxruntime" in modules:
+        ways.append(ONNXRUNTIME_HINT)
     return MissingExtra(
-        f"this command needs {names}, which {'is' if ',' not in names else 'are'} not "
-        f"installed; install the ONNX side of extql with: {ONNX_EXTRA_HINT}"
+        f"this command needs {names}, which {'is' if len(modules) == 1 else 'are'} not "
+        f"installed; {'; and '.join(ways)}"
     )
 
 
 def require_modules(*modules: str) -> None:
-    """Raise :class:`MissingExtra` naming ``pip install "extql[onnx]"`` when one
-    of ``modules`` is not installed (checked before a command's work, without
+    """Raise :class:`MissingExtra` naming ``pip install "extql[onnx]"`` (and
+    the ways to get an onnxruntime build) when one of ``modules`` is not
+    installed (checked before a command's work, without
     importing them: the command imports what it uses when it gets there)."""
     missing = []
     for name in modules:

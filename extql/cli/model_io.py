@@ -23,6 +23,7 @@ from .progress import log
 __all__ = [
     "EXTERNAL_THRESHOLD",
     "load_model",
+    "require_external_data",
     "save_model",
     "serialisable",
     "require_integrity",
@@ -62,6 +63,34 @@ def load_model(path: str | os.PathLike, *, with_data: bool = True) -> tuple[Any,
                 "model, under the names the model refers to"
             ) from None
     return model, external
+
+
+def require_external_data(path: str | os.PathLike, model) -> None:
+    """A CliError (exit status 2), worded as :func:`load_model`'s, when a tensor
+    of ``model`` (loaded without its data) refers to an external data file that
+    is not a readable file next to the model, or is too short for the bytes
+    the tensor names: for the commands that read the data where it is
+    (``check`` hands the path to the ONNX checker) instead of loading it."""
+    import onnx
+
+    p = Path(path)
+    for tensor in _all_initializers(model):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = p.parent / info.get("location", "")
+        need = int(info.get("offset") or 0) + int(info.get("length") or 0)
+        problem = None
+        if not info.get("location") or not location.is_file():
+            problem = f"{info.get('location', '')!r} is not a file next to the model"
+        elif location.stat().st_size < need:
+            problem = (f"{info['location']!r} holds {location.stat().st_size} bytes, the tensor "
+                       f"{tensor.name!r} needs {need}")
+        if problem is not None:
+            raise CliError(
+                f"{p}: cannot read its external data ({problem}); keep the data file(s) next "
+                "to the model, under the names the model refers to"
+            )
 
 
 def _all_initializers(model) -> Iterator[Any]:

@@ -1,6 +1,8 @@
 """``extql run MODEL``: run a model in onnxruntime with the extql library.
 
-Inputs come from ``--inputs FILE.npz`` or are random (:mod:`.inputs`); each
+Inputs come from ``--inputs FILE.npz`` or are random (:mod:`.inputs`); an
+input that the file lacks is random too, with a warning on stderr that names
+it (``-q`` does not silence it; ``--json`` lists them as ``random_inputs``).  Each
 output's type and shape is printed, and ``--save-outputs`` writes them.  With
 ``--compare-fallback`` every quantization node is also run through its
 fallback function on the same inputs (:mod:`.compare_fallback`).  Exit
@@ -11,6 +13,7 @@ its fallback, 2 the command could not do its work.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 
@@ -49,11 +52,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         json_output.record(args, model=str(args.model), unsupported=unsupported)
         return 1
 
+    randomised: list[str] = []
+
     def said_random(name: str, value: np.ndarray) -> None:
-        log(args, f"input {name}: random {value.dtype}{list(value.shape)}")
+        what = f"random {value.dtype}{list(value.shape)}"
+        randomised.append(name)
+        if args.inputs:  # the file was meant to hold them all: always said
+            print(f"warning: {args.inputs}: has no array for the model's input {name!r}; "
+                  f"{what} (seed {args.seed}) is used instead", file=sys.stderr, flush=True)
+        else:
+            log(args, f"input {name}: {what}")
 
     complete_feeds(args.inputs, graph_inputs(model), feeds, np.random.default_rng(args.seed),
                    dict(args.dim or []), said_random)
+    json_output.record(args, random_inputs=randomised)
     with tempfile.TemporaryDirectory(prefix="extql-run-") as tmp:
         start = time.monotonic()
         if args.no_library:
@@ -115,7 +127,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", metavar="MODEL", help="the .onnx model to run")
     p.add_argument("--inputs", metavar="FILE.npz",
-                   help="input arrays by input name (np.savez); missing inputs are random")
+                   help="input arrays by input name (np.savez); an input the file lacks "
+                        "gets random values, with a warning that names it")
     p.add_argument("--compare-fallback", action="store_true",
                    help="also compare each quantization node's output with the fallback's, "
                         "bit for bit on the same inputs (the whole model: information)")

@@ -185,16 +185,18 @@ def integrity_problems(model: onnx.ModelProto) -> list[str]:
     return problems
 
 
-def onnx_checker_problems(model: onnx.ModelProto) -> list[str]:
+def onnx_checker_problems(model: onnx.ModelProto, path: str | None = None) -> list[str]:
     """What ``onnx.checker`` finds wrong with the model (one line), for the
     problems the node checks do not look at: an ai.onnx operator that does
     not exist, a missing opset import, a name that is not UTF-8 ...
 
-    The model is checked without its external data and without strict shape
-    inference: the node checks infer types themselves, and a type they cannot
-    know is a note, not a problem."""
+    With ``path`` (the model's file) the checker reads the file itself, so
+    that tensors in external data files are checked where they are, next to
+    the model; without it, ``model`` is checked in memory, which must then
+    hold its tensors.  Shape inference is not strict: the node checks infer
+    types themselves, and a type they cannot know is a note, not a problem."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(model if path is None else str(path))
     except Exception as exc:  # noqa: BLE001 - ValidationError, decoding errors ...
         lines = [s.strip() for s in str(exc).splitlines() if s.strip()]
         first = lines[0] if lines else type(exc).__name__

@@ -201,10 +201,10 @@ def test_missing_or_short_external_data(tmp_path):
     (short / "ext.onnx.data").write_bytes(data[: len(data) // 2])
     os.remove(tmp_path / "ext.onnx.data")
     cases = [([command, path, *extra], {2}, "external data", "next to the model")
-             for command, *extra in (["run"], ["attach", "o1.onnx"], ["inline", "o2.onnx"],
-                                     ["lower", "o3.onnx"])]
+             for command, *extra in (["check"], ["run"], ["attach", "o1.onnx"],
+                                     ["inline", "o2.onnx"], ["lower", "o3.onnx"])]
     cases += [([command, short / "ext.onnx", *extra], {2}, "ext.onnx")
-              for command, *extra in (["run"], ["attach", "o4.onnx"])]
+              for command, *extra in (["check"], ["run"], ["attach", "o4.onnx"])]
     run_cases(cases, tmp_path, tmp_path / "external.jsonl")
 
 

@@ -85,16 +85,16 @@ def test_every_subpackage_is_listed_for_the_wheel():
     assert on_disk <= listed, sorted(on_disk - listed)
 
 
-def test_bench_finds_the_checkouts_harness_without_the_variable(monkeypatch):
-    """Unset EXTQL_BENCHMARKS: ``extql bench`` looks in the checkout extql
-    runs from, the ``benchmarks`` directory beside the ``extql`` package (none
-    when extql is installed from a wheel)."""
+def test_bench_finds_the_checkouts_benchmarks_without_the_variable(monkeypatch):
+    """Unset EXTQL_BENCHMARKS: ``extql bench models`` looks in the checkout
+    extql runs from, the ``benchmarks`` directory beside the ``extql``
+    package (none when extql is installed from a wheel)."""
     from extql.cli import bench
 
     monkeypatch.delenv("EXTQL_BENCHMARKS", raising=False)
     beside = Path(extql.__file__).resolve().parent.parent / "benchmarks"
     found = bench.benchmarks_dir()
-    if (beside / "extql_bench" / "cli.py").is_file():
+    if (beside / "whole_models.py").is_file():
         assert found is not None and found.resolve() == beside
     else:
         assert found is None

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import ctypes
 
-import benchutil  # noqa: F401  (the harness of this checkout: sys.path, EXTQL_BENCHMARKS)
+import benchutil  # noqa: F401  (EXTQL_BENCHMARKS: this checkout's copy kernel)
 import numpy as np
 import onnxruntime as ort
 import pytest
-from extql_bench import copy_library, data
-from extql_bench.models import Ort
 from ortutil import run, session
 
 import extql
 from extql.types import QTYPES
+from extql_bench import copy_library, data
+from extql_bench.models import Ort
 
 OPERATORS = [
     ("com.amd.quark", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"),

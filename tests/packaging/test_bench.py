@@ -1,4 +1,4 @@
-"""``extql bench`` and its harness (benchmarks/extql_bench): that it runs and
+"""``extql bench`` and its harness (the package extql_bench): that it runs and
 reports, never how fast (speed is not asserted in unit tests); and the copy
 anchor's library (benchmarks/copy_ops), which must move exactly the op's bytes."""
 
@@ -10,15 +10,15 @@ import os
 import subprocess
 import sys
 
-import benchutil  # noqa: F401  (the harness of this checkout: sys.path, EXTQL_BENCHMARKS)
+import benchutil  # noqa: F401  (EXTQL_BENCHMARKS: this checkout's copy kernel)
 import numpy as np
 import pytest
-from extql_bench import anchors, config, copy_library, data, runner
-from extql_bench.models import Ort
 from ortutil import bfloat16_io_fallback, run
 
 from extql import cli, ort_io
 from extql.types import QTYPES
+from extql_bench import anchors, config, copy_library, data, runner
+from extql_bench.models import Ort
 
 
 def test_quick_run_prints_every_table(capsys, tmp_path):
@@ -194,15 +194,32 @@ def test_a_mismatch_is_a_failure(capsys):
     assert "MISMATCH" in capsys.readouterr().err
 
 
-def test_without_the_harness_bench_says_where_it_is(tmp_path):
-    """An installed extql without a source checkout: one line, exit status 2."""
-    env = dict(os.environ, EXTQL_BENCHMARKS=str(tmp_path))
-    proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--quick"], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "source checkout" in lines[0], proc.stderr
+def test_bench_runs_without_a_source_checkout(tmp_path):
+    """An installed extql with no source checkout (EXTQL_BENCHMARKS names a
+    directory without one): ``extql bench --quick`` runs every table as a
+    real process, and the onnxruntime table leaves the copy column out,
+    saying that it needs a checkout.  ``extql bench models``, which does
+    need one, says where to get it: one line, exit status 2."""
+    env = dict(os.environ, EXTQL_BENCHMARKS=str(tmp_path / "benchmarks"))
+    report = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "extql", "bench", "--quick", "-q",
+                           "--json", str(report)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "copy% not measured: the copy kernel is built from a source checkout" in proc.stdout
+    assert "| op | type | anchor | gran. | thr | 64K ratio |" in proc.stdout
+    rows = json.loads(report.read_text())["results"]
+    assert {r["table"] for r in rows} == {"ort", "numpy", "fallback"}
+    ort_rows = [r for r in rows if r["table"] == "ort" and r["extql"] == r["extql"]]
+    assert ort_rows and all(r["copy"] is None and "source checkout" in r["copy_note"]
+                            and r["exact"] in ("=ort", "=api") for r in ort_rows)
+    assert not (tmp_path / "benchmarks").exists()  # nothing was built there
+
+    models = subprocess.run([sys.executable, "-m", "extql", "bench", "models", "--quick"],
+                            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert models.returncode == 2 and models.stdout == ""
+    lines = models.stderr.strip().splitlines()
+    assert len(lines) == 1 and "source checkout" in lines[0], models.stderr
 
 
 @pytest.mark.parametrize(("script", "row_starts", "rows_expected"), [
@@ -224,10 +241,12 @@ def test_int32_scripts_run_exact(script, row_starts, rows_expected):
     assert len(rows) == rows_expected and not any("MISMATCH" in r for r in rows), proc.stdout
 
 
-def test_bench_help_is_the_harness_help():
-    proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--help"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0
+def test_bench_help_is_the_harness_help(tmp_path):
+    """Also without a source checkout: the harness is installed with extql."""
+    env = dict(os.environ, EXTQL_BENCHMARKS=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "extql.cli", "bench", "--help"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
     assert "--quick" in proc.stdout and "--granularity" in proc.stdout
 
 

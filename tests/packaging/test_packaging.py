@@ -84,10 +84,26 @@ def test_licence_and_authors():
 
 def test_extras_are_declared():
     extras = set(META.get_all("Provides-Extra") or [])
-    assert {"test", "docs", "onnx"} <= extras
+    assert {"test", "docs", "onnx", "onnxruntime"} <= extras
     assert {"pytest", "onnx", "onnxruntime"} <= set(_extra_requirements("test"))
     assert {"sphinx", "furo"} <= set(_extra_requirements("docs"))
-    assert {"onnx", "onnxruntime", "onnxscript"} <= set(_extra_requirements("onnx"))
+    assert {"onnx", "onnxscript"} <= set(_extra_requirements("onnx"))
+    assert set(_extra_requirements("onnxruntime")) == {"onnxruntime"}
+
+
+def test_no_extra_but_the_cpu_one_and_tests_chooses_an_onnxruntime_build():
+    """onnxruntime, onnxruntime-gpu, -openvino, ... all provide the onnxruntime
+    module and clash when two are installed: only the ``onnxruntime`` extra
+    (and ``test``, for the CI) may require one, and nothing requires one
+    without an extra."""
+    base = {"extra": ""}
+    for r in _requirements():
+        if not r.name.startswith("onnxruntime"):
+            continue
+        chosen_by = {e for e in META.get_all("Provides-Extra") or []
+                     if r.marker is not None and r.marker.evaluate({"extra": e})}
+        assert r.marker is not None and not r.marker.evaluate(base), str(r)
+        assert chosen_by <= {"onnxruntime", "test"}, (str(r), chosen_by)
 
 
 def _python_classifiers() -> set[str]:
@@ -119,7 +135,7 @@ def test_oldest_onnxruntime_in_tox_matches_the_declared_minimum():
     satisfy the lower bound pyproject.toml declares and be of the same minor
     release (so that raising one without the other fails here)."""
     oldest = Version(_tox()["ort"]["oldest"])
-    for extra in ("onnx", "test"):
+    for extra in ("onnxruntime", "test"):
         requirement = _extra_requirements(extra)["onnxruntime"]
         lower = [s for s in requirement.specifier if s.operator == ">="]
         assert len(lower) == 1, (extra, str(requirement))
@@ -143,5 +159,5 @@ def test_every_subpackage_is_listed_for_the_wheel():
     setuptools = text[text.index("[tool.setuptools]"):]
     listed = ast.literal_eval(re.search(r"^packages = (\[.*\])$", setuptools, re.M).group(1))
     found = {".".join(p.parent.relative_to(ROOT).parts)
-             for p in (ROOT / "extql").rglob("__init__.py")}
+             for top in ("extql", "extql_bench") for p in (ROOT / top).rglob("__init__.py")}
     assert set(listed) == found

@@ -1,9 +1,13 @@
-"""The benchmark harness of extql (``extql bench`` in a source checkout).
+"""The benchmark harness of extql: ``extql bench``.
 
-Not part of the installed package: it lives in ``benchmarks/`` with the copy
-anchor it needs (``benchmarks/copy_ops``), and ``extql bench`` runs it from
-there.  Three tables, each a list of MEDIAN time ratios ``extql / anchor``
-(below 1: extql is faster), measured side by side in one process on the same
+A top-level package of its own, installed with extql (the wheel carries it
+beside the ``extql`` package, which holds no benchmark code) so that
+``extql bench`` runs from an installed package.  Only the copy anchor needs a
+source checkout (``benchmarks/copy_ops``, see :mod:`.copy_library`): without
+one the onnxruntime table leaves its copy column out and says so.
+
+Three tables, each a list of MEDIAN time ratios ``extql / anchor`` (below 1:
+extql is faster), measured side by side in one process on the same
 tensors, interleaved, so that noise from other work on the machine hits all
 contenders alike:
 

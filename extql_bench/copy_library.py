@@ -4,10 +4,16 @@
 (domain ``com.amd.quark.bench``) on the shim's own sources (every
 ``extql/src/ort_*.c`` but ``ort_library.c``, which is extql's operator table),
 so the copy ops check and split their work exactly as extql's operators do.
-The library is not part of extql's wheel: the first use builds it into
-``benchmarks/build/`` (again whenever a source is newer), with ``$CC`` or the
-compiler Python was built with, or ``cc``.  It needs a source checkout (the
-shim's sources) and a GCC- or Clang-compatible compiler.
+
+It needs a source checkout of extql: the harness is installed with extql (the
+top-level package ``extql_bench``), the copy source is not.  The checkout is
+the one whose ``benchmarks`` directory ``EXTQL_BENCHMARKS`` names, else the
+one this package runs from (``extql_bench`` beside ``benchmarks`` at its
+root).  Without one, :func:`library_path` raises :class:`BuildError` and the
+tables leave the copy column out, saying why.  The first use builds the
+library into ``benchmarks/build/`` (again whenever a source is newer), with
+``$CC`` or the compiler Python was built with, or ``cc``: a GCC- or
+Clang-compatible compiler.
 """
 
 from __future__ import annotations
@@ -22,21 +28,37 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parent.parent
-ROOT = BENCHMARKS.parent
-SRC = ROOT / "extql" / "src"
-COPY_SOURCE = BENCHMARKS / "copy_ops" / "copy_ops.c"
-BUILD = BENCHMARKS / "build"
+#: The sources' file names, relative to the checkout's root.
+COPY_SOURCE_NAME = Path("benchmarks") / "copy_ops" / "copy_ops.c"
 #: The shim's files the copy library is made of (all but extql's op table).
 SHIM_FILES = ("ort_register.c", "ort_ops.c", "ort_validate.c", "ort_infer.c",
               "ort_compute.c", "ort_messages.c")
 FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
 
+#: Why the copy column is empty when no checkout provides the copy source.
+NEEDS_CHECKOUT = (
+    "the copy kernel is built from a source checkout of extql (benchmarks/copy_ops); run "
+    "extql bench from a checkout, or set EXTQL_BENCHMARKS to a checkout's benchmarks directory"
+)
+
 _LIB: ctypes.CDLL | None = None
 
 
 class BuildError(RuntimeError):
-    """The copy library could not be built (no compiler, no sources)."""
+    """The copy library could not be built (no compiler, a failed compile)."""
+
+
+class Unavailable(BuildError):
+    """The copy library cannot be built here: no source checkout, or Windows."""
+
+
+def checkout() -> Path:
+    """The root of the source checkout the copy library is built from (it may
+    lack the sources: :func:`library_path` says so)."""
+    named = os.environ.get("EXTQL_BENCHMARKS")
+    if named:
+        return Path(named).resolve().parent
+    return Path(__file__).resolve().parent.parent
 
 
 def _suffix() -> str:
@@ -51,7 +73,7 @@ def _compiler() -> list[str]:
 def _types_header(include: Path) -> None:
     """Write extql_types.h from the type table into include/ (as setup.py does)."""
     spec = importlib.util.spec_from_file_location(
-        "gen_types_header", ROOT / "tools" / "gen_types_header.py")
+        "gen_types_header", checkout() / "tools" / "gen_types_header.py")
     if spec is None or spec.loader is None:
         raise BuildError("tools/gen_types_header.py is missing")
     gen = importlib.util.module_from_spec(spec)
@@ -61,28 +83,34 @@ def _types_header(include: Path) -> None:
 
 def sources() -> list[Path]:
     """The C files of the copy library."""
-    return [COPY_SOURCE] + [SRC / name for name in SHIM_FILES]
+    root = checkout()
+    return [root / COPY_SOURCE_NAME] + [root / "extql" / "src" / name for name in SHIM_FILES]
 
 
 def library_path() -> str:
     """The path of the copy library, built first when missing or older than
     a source; raises BuildError when it cannot be built."""
     if os.name == "nt":
-        raise BuildError("the copy library is built with a Unix C compiler; not on Windows")
-    inputs = sources() + sorted(SRC.glob("*.h")) + [ROOT / "extql" / "_typetable.py"]
+        raise Unavailable("the copy kernel is built with a Unix C compiler; not on Windows")
+    root = checkout()
+    src = root / "extql" / "src"
+    if not (root / COPY_SOURCE_NAME).is_file():
+        raise Unavailable(NEEDS_CHECKOUT)
+    inputs = sources() + sorted(src.glob("*.h")) + [root / "extql" / "_typetable.py"]
     missing = [str(p) for p in inputs if not p.is_file()]
     if missing:
         raise BuildError(f"not a source checkout of extql: missing {', '.join(missing)}")
-    out = BUILD / f"libextql_bench_copy{_suffix()}"
+    build = root / "benchmarks" / "build"
+    out = build / f"libextql_bench_copy{_suffix()}"
     if out.is_file() and out.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
         return str(out)
-    BUILD.mkdir(exist_ok=True)
-    include = BUILD / "include"
+    build.mkdir(exist_ok=True)
+    include = build / "include"
     include.mkdir(exist_ok=True)
     _types_header(include)
-    fd, tmp = tempfile.mkstemp(prefix=out.name, suffix=".tmp", dir=BUILD)
+    fd, tmp = tempfile.mkstemp(prefix=out.name, suffix=".tmp", dir=build)
     os.close(fd)
-    cmd = (_compiler() + FLAGS + [f"-I{include}", f"-I{SRC}", "-o", tmp]
+    cmd = (_compiler() + FLAGS + [f"-I{include}", f"-I{src}", "-o", tmp]
            + [str(p) for p in sources()])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)

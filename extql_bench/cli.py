@@ -1,5 +1,4 @@
-"""The command line of the harness: ``extql bench`` (in a source checkout) and
-``python -m extql_bench`` from ``benchmarks/``."""
+"""The command line of the harness: ``extql bench`` and ``python -m extql_bench``."""
 
 from __future__ import annotations
 

@@ -63,7 +63,8 @@ def format_summary(results: Sequence[Result], table: str) -> str:
     for r in rows:
         keys.setdefault((r.op, type_label(r), r.anchor_name or "-", r.granularity, r.threads), {})[
             r.size] = r
-    cell_name = "ratio / copy%" if table == "ort" else "ratio"
+    with_copy = table == "ort" and any(r.copy_share is not None for r in rows)
+    cell_name = "ratio / copy%" if with_copy else "ratio"
     head = ["op", "type", "anchor", "gran.", "thr"] + [f"{size_label(n)} {cell_name}"
                                                        for n in sizes]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -83,6 +84,8 @@ def format_summary(results: Sequence[Result], table: str) -> str:
             cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
     lines += [f"\nn/a: {note}" for note in notes]
+    copy_notes = sorted({r.copy_note for r in rows if r.copy_note})
+    lines += [f"\ncopy% not measured: {note}" for note in copy_notes]
     return "\n".join(lines)
 
 
@@ -110,7 +113,7 @@ def format_report(results: Sequence[Result], cfg: BenchConfig, info: dict[str, A
 
 
 METHOD = """\
-How it was measured (`extql bench`, the harness in benchmarks/extql_bench):
+How it was measured (`extql bench`, the harness extql_bench):
 
 * Every row runs its contenders side by side in one process on the same input
   and output buffers, interleaved: each of `repeat` rounds takes one sample of
@@ -131,10 +134,11 @@ How it was measured (`extql bench`, the harness in benchmarks/extql_bench):
   bandwidth limit extql reaches.  The copy kernel is the same node run as
   `QuantizeCopy` / `DequantizeCopy` (domain `com.amd.quark.bench`) of the
   benchmarks' own custom-op library (benchmarks/copy_ops, built on demand from
-  extql's shim sources, not part of extql's library): the same inputs, the same
-  checks, the same split of the work on the session's thread pool, but instead
-  of the math a C loop, in the instruction-set variant the kernels run (AVX2:
-  non-temporal stores for outputs of 16 MiB or more, as the kernels), that
+  extql's shim sources in a source checkout, not part of extql's library; an
+  installed extql without a checkout leaves the copy column out): the same
+  inputs, the same checks, the same split of the work on the session's thread
+  pool, but instead of the math a C loop, in the instruction-set variant the
+  kernels run (AVX2: non-temporal stores for outputs of 16 MiB or more, as the kernels), that
   reads the op's input buffer and writes its output buffer element by element
   with no arithmetic (the low bytes of each float32 for quantize; each element
   zero-extended to 32 bits for dequantize).  So it moves exactly the op's

@@ -36,6 +36,7 @@ class Result:
     exact: str | None = None
     note: str | None = None
     float: str = "float32"  # quantize's x and scale, dequantize's scale and output
+    copy_note: str | None = None  # why the copy column is empty, where it is
 
     @property
     def ratio(self) -> float | None:
@@ -129,10 +130,14 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
     """extql's native op against onnxruntime's op or Cast and the copy kernel."""
     from extql import _kernels
 
-    from .copy_library import set_isa
+    from .copy_library import Unavailable, set_isa
 
     o = Ort()
-    set_isa(_kernels.isa())  # the copy runs the variant the kernels run
+    try:
+        set_isa(_kernels.isa())  # the copy runs the variant the kernels run
+        copy_note = None
+    except Unavailable as exc:  # an installed extql without a source checkout
+        copy_note = str(exc)
     for op, fname, tname in itertools.product(cfg.ops, cfg.floats, cfg.types):
         qt, fdt = QUANTIZED[tname], REAL_DTYPES[fname]
         for gran, sizes in _size_groups(cfg):
@@ -155,7 +160,7 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                                      "extql", cfg.spin)
                 # The copy library takes the eight types (whole bytes, zero
                 # points as they are): no copy anchor for the others.
-                copy_sess = None if tname not in QTYPES else o.session(
+                copy_sess = None if tname not in QTYPES or copy_note else o.session(
                     o.model("copy", op, qt, gran, scale, zp), threads, "copy", cfg.spin)
                 anc_sess, note = None, None
                 if kind is not None:
@@ -192,6 +197,7 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                         anchor=times[1] if anc is not None else None,
                         copy=times[-1] if copy_sess is not None else None, exact=exact,
                         note=note, float=fname,
+                        copy_note=copy_note if tname in QTYPES else None,
                     ))
                     del ext, anc, funcs
                 del ext_sess, anc_sess, copy_sess

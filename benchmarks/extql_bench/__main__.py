@@ -1,7 +1,0 @@
-"""``python -m extql_bench`` (from ``benchmarks/``): the same as ``extql bench``."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main(prog="python -m extql_bench"))

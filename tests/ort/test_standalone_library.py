@@ -1,0 +1,50 @@
+"""``extql.get_library_path(standalone=True)``: the Python-free custom-op
+library the wheel carries beside the package, under one name per platform.
+(What the library itself does, registered in a host without Python, is
+checked where it is built.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import extql
+from extql import ort as extql_ort
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel_isa():
+    """Nothing here runs the kernels: once, not per variant."""
+    yield None
+
+
+@pytest.mark.parametrize(("platform", "name"), [
+    ("linux", "libextql_ort.so"), ("darwin", "libextql_ort.dylib"), ("win32", "extql_ort.dll"),
+    ("freebsd14", "libextql_ort.so"),
+])
+def test_one_name_per_platform(platform, name):
+    assert extql_ort.standalone_name(platform) == name
+
+
+def test_the_path_is_the_file_beside_the_package(tmp_path, monkeypatch):
+    """Found beside the package's modules; missing, a FileNotFoundError that
+    names the file (never the Python extension in its place)."""
+    monkeypatch.setattr(extql_ort, "_package_dir", lambda: tmp_path)
+    library = tmp_path / extql_ort.standalone_name()
+    with pytest.raises(FileNotFoundError, match=str(library).replace(".", r"\.")):
+        extql.get_library_path(standalone=True)
+    library.write_bytes(b"\x7fELF")
+    assert extql.get_library_path(standalone=True) == str(library)
+    assert extql.get_library_path() != str(library)  # the extension, for Python
+
+
+def test_this_build_reports_it_or_says_it_has_none():
+    """Looked for in the installed ``extql`` package's directory."""
+    assert extql_ort._package_dir() == Path(extql.__file__).resolve().parent
+    try:
+        path = extql.get_library_path(standalone=True)
+    except FileNotFoundError as exc:
+        assert extql_ort.standalone_name() in str(exc)
+        return
+    assert Path(path).is_file() and Path(path).parent == Path(extql.__file__).parent
