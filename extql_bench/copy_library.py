@@ -126,10 +126,13 @@ def library_path() -> str:
 
 def set_isa(isa: str) -> str:
     """Run the copy in the variant extql's kernels run (``extql._kernels.isa()``:
-    ``avx2`` or ``baseline``); returns the variant the copy now runs."""
+    ``baseline``, ``avx2`` or ``avx512``; the copy's vector loops are AVX2
+    ones, which move the bytes at the memory's speed for the AVX-512 kernels
+    too); returns the variant the copy now stands for."""
     global _LIB
     if _LIB is None:
         _LIB = ctypes.CDLL(library_path())
         _LIB.extql_bench_copy_set_isa.argtypes = [ctypes.c_int]
         _LIB.extql_bench_copy_set_isa.restype = ctypes.c_int
-    return "avx2" if _LIB.extql_bench_copy_set_isa(1 if isa == "avx2" else 0) else "baseline"
+    vector = isa in ("avx2", "avx512")
+    return isa if _LIB.extql_bench_copy_set_isa(1 if vector else 0) == vector else "baseline"

@@ -142,6 +142,7 @@ typedef struct {
   ExtqlOp *ops;
   int n_ops;
   OrtCustomOpDomain **handles; /* n_domains, NULL until built */
+  const OrtApi *built_api;     /* the API that built the domains (to release them) */
   const OrtApi *infer_api;     /* see ExtqlOp */
 } ExtqlOpSet;
 
@@ -174,6 +175,12 @@ typedef struct {
 /* ort_register.c */
 EXTQL_INTERNAL OrtStatus *extql_ort_register(OrtSessionOptions *options, const OrtApiBase *base,
                                              ExtqlOpSet *set);
+
+/* Release the set's domains and registrations: when the library is unloaded
+ * (onnxruntime unloads a registered library once no session uses it; the
+ * next registration builds them again).  Without it each load of the
+ * library in a host that creates and releases sessions would leak them. */
+EXTQL_INTERNAL void extql_ort_release(ExtqlOpSet *set);
 
 /* ort_ops.c */
 EXTQL_INTERNAL int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api);

@@ -46,6 +46,19 @@ static ExtqlOpSet LIBRARY = {
     NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
     kernels_range, extql_convert_scales, extql_unpack, extql_f64_params, 0, NULL, 0, NULL};
 
+/* The library unloaded: its domains and registrations go with it. */
+#if defined(_WIN32)
+#include <windows.h>
+BOOL WINAPI DllMain(HINSTANCE instance, DWORD reason, LPVOID reserved) {
+  (void)instance;
+  /* At process exit (reserved != NULL) onnxruntime may be gone already. */
+  if (reason == DLL_PROCESS_DETACH && reserved == NULL) extql_ort_release(&LIBRARY);
+  return TRUE;
+}
+#elif defined(__GNUC__)
+__attribute__((destructor)) static void release_library(void) { extql_ort_release(&LIBRARY); }
+#endif
+
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {
   return extql_ort_register(options, base, &LIBRARY);

@@ -87,12 +87,28 @@ static OrtStatus *build_domains(const OrtApiBase *base, const OrtApi *api, Extql
     if (st != NULL) goto error;
   }
   set->handles = dom;
+  set->built_api = api;
   return NULL;
 error:
   for (d = 0; d < set->n_domains; d++)
     if (dom[d] != NULL) api->ReleaseCustomOpDomain(dom[d]);
   free(dom);
   return st;
+}
+
+void extql_ort_release(ExtqlOpSet *set) {
+  int d;
+  lock_acquire(&set->lock);
+  if (set->handles != NULL && set->built_api != NULL) {
+    for (d = 0; d < set->n_domains; d++)
+      if (set->handles[d] != NULL) set->built_api->ReleaseCustomOpDomain(set->handles[d]);
+  }
+  free(set->handles);
+  set->handles = NULL;
+  free(set->ops);
+  set->ops = NULL;
+  set->n_ops = 0;
+  lock_release(&set->lock);
 }
 
 /* Add the set's domains to the session options (building them the first
