@@ -61,11 +61,12 @@ LIBRARY = "extql.libextql_ort"
 # and the choice of the kernels' copy.
 SHIM_SOURCES = [
     os.path.join(SRC, f"ort_{name}.c")
-    for name in ("library", "register", "ops", "validate", "infer", "compute", "messages")
+    for name in ("library", "register", "ops", "blocks", "validate", "infer", "compute",
+                 "messages")
 ] + [os.path.join(SRC, "extql_isa.c")]
 HEADERS = [os.path.join(SRC, h) for h in (
     "ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h", "extql_primitives.h",
-    "extql_kernels.h")]
+    "extql_kernels.h", "extql_block_rules.h")]
 
 
 def _flag(name: str) -> bool:
@@ -264,9 +265,11 @@ def _exported_names() -> list[str]:
 
 
 def _generate() -> None:
-    """The type table's header, the entry points' headers and the expanded
-    templates (tools/gen_types_header.py, tools/gen_kernels.py)."""
+    """The type table's header, the block formats' rules header, the entry
+    points' headers and the expanded templates (tools/gen_types_header.py,
+    tools/gen_block_rules_header.py, tools/gen_kernels.py)."""
     _load(os.path.join(ROOT, "tools", "gen_types_header.py")).write_header()
+    _load(os.path.join(ROOT, "tools", "gen_block_rules_header.py")).write_header()
     _load(os.path.join(ROOT, "tools", "gen_kernels.py")).write(
         __import__("pathlib").Path(ROOT, GEN))
 

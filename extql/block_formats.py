@@ -25,13 +25,13 @@ from .block_rules import (
     check_axis,
     check_bfp,
     check_mx,
+    check_x_type,
 )
 from .numpy_out import output_array
 
 __all__ = ["bfp_quantize_dequantize", "mx_quantize_dequantize"]
 
 _X_CODES = {np.dtype(name): code for name, code in X_TYPES}
-_X_NAMES = ", ".join(name for name, _ in X_TYPES)
 
 
 def _input(op: str, x: Any) -> tuple[np.ndarray, int]:
@@ -40,10 +40,7 @@ def _input(op: str, x: Any) -> tuple[np.ndarray, int]:
     float32."""
     if isinstance(x, (np.ndarray, np.generic)) or hasattr(x, "dtype"):
         arr = np.asarray(x)
-        code = _X_CODES.get(arr.dtype)
-        if code is None:
-            raise TypeError(f"{op}: x must be one of {_X_NAMES}, got {arr.dtype}")
-        return arr, code
+        return arr, check_x_type(op, str(arr.dtype), _X_CODES.get(arr.dtype))
     try:
         arr = np.asarray(x, dtype=np.float32)
     except (TypeError, ValueError) as exc:

@@ -12,8 +12,11 @@ reference ops and ``extql check`` all read it, so that a value is accepted or
 refused with the same words everywhere.
 
 Plain data and checks, no numpy: the tables are tuples of numbers and
-strings, so that a generator can write them into C as it writes
-``extql/src/extql_types.h`` from ``extql/_typetable.py``.
+strings, and the words of every refusal are templates (:data:`MESSAGES`),
+so that ``tools/gen_block_rules_header.py`` writes them into C
+(``extql/src/extql_block_rules.h``, at build time) as
+``tools/gen_types_header.py`` writes ``extql/src/extql_types.h`` from
+``extql/_typetable.py``.
 
 The checks raise ``TypeError`` for a value of the wrong kind (a string where
 an integer belongs) and ``ValueError`` for a value outside the accepted ones;
@@ -49,9 +52,14 @@ __all__ = [
     "MXElement",
     "BFPAttrs",
     "MXAttrs",
+    "SIGN_AND_EXPONENT_BITS",
+    "MESSAGES",
+    "CHOICES",
+    "refusal",
     "check_bfp",
     "check_mx",
     "check_axis",
+    "check_x_type",
 ]
 
 #: The operators (domain com.amd.quark) and their legacy names (com.vai.quantize).
@@ -110,6 +118,10 @@ ROUNDING_MODES: tuple[tuple[int, str], ...] = (
     (2, "half to even"),
 )
 
+#: The bits of a BFP element besides its mantissa: a sign and 8 exponent
+#: bits (m = bit_width - SIGN_AND_EXPONENT_BITS mantissa bits).
+SIGN_AND_EXPONENT_BITS = 9
+
 #: bit_width by method (m = bit_width - 9 mantissa bits beside a sign and 8
 #: exponent bits): to_bfp takes m in 1..23, where every block's step
 #: 2^(E - 126 - m) and largest magnitude (2^m - 1) * step are float32 values;
@@ -163,6 +175,55 @@ class MXElement:
 #: element_dtype -> MXElement.
 MX_ELEMENTS: dict[str, MXElement] = {row[0]: MXElement(*row) for row in MX_ELEMENT_ROWS}
 
+#: The words of every refusal, after "<operator>: " (or "<operator> node
+#: '<name>': "): key -> a ``str.format`` template.  A field written
+#: ``{f!r}`` is a string shown as Python's repr shows it, ``{f!s}`` a text
+#: given as it is, a field of :data:`CHOICES` the accepted values of the
+#: tables, any other an integer.  The onnxruntime library writes the same
+#: words: ``tools/gen_block_rules_header.py`` makes each template a C function
+#: of its fields.
+MESSAGES: dict[str, str] = {
+    "unknown_attribute": "unknown attribute {name!r} (it takes {names!s})",
+    "not_string": "attribute {name!s} must be a string, got {value!s}",
+    "not_integer": "attribute {name!s} must be an integer, got {value!s}",
+    "bfp_method": "bfp_method {value!r} is not one of {bfp_methods}",
+    "bit_width": ("bit_width {value} is outside [{lo}, {hi}] (bfp_method {method!r}: a sign, "
+                  "8 exponent bits and {mlo} to {mhi} mantissa bits)"),
+    "block_size": "block_size {value} must be >= 1",
+    "rounding_mode": "rounding_mode {value} is not one of {rounding_modes}",
+    "sub_block_size": ("sub_block_size {value} must be >= 1 and divide block_size {block} "
+                       "(bfp_method {method!r})"),
+    "sub_block_shift_bits": ("sub_block_shift_bits {value} is outside [{lo}, {hi}] "
+                             "(bfp_method {method!r})"),
+    "element_dtype": "element_dtype {value!r} is not one of {element_types}",
+    "axis": "axis {value} is outside [{lo}, {hi}] for x of rank {rank}",
+    "x_type": "x must be one of {x_types}, got {value!s}",
+}
+
+#: The accepted values the messages list, from the tables.
+CHOICES: dict[str, str] = {
+    "bfp_methods": ", ".join(repr(n) for n, _ in BFP_METHODS),
+    "rounding_modes": ", ".join(f"{m} ({text})" for m, text in ROUNDING_MODES),
+    "element_types": ", ".join(repr(n) for n in MX_ELEMENTS),
+    "x_types": ", ".join(name for name, _ in X_TYPES),
+}
+
+#: The messages of a value of the wrong kind (TypeError); the others are
+#: ValueError.
+TYPE_ERRORS = frozenset({"not_string", "not_integer", "x_type"})
+
+
+def refusal(key: str, op: str, node: str | None = None, **fields: Any) -> str:
+    """The message of refusal ``key`` (:data:`MESSAGES`) for the operator
+    (and node), with its fields."""
+    return f"{_where(op, node)}: " + MESSAGES[key].format(**CHOICES, **fields)
+
+
+def _refuse(key: str, op: str, node: str | None, **fields: Any) -> Exception:
+    """The exception of refusal ``key``: TypeError or ValueError."""
+    kind = TypeError if key in TYPE_ERRORS else ValueError
+    return kind(refusal(key, op, node, **fields))
+
 
 class BFPAttrs:
     """BFPQuantizeDequantize's checked attributes (check_bfp)."""
@@ -177,7 +238,7 @@ class BFPAttrs:
     @property
     def mantissa_bits(self) -> int:
         """m = bit_width - 9 (a sign bit and 8 exponent bits)."""
-        return self.bit_width - 9
+        return self.bit_width - SIGN_AND_EXPONENT_BITS
 
     def __repr__(self) -> str:
         return "BFPAttrs(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
@@ -205,12 +266,11 @@ def _where(op: str, node: str | None) -> str:
 def _attrs(op: str, node: str | None, table: tuple[tuple[str, str, Any], ...],
            given: Mapping[str, Any]) -> dict[str, Any]:
     """The attributes with their defaults, each of its kind; unknown names refused."""
-    where = _where(op, node)
     known = {name for name, _, _ in table}
     for name in given:
         if name not in known:
-            raise ValueError(f"{where}: unknown attribute {name!r} (it takes "
-                             f"{', '.join(sorted(known))})")
+            raise _refuse("unknown_attribute", op, node, name=name,
+                          names=", ".join(sorted(known)))
     out: dict[str, Any] = {}
     for name, kind, default in table:
         value = given.get(name, default)
@@ -220,30 +280,27 @@ def _attrs(op: str, node: str | None, table: tuple[tuple[str, str, Any], ...],
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
             if not isinstance(value, str):
-                raise TypeError(f"{where}: attribute {name} must be a string, "
-                                f"got {value!r}")
+                raise _refuse("not_string", op, node, name=name, value=repr(value))
         else:
             if isinstance(value, bool):
                 value = int(value)
             try:
                 value = operator.index(value)
             except TypeError:
-                raise TypeError(f"{where}: attribute {name} must be an integer, "
-                                f"got {value!r}") from None
+                raise _refuse("not_integer", op, node, name=name, value=repr(value)) from None
         out[name] = value
     return out
 
 
-def _rounding(where: str, mode: int) -> int:
+def _rounding(op: str, node: str | None, mode: int) -> int:
     if mode not in {m for m, _ in ROUNDING_MODES}:
-        names = ", ".join(f"{m} ({text})" for m, text in ROUNDING_MODES)
-        raise ValueError(f"{where}: rounding_mode {mode} is not one of {names}")
+        raise _refuse("rounding_mode", op, node, value=mode)
     return mode
 
 
-def _block_size(where: str, block: int) -> int:
+def _block_size(op: str, node: str | None, block: int) -> int:
     if block < 1:
-        raise ValueError(f"{where}: block_size {block} must be >= 1")
+        raise _refuse("block_size", op, node, value=block)
     return block
 
 
@@ -251,29 +308,27 @@ def check_bfp(attrs: Mapping[str, Any] | None = None, node: str | None = None) -
     """BFPQuantizeDequantize's attributes (missing ones take their defaults),
     checked.  Raises TypeError / ValueError naming the operator (and ``node``),
     the attribute and the value."""
-    where = _where(BFP_OP, node)
-    a = _attrs(BFP_OP, node, BFP_ATTRIBUTES, attrs or {})
+    op = BFP_OP
+    a = _attrs(op, node, BFP_ATTRIBUTES, attrs or {})
     methods = dict(BFP_METHODS)
-    if a["bfp_method"] not in methods:
-        raise ValueError(f"{where}: bfp_method {a['bfp_method']!r} is not one of "
-                         f"{', '.join(repr(n) for n, _ in BFP_METHODS)}")
-    method = methods[a["bfp_method"]]
+    name = a["bfp_method"]
+    if name not in methods:
+        raise _refuse("bfp_method", op, node, value=name)
+    method = methods[name]
     lo, hi = BIT_WIDTH_RANGE[method]
     if not lo <= a["bit_width"] <= hi:
-        raise ValueError(f"{where}: bit_width {a['bit_width']} is outside [{lo}, {hi}] "
-                         f"(bfp_method {a['bfp_method']!r}: a sign, 8 exponent bits and "
-                         f"{lo - 9} to {hi - 9} mantissa bits)")
-    block = _block_size(where, a["block_size"])
-    _rounding(where, a["rounding_mode"])
+        raise _refuse("bit_width", op, node, value=a["bit_width"], lo=lo, hi=hi, method=name,
+                      mlo=lo - SIGN_AND_EXPONENT_BITS, mhi=hi - SIGN_AND_EXPONENT_BITS)
+    block = _block_size(op, node, a["block_size"])
+    _rounding(op, node, a["rounding_mode"])
     if method == METHOD_TO_BFP_PRIME:
         sub = a["sub_block_size"]
         if sub < 1 or block % sub:
-            raise ValueError(f"{where}: sub_block_size {sub} must be >= 1 and divide "
-                             f"block_size {block} (bfp_method {a['bfp_method']!r})")
+            raise _refuse("sub_block_size", op, node, value=sub, block=block, method=name)
         slo, shi = SUB_BLOCK_SHIFT_BITS_RANGE
         if not slo <= a["sub_block_shift_bits"] <= shi:
-            raise ValueError(f"{where}: sub_block_shift_bits {a['sub_block_shift_bits']} is "
-                             f"outside [{slo}, {shi}] (bfp_method {a['bfp_method']!r})")
+            raise _refuse("sub_block_shift_bits", op, node, value=a["sub_block_shift_bits"],
+                          lo=slo, hi=shi, method=name)
     return BFPAttrs(
         method=method, method_name=a["bfp_method"], axis=a["axis"], bit_width=a["bit_width"],
         block_size=block, rounding_mode=a["rounding_mode"],
@@ -287,14 +342,12 @@ def check_mx(attrs: Mapping[str, Any] | None = None, node: str | None = None) ->
     """MXQuantizeDequantize's attributes (missing ones take their defaults),
     checked.  Raises TypeError / ValueError naming the operator (and ``node``),
     the attribute and the value."""
-    where = _where(MX_OP, node)
     a = _attrs(MX_OP, node, MX_ATTRIBUTES, attrs or {})
     element = MX_ELEMENTS.get(a["element_dtype"])
     if element is None:
-        raise ValueError(f"{where}: element_dtype {a['element_dtype']!r} is not one of "
-                         f"{', '.join(repr(n) for n in MX_ELEMENTS)}")
-    return MXAttrs(element, a["axis"], _block_size(where, a["block_size"]),
-                   _rounding(where, a["rounding_mode"]))
+        raise _refuse("element_dtype", MX_OP, node, value=a["element_dtype"])
+    return MXAttrs(element, a["axis"], _block_size(MX_OP, node, a["block_size"]),
+                   _rounding(MX_OP, node, a["rounding_mode"]))
 
 
 def check_axis(op: str, axis: int, rank: int, node: str | None = None) -> int:
@@ -304,6 +357,14 @@ def check_axis(op: str, axis: int, rank: int, node: str | None = None) -> int:
     if rank <= 1:
         return 0
     if not -rank <= axis < rank:
-        raise ValueError(f"{_where(op, node)}: axis {axis} is outside [{-rank}, {rank - 1}] "
-                         f"for x of rank {rank}")
+        raise _refuse("axis", op, node, value=axis, lo=-rank, hi=rank - 1, rank=rank)
     return axis % rank
+
+
+def check_x_type(op: str, dtype_name: str, code: int | None,
+                 node: str | None = None) -> int:
+    """x's ONNX type code when it is one of X_TYPES (the name and the code of
+    the dtype of x; code None: none of ONNX's), else TypeError."""
+    if code not in {c for _, c in X_TYPES}:
+        raise _refuse("x_type", op, node, value=dtype_name)
+    return code

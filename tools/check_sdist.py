@@ -34,6 +34,7 @@ REQUIRED = [
     "docs/conf.py",
     "extql/_typetable.py",
     "tools/gen_types_header.py",
+    "tools/gen_block_rules_header.py",
     "tools/gen_kernels.py",
     "tools/tempita.py",
     "extql_bench/cli.py",
@@ -52,7 +53,7 @@ REQUIRED += [p.relative_to(ROOT).as_posix()
 # never shipped.
 FORBIDDEN_SUFFIXES = (".so", ".pyd", ".o", ".pyc")
 FORBIDDEN = ["extql/_kernels.c", "extql/_kernels.h", "extql/src/extql_types.h",
-             "extql/src/extql_kernels.h"]
+             "extql/src/extql_kernels.h", "extql/src/extql_block_rules.h"]
 # Every C source and header under extql/src in the working tree (but the
 # generated ones), and the kernels' dispatch unit with its templates.
 REQUIRED += [

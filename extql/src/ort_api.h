@@ -235,13 +235,21 @@ struct OrtCustomOp {
                                                    OrtShapeInferContext *ctx);
   int(EXTQL_ORT_CALL *GetStartVersion)(const OrtCustomOp *op);
   int(EXTQL_ORT_CALL *GetEndVersion)(const OrtCustomOp *op);
-  /* later versions: left NULL (never read while `version` is at most 17) */
-  void *later[4];
+  /* version 18: the (input, output) pairs whose buffers may be one (the
+   * arrays allocated by the op, handed back to the Release function), and
+   * those whose output is the input itself (an alias, never written). */
+  size_t(EXTQL_ORT_CALL *GetMayInplace)(int **input_index, int **output_index);
+  void(EXTQL_ORT_CALL *ReleaseMayInplace)(int *input_index, int *output_index);
+  size_t(EXTQL_ORT_CALL *GetAliasMap)(int **input_index, int **output_index);
+  void(EXTQL_ORT_CALL *ReleaseAliasMap)(int *input_index, int *output_index);
 };
 
-/* The highest OrtCustomOp version whose members the struct above spells out
- * and the shim fills in. */
+/* The OrtCustomOp version of the registrations that fill in no member of
+ * version 18. */
 #define EXTQL_ORT_CUSTOM_OP_VERSION 17
+/* The version of the registrations that fill in version 18's members (the
+ * in-place pairs), onnxruntime 1.18's: every supported runtime reads them. */
+#define EXTQL_ORT_CUSTOM_OP_VERSION_INPLACE 18
 
 /* Pin every named slot: offsetof / pointer size must be its slot number. */
 #if defined(__cplusplus)

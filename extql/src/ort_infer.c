@@ -19,6 +19,9 @@
  * Anything the callback cannot read (or a node whose types are wrong) leaves
  * the output as the registrations typed it: kernel creation then reports
  * the problem with its own message.
+ *
+ * The block formats (ort_blocks.c) give y x's type and shape
+ * (extql_infer_like_input).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,4 +147,25 @@ keep:
   if (st != NULL) api->ReleaseStatus(st);
   if (out != NULL) api->ReleaseTensorTypeAndShapeInfo(out);
   return NULL;
+}
+
+void extql_infer_like_input(const OrtApi *api, OrtShapeInferContext *ctx,
+                            int (*type_ok)(int type)) {
+  OrtTensorTypeAndShapeInfo *x = NULL, *out = NULL;
+  OrtStatus *st;
+  size_t n_inputs = 0;
+  int x_type;
+
+  if (api == NULL) return;
+  st = api->ShapeInferContext_GetInputCount(ctx, &n_inputs);
+  if (st != NULL || n_inputs != 1) goto keep;
+  x_type = input_type(api, ctx, 0, &x);
+  if (x == NULL || !type_ok(x_type)) goto keep;
+  st = api->CreateTensorTypeAndShapeInfo(&out);
+  if (st == NULL) st = api->SetTensorElementType(out, x_type);
+  if (st == NULL && copy_shape(api, x, out))
+    st = api->ShapeInferContext_SetOutputTypeShape(ctx, 0, out);
+keep:
+  if (st != NULL) api->ReleaseStatus(st);
+  if (out != NULL) api->ReleaseTensorTypeAndShapeInfo(out);
 }

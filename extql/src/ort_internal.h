@@ -5,6 +5,9 @@
  *   ort_register.c  RegisterCustomOps' machinery: version check, domains
  *   ort_ops.c       the OrtCustomOp registrations (types per registration)
  *                   and kernel creation
+ *   ort_blocks.c    the block formats (BFPQuantizeDequantize,
+ *                   MXQuantizeDequantize): their registrations, attributes,
+ *                   checks and run
  *   ort_validate.c  the checks of inputs, attributes and declared types
  *   ort_messages.c  type names, shapes and failed statuses
  *   ort_infer.c     the output's type and shape for graph inference
@@ -16,9 +19,8 @@
  * extql_ort_register; benchmarks/ builds a second one from the same files.
  *
  * Element types are numbered as ONNX's TensorProto.DataType; the quantized
- * ones come from the generated extql_types.h (included by the files that
- * need the table, never together with extql_kernels.h, which has its own
- * enumerators).
+ * ones come from the generated extql_types.h (which extql_kernels.h
+ * includes).
  */
 #ifndef EXTQL_ORT_INTERNAL_H
 #define EXTQL_ORT_INTERNAL_H
@@ -26,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "extql_kernels.h"
 #include "ort_api.h"
 
 #if defined(__GNUC__) && !defined(_WIN32)
@@ -34,7 +37,10 @@
 #define EXTQL_INTERNAL
 #endif
 
-enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1 };
+/* The kinds of operator: quantize and dequantize (ExtqlWork), and the
+ * block formats (ort_blocks.c). */
+enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1, OP_BFP = 2, OP_MX = 3 };
+#define EXTQL_IS_BLOCK_OP(kind) ((kind) == OP_BFP || (kind) == OP_MX)
 
 /* The first C API version (onnxruntime release) on which the inference
  * callback is registered (ort_infer.c says why not before). */
@@ -82,11 +88,20 @@ typedef int (*ExtqlUnpackFn)(int qtype, const void *src, void *dst, int64_t n);
  * count float32) when it returns 1. */
 typedef int (*ExtqlF64ParamsFn)(int qtype, float *ones, void *zero2, int64_t count);
 
+/* The block formats' kernels (extql_kernels.h): the work items of a
+ * tensor, the elements of one, and the items [start, stop). */
+typedef struct {
+  int64_t (*items)(const ExtqlBlockParams *p, int64_t outer, int64_t D, int64_t inner);
+  int64_t (*item_size)(const ExtqlBlockParams *p, int64_t inner);
+  int (*range)(const ExtqlBlockParams *p, int xtype, const void *x, void *y, int64_t outer,
+               int64_t D, int64_t inner, int64_t start, int64_t stop);
+} ExtqlBlockKernels;
+
 /* One operator name of a library. */
 typedef struct {
   int domain; /* index into ExtqlOpSet.domains */
   const char *name;
-  int kind; /* OP_QUANTIZE / OP_DEQUANTIZE */
+  int kind; /* OP_QUANTIZE / OP_DEQUANTIZE / OP_BFP / OP_MX */
 } ExtqlOpName;
 
 /* One registration: the OrtCustomOp table first, so the pointer onnxruntime
@@ -106,6 +121,8 @@ typedef struct {
   /* The runtime's API for the inference callback (ort_infer.c); NULL when
    * the runtime is too old for it and the callback is not registered. */
   const OrtApi *infer_api;
+  /* OP_BFP / OP_MX: the block formats' kernels */
+  const ExtqlBlockKernels *blocks;
 } ExtqlOp;
 
 enum {
@@ -144,6 +161,9 @@ typedef struct {
   OrtCustomOpDomain **handles; /* n_domains, NULL until built */
   const OrtApi *built_api;     /* the API that built the domains (to release them) */
   const OrtApi *infer_api;     /* see ExtqlOp */
+  /* The block formats' kernels, or NULL when the library has no OP_BFP /
+   * OP_MX names. */
+  const ExtqlBlockKernels *blocks;
 } ExtqlOpSet;
 
 /* A kernel: one node of a session. */
@@ -198,6 +218,10 @@ EXTQL_INTERNAL const char *extql_shape_str(const int64_t *dims, size_t rank, cha
 EXTQL_INTERNAL OrtStatus *extql_fail(const OrtApi *api, const char *label, int code,
                                      const char *fmt, ...);
 EXTQL_INTERNAL OrtStatus *extql_wrap(const OrtApi *api, const char *label, OrtStatus *st);
+/* "<name> (node '<node>')", or the name alone for a node without a name:
+ * the label of a kernel's messages. */
+EXTQL_INTERNAL void extql_kernel_label(const OrtApi *api, const OrtKernelInfo *info,
+                                       const char *name, char *buf, size_t size);
 
 /* Return from the calling function with st (prefixed by label) when it failed. */
 #define EXTQL_TRY(expr)                                   \
@@ -236,6 +260,17 @@ EXTQL_INTERNAL OrtStatus *extql_check_node(const OrtApi *api, const OrtKernelInf
 /* ort_infer.c */
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_infer_output(const OrtCustomOp *op,
                                                             OrtShapeInferContext *ctx);
+/* y of x's type and shape, when type_ok(x's type) (the block formats'
+ * inference callback); anything else is left as the registrations typed
+ * it. */
+EXTQL_INTERNAL void extql_infer_like_input(const OrtApi *api, OrtShapeInferContext *ctx,
+                                           int (*type_ok)(int type));
+
+/* ort_blocks.c */
+/* The registrations of block-format name n of the set into ops (room for
+ * EXTQL_BLOCK_OPS_PER_NAME); returns how many. */
+#define EXTQL_BLOCK_OPS_PER_NAME 3
+EXTQL_INTERNAL int extql_block_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int n);
 
 /* ort_compute.c */
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel,

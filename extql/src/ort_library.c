@@ -7,13 +7,16 @@
  * any host's registration of that file) then runs natively on the CPU
  * execution provider
  *
- *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear  (version 1)
- *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear        (legacy names)
+ *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear,
+ *                     BFPQuantizeDequantize, MXQuantizeDequantize       (version 1)
+ *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear,
+ *                     BFPFixNeuron, MXFixNeuron                         (legacy names)
  *
  * and nothing else.  The work is done by the C entry points of
  * extql_kernels.h: no Python object, no GIL.  The registrations, checks and
  * the split of the work are in the other ort_*.c files (ort_internal.h).
  */
+#include "extql_block_rules.h"
 #include "extql_kernels.h"
 #include "ort_internal.h"
 
@@ -24,7 +27,15 @@ static const ExtqlOpName NAMES[] = {
     {0, "ExtendedDequantizeLinear", OP_DEQUANTIZE},
     {1, "VitisQuantizeLinear", OP_QUANTIZE},
     {1, "VitisDequantizeLinear", OP_DEQUANTIZE},
+    {0, EXTQL_BFP_OP, OP_BFP},
+    {0, EXTQL_MX_OP, OP_MX},
+    {1, EXTQL_BFP_LEGACY_OP, OP_BFP},
+    {1, EXTQL_MX_LEGACY_OP, OP_MX},
 };
+
+/* The block formats' kernels (ort_blocks.c). */
+static const ExtqlBlockKernels BLOCK_KERNELS = {extql_block_items, extql_block_item_size,
+                                                extql_block_range};
 
 /* Elements [start, stop) through the kernels, with the stores they choose
  * for an output of out_bytes (non-temporal for one larger than the caches). */
@@ -44,7 +55,8 @@ static int kernels_range(const ExtqlWork *w, int64_t start, int64_t stop) {
 static ExtqlOpSet LIBRARY = {
     DOMAINS, (int)(sizeof DOMAINS / sizeof DOMAINS[0]),
     NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
-    kernels_range, extql_convert_scales, extql_unpack, extql_f64_params, 0, NULL, 0, NULL};
+    kernels_range, extql_convert_scales, extql_unpack, extql_f64_params, 0, NULL, 0, NULL,
+    NULL, NULL, &BLOCK_KERNELS};
 
 /* The library unloaded: its domains and registrations go with it. */
 #if defined(_WIN32)

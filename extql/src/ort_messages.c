@@ -110,3 +110,21 @@ OrtStatus *extql_wrap(const OrtApi *api, const char *label, OrtStatus *st) {
   api->ReleaseStatus(st);
   return out;
 }
+
+void extql_kernel_label(const OrtApi *api, const OrtKernelInfo *info, const char *name,
+                        char *buf, size_t size) {
+  char node[128];
+  size_t n = sizeof node;
+  OrtStatus *st;
+  /* onnxruntime's own messages name the node, so the user can find it. */
+  node[0] = '\0';
+  st = api->KernelInfo_GetNodeName(info, node, &n);
+  if (st != NULL) {
+    api->ReleaseStatus(st);
+    node[0] = '\0';
+  }
+  if (node[0] != '\0')
+    snprintf(buf, size, "%s (node '%s')", name, node);
+  else
+    snprintf(buf, size, "%s", name);
+}

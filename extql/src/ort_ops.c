@@ -32,7 +32,6 @@
  * dequantize has a last registration whose output takes any type, for the
  * kernel lookup of a node whose y the callback typed so.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +52,8 @@
 #define N_EXTRA 7 /* int4, uint4, four float8, float4e2m1 */
 /* Registrations per operator name: at most the typed ones of every scale
  * type and the fallbacks (dequantize: one per scale type, the untyped one
- * and, with the inference callback, the one whose output takes any type). */
+ * and, with the inference callback, the one whose output takes any type);
+ * a block format has fewer (EXTQL_BLOCK_OPS_PER_NAME). */
 #define OPS_PER_NAME (N_FLOATS * (EXTQL_N_QTYPES + N_EXTRA) + N_FLOATS + 2)
 
 /* ------------------------------------------------------------------------ */
@@ -65,8 +65,6 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   const ExtqlOp *op = (const ExtqlOp *)op_;
   ExtqlKernel *k;
   OrtStatus *st;
-  char node[128];
-  size_t size = sizeof node;
 
   *out = NULL;
   k = (ExtqlKernel *)calloc(1, sizeof *k);
@@ -78,18 +76,7 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
   k->f64_params = op->f64_params;
   k->unpack = op->unpack;
 
-  /* The label: operator and node name (onnxruntime's own messages name the
-   * node, so the user can find it). */
-  node[0] = '\0';
-  st = api->KernelInfo_GetNodeName(info, node, &size);
-  if (st != NULL) {
-    api->ReleaseStatus(st);
-    node[0] = '\0';
-  }
-  if (node[0] != '\0')
-    snprintf(k->label, sizeof k->label, "%s (node '%s')", op->name, node);
-  else
-    snprintf(k->label, sizeof k->label, "%s", op->name);
+  extql_kernel_label(api, info, op->name, k->label, sizeof k->label);
 
   st = extql_read_axis(api, info, k->label, &k->axis);
   if (st == NULL) st = extql_read_block_size(api, info, k->label, &k->block);
@@ -242,8 +229,12 @@ int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api) 
      * without zero point), then the fallbacks, the untyped one last.
      * Dequantize has a set per scale type, float32's first: onnxruntime
      * builds the operator's schema from the first registration, whose output
-     * type must be fixed. */
+     * type must be fixed.  The block formats have their own (ort_blocks.c). */
     int quantize = set->names[n].kind == OP_QUANTIZE;
+    if (EXTQL_IS_BLOCK_OP(set->names[n].kind)) {
+      i += extql_block_init_ops(&ops[i], set, n);
+      continue;
+    }
     for (f = 0; f < (quantize ? 1 : N_FLOATS); f++) {
       init_op(&ops[i++], set, n, EXTQL_UINT8, floats[f], EXTQL_FORM_TYPED, version);
       for (t = 0; t < n_codes; t++)
