@@ -2,10 +2,12 @@
 
 extql's onnxruntime library ``libextql_ort`` (beside the extension; no Python
 in it) exports ``RegisterCustomOps``, which registers
-``ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear`` (domain
-``com.amd.quark``, version 1) and the legacy names Quark's own library uses,
-``VitisQuantizeLinear`` / ``VitisDequantizeLinear`` (domain
-``com.vai.quantize``), on the CPU execution provider::
+``ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear`` and Quark's block
+formats ``BFPQuantizeDequantize`` / ``MXQuantizeDequantize`` (domain
+``com.amd.quark``, version 1), and the legacy names Quark's own library uses,
+``VitisQuantizeLinear`` / ``VitisDequantizeLinear`` / ``BFPFixNeuron`` /
+``MXFixNeuron`` (domain ``com.vai.quantize``), on the CPU execution
+provider::
 
     import onnxruntime as ort, extql
     so = extql.register(ort.SessionOptions())
@@ -15,6 +17,9 @@ The ops compute with the same kernels as the NumPy API, so both give the same
 bits, and reject what the NumPy API rejects, with the same messages, as an
 onnxruntime error that names the operator and node.  Work on large tensors is
 spread over the session's own intra-op thread pool (``intra_op_num_threads``).
+The block formats run in place (the output in the input's buffer) where
+onnxruntime allows it: from :data:`INFERENCE_ONNXRUNTIME`, for an input that
+is an activation with no other use.
 
 One difference from Quark's own library: a node without an ``axis``
 attribute quantizes per axis along axis 1, as the operator documents say;

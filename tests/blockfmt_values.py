@@ -67,6 +67,40 @@ def specials(dtype) -> np.ndarray:
     return SPECIALS_F16.copy() if np.dtype(dtype) == F16 else SPECIALS_F32.copy()
 
 
+#: float32 values whose handling the contract names: NaN, +-inf, +-0, the
+#: smallest subnormals, the largest finite values, ties of each rounding.
+MIXED_SPECIALS = np.array(
+    [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, -3e-39, 1.1754942e-38,
+     -1.1754942e-38, 1.1754944e-38, 3.4028235e38, -3.4028235e38, 0.5, -0.5, 1.5, -2.5, 127.5,
+     -127.5, 255.5, -128.5, 0.49999997, -0.49999997, 65504.0, 65520.0, 6e-8, 1.0, -1.0],
+    np.float32,
+)
+
+
+def mixed_values(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """float32 values of the cases the contract names: integers and exact
+    halves and quarters at steps of many sizes (ties of every rounding mode,
+    values that round past a block's largest mantissa), a spread of
+    exponents from subnormal to near the largest float, and the special
+    values at random lanes."""
+    size = int(np.prod(shape, dtype=np.int64))
+    ints = rng.integers(-(2**9), 2**9, size) + rng.choice([0.0, 0.5, 0.25, 0.75, -0.5], size)
+    steps = np.exp2(rng.integers(-30, 30, size).astype(np.float64))
+    spread = rng.standard_normal(size) * np.exp2(rng.integers(-140, 120, size).astype(np.float64))
+    x = np.where(rng.random(size) < 0.6, ints * steps, spread)
+    with np.errstate(over="ignore"):
+        x = x.astype(np.float32)
+    k = min(size, max(1, size // 6))
+    x[rng.choice(size, k, replace=False)] = rng.choice(MIXED_SPECIALS, k)
+    return x.reshape(shape)
+
+
+def as_dtype(x: np.ndarray, dtype) -> np.ndarray:
+    """x as dtype (float32 -> float16 overflows to infinity, quietly)."""
+    with np.errstate(over="ignore"):
+        return x.astype(dtype)
+
+
 def _dropped_bits(blocks: np.ndarray, op_type: str, a: Mapping[str, object]) -> np.ndarray:
     """For each element of ``blocks`` (float32, [n, block_size]): how many low
     bits of its 24-bit significand the op rounds away (0 when none are or the

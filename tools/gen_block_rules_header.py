@@ -1,4 +1,4 @@
-"""Write ``extql/src/extql_block_rules.h``, the C view of the block formats' rules ``extql/block_rules.py``.
+"""Write ``extql/src/extql_block_rules.h``, the C view of ``extql/block_rules.py``.
 
 The onnxruntime library's BFPQuantizeDequantize / MXQuantizeDequantize
 (``extql/src/ort_blocks.c``) read and check their attributes with the rules

@@ -10,16 +10,16 @@ mx_quantize_dequantize.rst), bit for bit (any NaN equals any NaN).
   a multiple of the block, one-element and empty tensors, float16 -- on data
   with exact rounding ties, values that round past the largest mantissa,
   subnormals, zeros of both signs, infinities and NaN;
-* hypothesis properties: special values at every lane, random attributes;
+* hypothesis properties: special values at every lane;
 * ``out=``: into x itself, into another array, refused when wrong; x never
   modified;
-* two threads on large tensors give the bits of one;
-* the refusals: every case the contract leaves undefined (and the oracle's
-  own list) raises ValueError / TypeError naming the operator, the attribute
-  and the value;
-* AMD Quark 0.13's own library's bits (tests/data/blockfmt, tests/data/quark):
-  its single-node grid and every BFP / MX node of the models its quantizer
-  wrote.
+* any cut of the work items into ranges gives the whole tensor's bits;
+* AMD Quark 0.13's own library's bits (tests/data/quark) on every BFP / MX
+  node of the models its quantizer wrote.
+
+The behaviours every path shares (Quark's single-node grid, any node the
+contract defines, the defaults, two threads, the refusals) are tested on
+every path, this one included, in tests/blockfmt/test_block_ops.py.
 """
 
 from __future__ import annotations
@@ -32,17 +32,13 @@ from blockfmt_contract import (
     MX_DEFAULTS,
     expected,
     family,
-    refusals,
 )
 from blockfmt_data import (
     BLOCK_MODELS,
-    GRID_CASES,
-    assert_quarks_bits,
     block_nodes,
-    grid_arrays,
     model_values,
 )
-from blockfmt_values import node_cases
+from blockfmt_values import MIXED_SPECIALS, as_dtype, mixed_values
 from contract import assert_same_bits, case_rng
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -55,35 +51,10 @@ BFP = "BFPQuantizeDequantize"
 MX = "MXQuantizeDequantize"
 API = {BFP: extql.bfp_quantize_dequantize, MX: extql.mx_quantize_dequantize}
 
-SPECIALS = np.array(
-    [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, -3e-39, 1.1754942e-38,
-     -1.1754942e-38, 1.1754944e-38, 3.4028235e38, -3.4028235e38, 0.5, -0.5, 1.5, -2.5, 127.5,
-     -127.5, 255.5, -128.5, 0.49999997, -0.49999997, 65504.0, 65520.0, 6e-8, 1.0, -1.0],
-    np.float32,
-)
-
-
-def _data(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """float32 values of the cases the contract names: integers and exact
-    halves and quarters at steps of many sizes (ties of every rounding mode,
-    values that round past a block's largest mantissa), a spread of
-    exponents from subnormal to near the largest float, and the special
-    values at random lanes."""
-    size = int(np.prod(shape, dtype=np.int64))
-    ints = rng.integers(-(2**9), 2**9, size) + rng.choice([0.0, 0.5, 0.25, 0.75, -0.5], size)
-    steps = np.exp2(rng.integers(-30, 30, size).astype(np.float64))
-    spread = rng.standard_normal(size) * np.exp2(rng.integers(-140, 120, size).astype(np.float64))
-    x = np.where(rng.random(size) < 0.6, ints * steps, spread)
-    with np.errstate(over="ignore"):
-        x = x.astype(np.float32)
-    k = min(size, max(1, size // 6))
-    x[rng.choice(size, k, replace=False)] = rng.choice(SPECIALS, k)
-    return x.reshape(shape)
-
 
 def _blocky_data(rng: np.random.Generator, shape: tuple[int, ...], axis: int,
                  block: int) -> np.ndarray:
-    """_data with a scale of its own per block along ``axis``, from 2^-149
+    """mixed_values with a scale of its own per block along ``axis``, from 2^-149
     to 2^120: blocks of subnormals next to blocks of huge values, so that
     every range of a block's step (subnormal, beyond 2^126, between) meets
     its neighbours in one tile."""
@@ -93,13 +64,8 @@ def _blocky_data(rng: np.random.Generator, shape: tuple[int, ...], axis: int,
     exps = rng.integers(-149, 120, blocks).astype(np.float64)
     exps = np.repeat(exps, block, axis=axis).take(range(shape[axis]), axis=axis)
     with np.errstate(over="ignore", under="ignore"):
-        x = (_data(rng, shape).astype(np.float64) * np.exp2(exps - 10)).astype(np.float32)
+        x = (mixed_values(rng, shape).astype(np.float64) * np.exp2(exps - 10)).astype(np.float32)
     return x
-
-
-def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return x.astype(dtype)
 
 
 def _check(op: str, x: np.ndarray, attrs: dict, what: str = "") -> np.ndarray:
@@ -171,7 +137,7 @@ def _id(value) -> str:
 @pytest.mark.parametrize("shape,axis", LAYOUTS, ids=[f"{s}@{a}" for s, a in LAYOUTS])
 @pytest.mark.parametrize("op,attrs", CONFIGS, ids=[f"{o[:3]}-{_id(c)}" for o, c in CONFIGS])
 def test_matches_contract(op, attrs, shape, axis, dtype):
-    x = _as(_data(case_rng(op, _id(attrs), shape, axis), shape), np.dtype(dtype))
+    x = as_dtype(mixed_values(case_rng(op, _id(attrs), shape, axis), shape), np.dtype(dtype))
     _check(op, x, {**attrs, "axis": axis})
 
 
@@ -186,19 +152,12 @@ def test_blocks_of_every_scale_side_by_side(op, attrs, shape, axis, dtype):
     (each kernel path: contiguous blocks in tiles, columns, narrow columns)."""
     block = attrs.get("block_size", 8 if op == BFP else 32)
     x = _blocky_data(case_rng(op, "blocky", _id(attrs), shape), shape, axis, block)
-    _check(op, _as(x, np.dtype(dtype)), {**attrs, "axis": axis})
-
-
-@pytest.mark.parametrize("op", [BFP, MX])
-def test_defaults_are_quarks(op):
-    """Without attributes, the op defaults (a block of 8 / 32 along axis 1)."""
-    x = _data(case_rng(op, "defaults"), (3, 40, 5))
-    assert_same_bits(API[op](x), expected(op, x, {}), op)
+    _check(op, as_dtype(x, np.dtype(dtype)), {**attrs, "axis": axis})
 
 
 # ---------------------------------------------------------------- hypothesis
 
-_lanes = st.one_of(st.sampled_from(SPECIALS.tolist()), st.floats(width=32, allow_nan=True))
+_lanes = st.one_of(st.sampled_from(MIXED_SPECIALS.tolist()), st.floats(width=32, allow_nan=True))
 
 
 @settings(max_examples=150, deadline=None)
@@ -212,7 +171,7 @@ def test_bfp_special_values_every_lane(x, method, mode, compiler, bf16, bits, bl
              "block_size": block, "sub_block_size": 2 if block % 2 == 0 else 1,
              "use_compiler_version_cpu_kernel": compiler,
              "convert_to_bfloat_before_bfp": bf16, "axis": 0}
-    _check(BFP, _as(x, np.float16) if f16 else x, attrs)
+    _check(BFP, as_dtype(x, np.float16) if f16 else x, attrs)
 
 
 @settings(max_examples=150, deadline=None)
@@ -223,16 +182,7 @@ def test_bfp_special_values_every_lane(x, method, mode, compiler, bf16, bits, bl
 def test_mx_special_values_every_lane(x, element, mode, block, axis, f16):
     attrs = {"element_dtype": element, "rounding_mode": mode, "block_size": block,
              "axis": axis}
-    _check(MX, _as(x, np.float16) if f16 else x, attrs)
-
-
-@settings(max_examples=300, deadline=None)
-@given(case=node_cases())
-def test_any_node_the_contract_defines(case):
-    """Any op name, attributes, rank, axis and type the contract defines,
-    on inputs that reach every lane (the oracle's own strategy)."""
-    op_type, attrs, x = case
-    _check(op_type, x, attrs)
+    _check(MX, as_dtype(x, np.float16) if f16 else x, attrs)
 
 
 # ---------------------------------------------------------------- out=
@@ -247,7 +197,7 @@ OUT_CASES = [
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
 @pytest.mark.parametrize("op,attrs", OUT_CASES, ids=[o[:3] + _id(a) for o, a in OUT_CASES])
 def test_out_in_place_and_separate(op, attrs, dtype):
-    x = _as(_data(case_rng(op, "out", _id(attrs)), (6, 40, 7)), np.dtype(dtype))
+    x = as_dtype(mixed_values(case_rng(op, "out", _id(attrs)), (6, 40, 7)), np.dtype(dtype))
     want = expected(op, x, attrs)
     out = np.full_like(x, 7)
     assert API[op](x, **attrs, out=out) is out
@@ -258,7 +208,7 @@ def test_out_in_place_and_separate(op, attrs, dtype):
 
 @pytest.mark.parametrize("op", [BFP, MX])
 def test_out_refused_when_wrong(op):
-    x = _data(case_rng(op, "bad out"), (4, 16))
+    x = mixed_values(case_rng(op, "bad out"), (4, 16))
     with pytest.raises(TypeError, match=f"{op}.*dtype"):
         API[op](x, out=np.empty((4, 16), np.float16))
     with pytest.raises(ValueError, match=f"{op}.*shape"):
@@ -269,35 +219,6 @@ def test_out_refused_when_wrong(op):
         API[op](buf[:64].reshape(4, 16), out=buf[16:].reshape(4, 16))
     with pytest.raises(ValueError, match=f"{op}.*C-contiguous"):
         API[op](x, out=np.empty((16, 4), np.float32).T)
-
-
-# ---------------------------------------------------------------- threads
-
-THREAD_CASES = [
-    (BFP, {"axis": -1}, (256, 1024)),
-    (BFP, {"axis": 1, "use_compiler_version_cpu_kernel": 1}, (2, 64, 2048)),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "axis": 1}, (4, 96, 700)),
-    (MX, {"element_dtype": "fp4_e2m1", "axis": -1}, (512, 520)),
-    (MX, {"axis": 0, "rounding_mode": 2}, (4096, 80)),
-    (MX, {"element_dtype": "fp6_e2m3", "axis": 1}, (256, 256, 3, 3)),
-]
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
-@pytest.mark.parametrize("op,attrs,shape", THREAD_CASES,
-                         ids=[f"{o[:3]}-{_id(a)}-{s}" for o, a, s in THREAD_CASES])
-def test_two_threads_give_one_threads_bits(op, attrs, shape, dtype):
-    x = _as(_data(case_rng(op, "threads", _id(attrs)), shape), np.dtype(dtype))
-    saved = extql.get_num_threads()
-    try:
-        extql.set_num_threads(1)
-        one = API[op](x, **attrs)
-        extql.set_num_threads(2)
-        two = API[op](x, **attrs)
-    finally:
-        extql.set_num_threads(saved)
-    assert_same_bits(two, one, "2 threads")
-    assert_same_bits(one, expected(op, x, attrs), "1 thread")
 
 
 # ---------------------------------------------------------------- ranges
@@ -330,100 +251,6 @@ def test_any_split_into_ranges_gives_the_same_bits(op, attrs, shape):
         assert_same_bits(got, want, f"cuts {cuts}")
 
 
-# ---------------------------------------------------------------- refusals
-
-#: (op, attributes, rank): the contract's undefined cases, and extql's own
-#: bounds (bit_width, sub_block_shift_bits: where Quark computes with steps
-#: that are no float32 or with undefined shifts).
-REFUSED = [
-    (BFP, {"bfp_method": "to_bfp_primes"}, 2),
-    (BFP, {"bfp_method": ""}, 2),
-    (BFP, {"rounding_mode": 3}, 2),
-    (BFP, {"rounding_mode": -1}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "rounding_mode": 7}, 2),
-    (BFP, {"block_size": 0}, 2),
-    (BFP, {"block_size": -8}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_size": 3}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime_shared", "block_size": 8, "sub_block_size": 0}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 8, "sub_block_size": -2}, 2),
-    (BFP, {"axis": 2}, 2),
-    (BFP, {"axis": -3}, 2),
-    (BFP, {"axis": 4}, 4),
-    (BFP, {"axis": 3}, 3),
-    (BFP, {"bit_width": 9}, 2),
-    (BFP, {"bit_width": 8}, 2),
-    (BFP, {"bit_width": 33}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 34}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 8}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": -1}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": 32}, 2),
-    (MX, {"element_dtype": "fp8"}, 2),
-    (MX, {"element_dtype": "mxfp4"}, 2),
-    (MX, {"element_dtype": "INT8"}, 2),
-    (MX, {"rounding_mode": 5}, 2),
-    (MX, {"element_dtype": "fp4_e2m1", "rounding_mode": -2}, 2),
-    (MX, {"block_size": 0}, 2),
-    (MX, {"axis": -4}, 3),
-    (MX, {"axis": 1}, 1),
-]
-
-
-def _refused_value(attrs: dict) -> tuple[str, object]:
-    """The attribute at fault: the one case-specific attribute (not the
-    context, bfp_method / block_size, unless it is the only one)."""
-    context = {"bfp_method", "block_size"}
-    keys = [k for k in attrs if k not in context] or list(attrs)
-    return keys[-1], attrs[keys[-1]]
-
-
-@pytest.mark.parametrize("op,attrs,rank", REFUSED, ids=[f"{o[:3]}-{_id(a)}-r{r}"
-                                                       for o, a, r in REFUSED])
-def test_refused_naming_operator_attribute_value(op, attrs, rank):
-    shape = (2, 16, 3, 1)[:rank] if rank else ()
-    x = np.ones(shape, np.float32)
-    name, value = _refused_value(attrs)
-    if rank == 1 and name == "axis":
-        # Rank 1 ignores the axis: this one runs.
-        assert_same_bits(API[op](x, **attrs), expected(op, x, attrs), "rank 1")
-        return
-    with pytest.raises(ValueError) as err:
-        API[op](x, **attrs)
-    text = str(err.value)
-    assert op in text and name in text and str(value) in text, text
-
-
-def test_refusals_cover_the_oracles():
-    """Every node the oracle refuses is refused here too (and the oracle
-    agrees with each contract refusal of REFUSED)."""
-    for op, attrs, rank in REFUSED:
-        name, _ = _refused_value(attrs)
-        if name in {"bit_width", "sub_block_shift_bits"} or (rank == 1 and name == "axis"):
-            assert not refusals(op, attrs, rank=rank), (op, attrs)
-        else:
-            assert refusals(op, attrs, rank=rank), (op, attrs)
-
-
-@pytest.mark.parametrize("op", [BFP, MX])
-@pytest.mark.parametrize("attr,value", [("block_size", "8"), ("axis", 1.5),
-                                        ("rounding_mode", "0")])
-def test_attribute_of_wrong_kind_is_a_type_error(op, attr, value):
-    with pytest.raises(TypeError, match=f"{op}.*{attr}"):
-        API[op](np.ones((2, 8), np.float32), **{attr: value})
-
-
-@pytest.mark.parametrize("op,attr", [(BFP, "bfp_method"), (MX, "element_dtype")])
-def test_method_of_wrong_kind_is_a_type_error(op, attr):
-    with pytest.raises(TypeError, match=f"{op}.*{attr}.*3"):
-        API[op](np.ones((2, 8), np.float32), **{attr: 3})
-
-
-@pytest.mark.parametrize("op", [BFP, MX])
-@pytest.mark.parametrize("dtype", ["float64", "int32", "uint8", "bool"])
-def test_other_types_of_x_refused(op, dtype):
-    with pytest.raises(TypeError, match=f"{op}.*x must be one of float32, float16.*{dtype}"):
-        API[op](np.ones((2, 8), dtype))
-
-
 @pytest.mark.parametrize("op", [BFP, MX])
 def test_python_numbers_are_float32(op):
     values = [[0.1, -2.5, 3.0, 7.75, 1e-39, 100.0, 0.0, -0.0]]
@@ -435,14 +262,6 @@ def test_python_numbers_are_float32(op):
 
 def _api(op_type: str):
     return API[BFP] if family(op_type) == "bfp" else API[MX]
-
-
-@pytest.mark.parametrize("case", GRID_CASES, ids=[c["id"] for c in GRID_CASES])
-def test_quarks_bits_on_its_grid(case):
-    x, _ = grid_arrays(case)
-    before = x.copy()
-    assert_quarks_bits(_api(case["op_type"])(x, **case["attrs"]), case)
-    assert_same_bits(x, before, "x was modified")
 
 
 @pytest.mark.parametrize("name", BLOCK_MODELS)

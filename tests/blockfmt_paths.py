@@ -1,0 +1,145 @@
+"""A block-format node (BFPQuantizeDequantize / MXQuantizeDequantize, or a
+legacy name) through one of extql's paths, for the tests by behaviour.
+
+A test of a behaviour is parametrised over :data:`PATHS` and calls
+:func:`block_via` (or :func:`refusal_words`) with the path, so that its
+body -- the input, the expectation (tests/blockfmt_contract.py or Quark's
+stored bits), the comparison -- is written once:
+
+* :data:`NUMPY` -- the NumPy API (``extql.bfp_quantize_dequantize`` /
+  ``extql.mx_quantize_dequantize``; a legacy name computes as its family);
+* :data:`LIBRARY` -- one node in onnxruntime with extql's custom-op library
+  (tests/ortutil.py), at an optimisation level and a thread count.
+
+:func:`many_node_model` puts many cases into one model (one node each), so
+that a grid of cases runs in one session per (level, threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from blockfmt_contract import OPS, family
+from onnx import helper
+from ortutil import LEVELS, ONNX_OF, make_model, session, value_info
+
+import extql
+from extql.block_rules import BFP_OP, MX_OP
+
+NUMPY = "numpy"
+LIBRARY = "library"
+PATHS = (NUMPY, LIBRARY)
+
+#: onnxruntime's optimisation levels by their names in test ids.
+LEVEL_IDS = dict(zip(["disabled", "basic", "extended", "all"], LEVELS, strict=True))
+#: Every (level, threads) of a library run.
+RUNS = [(level, threads) for level in LEVELS for threads in (1, 2)]
+#: The name of the node the one-node models give it (in the library's label).
+NODE = "node0"
+
+_API = {"bfp": extql.bfp_quantize_dequantize, "mx": extql.mx_quantize_dequantize}
+
+
+def api(op_type: str):
+    """The NumPy API function of an op name (a legacy name: its family's)."""
+    return _API[family(op_type)]
+
+
+def node(op_type: str, attrs: Mapping[str, Any], x: str = "x", y: str = "y",
+         name: str = NODE) -> onnx.NodeProto:
+    """One node of op_type (in its domain) with the attributes."""
+    return helper.make_node(op_type, [x], [y], domain=OPS[op_type][0], name=name, **attrs)
+
+
+def elem_type(dtype: Any) -> int:
+    """The ONNX element type of a NumPy dtype."""
+    dtype = np.dtype(dtype)
+    return ONNX_OF.get(dtype) or helper.np_dtype_to_tensor_dtype(dtype)
+
+
+def node_model(op_type: str, x: np.ndarray, attrs: Mapping[str, Any], *,
+               declare_output: bool = True, x_shape: bool = True) -> onnx.ModelProto:
+    """x (a graph input of x's type, and shape unless not ``x_shape``) ->
+    op -> y (declared of x's type and shape unless not ``declare_output``)."""
+    x = np.asarray(x)
+    out = value_info("y", elem_type(x.dtype) if declare_output else None,
+                     x.shape if declare_output else None)
+    return make_model([node(op_type, attrs)],
+                      [value_info("x", elem_type(x.dtype), x.shape if x_shape else None)],
+                      [out], domains=(OPS[op_type][0],))
+
+
+def many_node_model(cases: Sequence[tuple[str, Mapping[str, Any], np.ndarray]]
+                    ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One node per case (op_type, attrs, x): input ``x<i>`` -> output
+    ``y<i>``; the model and its feeds."""
+    nodes, inputs, outputs, feeds = [], [], [], {}
+    for i, (op_type, attrs, x) in enumerate(cases):
+        x = np.asarray(x)
+        nodes.append(node(op_type, attrs, f"x{i}", f"y{i}", name=f"node{i}"))
+        inputs.append(value_info(f"x{i}", elem_type(x.dtype), x.shape))
+        outputs.append(value_info(f"y{i}", elem_type(x.dtype), x.shape))
+        feeds[f"x{i}"] = x
+    domains = sorted({OPS[op][0] for op, _, _ in cases})
+    return make_model(nodes, inputs, outputs, domains=domains), feeds
+
+
+def run_library(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *, level=None,
+                threads: int = 0) -> dict[str, np.ndarray]:
+    """The model's outputs in onnxruntime with extql's library."""
+    sess = session(model, threads=threads, level=level)
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, dict(feeds)), strict=True))
+
+
+def block_via(path: str, op_type: str, x: Any, attrs: Mapping[str, Any], *, level=None,
+              threads: int = 0) -> np.ndarray:
+    """The op on x through ``path`` (``level`` and ``threads``: the
+    library's session)."""
+    if path == NUMPY:
+        return api(op_type)(x, **attrs)
+    assert path == LIBRARY, path
+    x = np.asarray(x)
+    return run_library(node_model(op_type, x, attrs), {"x": x}, level=level,
+                       threads=threads)["y"]
+
+
+def refusal_words(path: str, op_type: str, x: Any, attrs: Mapping[str, Any]) -> str:
+    """The words of the refusal of the node on x through ``path``, after the
+    operator (and node) it names: the NumPy API's ``TypeError`` /
+    ``ValueError`` "<family op>: <words>"; the library's failed status
+    "<op_type> (node 'node0'): <words>" when the session is made or run
+    (both with and without x's shape in the graph: the same words).  Fails
+    the test when the path does not refuse."""
+    if path == NUMPY:
+        try:
+            api(op_type)(x, **attrs)
+        except (TypeError, ValueError) as exc:
+            text = str(exc)
+        else:
+            raise AssertionError(f"{op_type} {attrs}: the NumPy API did not refuse")
+        op = BFP_OP if family(op_type) == "bfp" else MX_OP
+        prefix = f"{op}: "
+    else:
+        # With x's shape in the graph the session refuses the node when it
+        # is made; without it (its rank unknown until the run) a node whose
+        # axis is wrong is refused by the run, with the same words.
+        x = np.asarray(x)
+        texts = []
+        for x_shape in (True, False):
+            try:
+                run_library(node_model(op_type, x, attrs, x_shape=x_shape), {"x": x})
+            except Exception as exc:  # onnxruntime's error types are not importable everywhere
+                texts.append(str(exc))
+            else:
+                raise AssertionError(f"{op_type} {attrs}: the library did not refuse "
+                                     f"(x's shape {'given' if x_shape else 'not given'})")
+        prefix = f"{op_type} (node '{NODE}'): "
+        words = [t.split(prefix, 1)[-1].strip() for t in texts]
+        assert words[0] == words[1], words
+        text = texts[0]
+    assert prefix in text, (prefix, text)
+    return text.split(prefix, 1)[1].strip()
