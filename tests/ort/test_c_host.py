@@ -29,7 +29,6 @@ compiler, or an onnxruntime wheel without libonnxruntime.so (1.18).
 
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
 from pathlib import Path
@@ -38,7 +37,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from blockfmt_data import BLOCK_OPS
+from blockfmt_data import BLOCK_MODELS
 from chostutil import LEVEL_NUMBERS, Host, Job, build, run_python, unavailable
 from contract import (
     ALL_TYPES,
@@ -266,29 +265,6 @@ def test_quark_form_models_give_the_python_paths_bits(quark_form, name):
 # The models AMD Quark's quantizer wrote (tests/data/quark)
 
 
-@functools.cache
-def _runs_block_op(op: str) -> bool:
-    """Whether the library runs ``op`` (com.amd.quark): a one-node model
-    runs, or onnxruntime says the op is not registered."""
-    node = helper.make_node(op, ["x"], ["y"], domain=extql.DOMAIN)
-    model = make_model([node], [value_info("x", TensorProto.FLOAT, (1, 32))],
-                       [value_info("y", TensorProto.FLOAT, (1, 32))], domains=(extql.DOMAIN,))
-    try:
-        run_python(model, {"x": np.ones((1, 32), np.float32)}, 99, 1)
-    except Exception as exc:  # onnxruntime's error types are not importable everywhere
-        if f"{op}(" in str(exc) and "is not a registered" in str(exc):
-            return False
-        raise
-    return True
-
-
-def _not_run(name: str) -> list[str]:
-    """The block-format operators of the model the library does not run."""
-    model = onnx.load(str(DATA / f"{name}.onnx"), load_external_data=False)
-    return sorted({n.op_type for n in model.graph.node if n.op_type in BLOCK_OPS}
-                  - {op for op in BLOCK_OPS if _runs_block_op(op)})
-
-
 def _quark_values(name: str):
     model = onnx.load(str(DATA / f"{name}.onnx"))
     with np.load(DATA / f"{name}.quark.npz") as data:
@@ -297,12 +273,11 @@ def _quark_values(name: str):
 
 @pytest.fixture(scope="module")
 def quark_real(host, tmp_path_factory, kernel_isa):
-    """Every model the library runs as a job of one host process (the
-    files as Quark wrote them), every run."""
-    names = [n for n in QUARK_MODELS if not _not_run(n)]
-    jobs = [Job(DATA / f"{n}.onnx", _quark_values(n)[1], MODEL_RUNS) for n in names]
+    """Every model as a job of one host process (the files as Quark wrote
+    them), every run."""
+    jobs = [Job(DATA / f"{n}.onnx", _quark_values(n)[1], MODEL_RUNS) for n in QUARK_MODELS]
     result = host.run(_library(), jobs, tmp_path_factory.mktemp("quark"), isa=kernel_isa)
-    return names, result
+    return QUARK_MODELS, result
 
 
 @pytest.mark.parametrize("name", QUARK_MODELS)
@@ -311,11 +286,9 @@ def test_real_quark_models_give_the_python_paths_bits(quark_real, name):
     library gave (stored beside the model; the bits of it are the Python
     path's at onnxruntime's default level, tests/quark/test_quark_real.py:
     other levels and releases may round the float operators around the
-    quantization nodes differently).  The models with BFP / MX nodes wait for
-    the library to run those operators."""
-    missing = _not_run(name)
-    if missing:
-        pytest.skip(f"{name}: extql's library does not run {', '.join(missing)} yet")
+    quantization nodes differently).  The models with BFP / MX nodes
+    (BLOCK_MODELS) too, which also give Quark's bits at the default level
+    (the last run)."""
     names, result = quark_real
     j = names.index(name)
     _host_done(result, j, name)
@@ -328,6 +301,9 @@ def test_real_quark_models_give_the_python_paths_bits(quark_real, name):
     for (level, _), got in zip(MODEL_RUNS, result.outputs[j], strict=True):
         np.testing.assert_allclose(got[out], quark_y, rtol=0, atol=0.05 * scale,
                                    err_msg=f"{name} vs Quark's library, level {level}")
+    if name in BLOCK_MODELS:
+        assert MODEL_RUNS[-1][0] == LEVEL_NUMBERS[-1]  # (onnxruntime's default, all)
+        assert_same_bits(result.outputs[j][-1][out], quark_y, f"{name} vs Quark's library")
 
 
 # --------------------------------------------------------------------------
