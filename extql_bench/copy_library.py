@@ -31,7 +31,7 @@ from pathlib import Path
 #: The sources' file names, relative to the checkout's root.
 COPY_SOURCE_NAME = Path("benchmarks") / "copy_ops" / "copy_ops.c"
 #: The shim's files the copy library is made of (all but extql's op table).
-SHIM_FILES = ("ort_register.c", "ort_ops.c", "ort_validate.c", "ort_infer.c",
+SHIM_FILES = ("ort_register.c", "ort_ops.c", "ort_blocks.c", "ort_validate.c", "ort_infer.c",
               "ort_compute.c", "ort_messages.c")
 FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
 
@@ -70,15 +70,17 @@ def _compiler() -> list[str]:
     return shlex.split(cc)
 
 
-def _types_header(include: Path) -> None:
-    """Write extql_types.h from the type table into include/ (as setup.py does)."""
-    spec = importlib.util.spec_from_file_location(
-        "gen_types_header", checkout() / "tools" / "gen_types_header.py")
-    if spec is None or spec.loader is None:
-        raise BuildError("tools/gen_types_header.py is missing")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    gen.write_header(include / "extql_types.h")
+def _generated_headers(include: Path) -> None:
+    """Write extql_types.h from the type table and extql_block_rules.h from
+    the block formats' rules into include/ (as setup.py does)."""
+    for tool, header in (("gen_types_header", "extql_types.h"),
+                         ("gen_block_rules_header", "extql_block_rules.h")):
+        spec = importlib.util.spec_from_file_location(tool, checkout() / "tools" / f"{tool}.py")
+        if spec is None or spec.loader is None:
+            raise BuildError(f"tools/{tool}.py is missing")
+        gen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gen)
+        gen.write_header(include / header)
 
 
 def sources() -> list[Path]:
@@ -96,7 +98,8 @@ def library_path() -> str:
     src = root / "extql" / "src"
     if not (root / COPY_SOURCE_NAME).is_file():
         raise Unavailable(NEEDS_CHECKOUT)
-    inputs = sources() + sorted(src.glob("*.h")) + [root / "extql" / "_typetable.py"]
+    inputs = sources() + sorted(src.glob("*.h")) + [root / "extql" / "_typetable.py",
+                                                     root / "extql" / "block_rules.py"]
     missing = [str(p) for p in inputs if not p.is_file()]
     if missing:
         raise BuildError(f"not a source checkout of extql: missing {', '.join(missing)}")
@@ -107,7 +110,7 @@ def library_path() -> str:
     build.mkdir(exist_ok=True)
     include = build / "include"
     include.mkdir(exist_ok=True)
-    _types_header(include)
+    _generated_headers(include)
     fd, tmp = tempfile.mkstemp(prefix=out.name, suffix=".tmp", dir=build)
     os.close(fd)
     cmd = (_compiler() + FLAGS + [f"-I{include}", f"-I{src}", "-o", tmp]
