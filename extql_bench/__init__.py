@@ -6,7 +6,7 @@ beside the ``extql`` package, which holds no benchmark code) so that
 source checkout (``benchmarks/copy_ops``, see :mod:`.copy_library`): without
 one the onnxruntime table leaves its copy column out and says so.
 
-Three tables, each a list of MEDIAN time ratios ``extql / anchor`` (below 1:
+Four tables, each a list of MEDIAN time ratios ``extql / anchor`` (below 1:
 extql is faster), measured side by side in one process on the same
 tensors, interleaved, so that noise from other work on the machine hits all
 contenders alike:
@@ -20,6 +20,10 @@ contenders alike:
     expression of the same formula.
 ``fallback``
     The native op against the same model through the fallback functions.
+``blocks``
+    Quark's block formats (BFP16, MX9, MX6, MXINT8, MXFP8, MXFP4) in an
+    onnxruntime session, on an NCHW activation and a MatMul input, against
+    the copy kernel (``copy%``).
 
 The modules, by concern:
 
@@ -30,7 +34,8 @@ The modules, by concern:
 ``models``          one-node models, sessions and IOBinding runners
 ``copy_library``    builds the copy anchor's custom-op library
 ``anchors``         the anchor of each row, NumPy expressions, fallbacks
-``runner``          the three tables and the exactness checks
+``runner``          the tables and the exactness checks
+``blocks``          the block formats' table
 ``machine``         what the figures depend on (CPU, cores, versions)
 ``targets``         the targets, checked on the measured rows
 ``report``          the tables, the report and the Markdown document

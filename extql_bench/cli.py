@@ -13,6 +13,8 @@ from extql.cli.errors import CliError, writable_output
 from extql.types import QTYPES, QUANTIZED, SUBBYTE
 
 from .config import (
+    BLOCK_CONFIGS,
+    BLOCK_LAYOUTS,
     DQ,
     FLOATS,
     GRANULARITIES,
@@ -32,7 +34,8 @@ DESCRIPTION = (
     "same tensors: the native op in onnxruntime against onnxruntime's "
     "QuantizeLinear/DequantizeLinear, its Cast (float16/bfloat16) and a copy kernel "
     "moving the same bytes (ort table); the NumPy API against the NumPy expression "
-    "(numpy); the native op against the fallback model (fallback).  Below 1, extql "
+    "(numpy); the native op against the fallback model (fallback); Quark's block "
+    "formats in onnxruntime against the copy kernel (blocks).  Below 1, extql "
     "is faster.  The method: benchmarks/README.md."
 )
 
@@ -56,7 +59,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the float side of the onnxruntime table's rows: quantize's x and "
                         "scale, dequantize's scale and output (default: float32)")
     p.add_argument("--tables", nargs="+", choices=TABLES, metavar="TABLE",
-                   help="ort, numpy, fallback (default all)")
+                   help=f"{', '.join(TABLES)} (default all)")
+    p.add_argument("--blocks", nargs="+", choices=list(BLOCK_CONFIGS), metavar="CONFIG",
+                   help=f"the blocks table's configurations ({', '.join(BLOCK_CONFIGS)}; "
+                        "default all)")
+    p.add_argument("--block-layout", nargs="+", choices=list(BLOCK_LAYOUTS),
+                   dest="block_layouts", metavar="L",
+                   help="the blocks table's layouts: nchw (an NCHW activation, blocks along "
+                        "axis 1), axis1 (a (n/256, 256) MatMul input, blocks along the last "
+                        "axis); default both")
     p.add_argument("--isa", help="force a kernel variant (baseline, avx2); default: automatic")
     p.add_argument("--no-check", action="store_true", help="skip the exactness check")
     p.add_argument("--spin", action="store_true",
@@ -81,6 +92,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     if args.quick:
         cfg.sizes, cfg.threads, cfg.repeat, cfg.side_repeat = (1 << 16,), (1,), 3, 3
         cfg.granularities, cfg.min_sample = ("tensor",), 5e-4
+        cfg.blocks = ("bfp16", "mxfp4")
     if args.sizes:
         cfg.sizes = tuple(args.sizes)
     if args.threads:
@@ -97,6 +109,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         cfg.floats = tuple(dict.fromkeys(args.floats))
     if args.tables:
         cfg.tables = tuple(args.tables)
+    if args.blocks:
+        cfg.blocks = tuple(dict.fromkeys(args.blocks))
+    if args.block_layouts:
+        cfg.block_layouts = tuple(dict.fromkeys(args.block_layouts))
     cfg.check = not args.no_check
     cfg.spin = args.spin
     if not args.quiet:
@@ -110,7 +126,8 @@ def argv_of(args: argparse.Namespace) -> list[str]:
     for name, flag in (("sizes", "--sizes"), ("threads", "--threads"), ("repeat", "--repeat"),
                        ("ops", "--ops"), ("types", "--types"),
                        ("granularities", "--granularity"), ("floats", "--float"),
-                       ("tables", "--tables"),
+                       ("tables", "--tables"), ("blocks", "--blocks"),
+                       ("block_layouts", "--block-layout"),
                        ("isa", "--isa")):
         value = getattr(args, name, None)
         if value is None or value == []:

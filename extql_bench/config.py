@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from extql.types import QTYPES
 
@@ -20,9 +21,31 @@ DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)
 #: The float side of a row: quantize's x and scale, dequantize's scale and
 #: output.
 FLOATS = ("float32", "float16", "bfloat16")
-TABLES = ("ort", "numpy", "fallback")
+TABLES = ("ort", "numpy", "fallback", "blocks")
 #: Every size must be a multiple of this (the longest quantized axis).
 SIZE_QUANTUM = 256
+#: The blocks table's rows: the configurations Quark writes, name ->
+#: (operator, attributes).: name -> (operator, attributes).
+BLOCK_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "bfp16": ("BFPQuantizeDequantize", {"bfp_method": "to_bfp", "bit_width": 16,
+                                        "block_size": 8, "rounding_mode": 0}),
+    "mx9": ("BFPQuantizeDequantize", {"bfp_method": "to_bfp_prime", "bit_width": 16,
+                                      "block_size": 16, "sub_block_size": 2,
+                                      "sub_block_shift_bits": 1, "rounding_mode": 2}),
+    "mx6": ("BFPQuantizeDequantize", {"bfp_method": "to_bfp_prime", "bit_width": 13,
+                                      "block_size": 16, "sub_block_size": 2,
+                                      "sub_block_shift_bits": 1, "rounding_mode": 2}),
+    "mxint8": ("MXQuantizeDequantize", {"element_dtype": "int8", "block_size": 32,
+                                        "rounding_mode": 2}),
+    "mxfp8": ("MXQuantizeDequantize", {"element_dtype": "fp8_e4m3", "block_size": 32,
+                                       "rounding_mode": 2}),
+    "mxfp4": ("MXQuantizeDequantize", {"element_dtype": "fp4_e2m1", "block_size": 32,
+                                       "rounding_mode": 2}),
+}
+#: The layouts (the onnxruntime table's granularities of these shapes) and
+#: the axis the blocks run along: an NCHW activation along its channels, a
+#: (n/256, 256) MatMul input along its last axis.
+BLOCK_LAYOUTS: dict[str, int] = {"nchw": 1, "axis1": -1}
 
 
 def parse_size(text: str) -> int:
@@ -70,3 +93,6 @@ class BenchConfig:
     check: bool = True
     spin: bool = False  # onnxruntime's default thread-pool spinning
     progress: Callable[[str], None] | None = None
+    # The blocks table: Quark's configurations and the layouts.
+    blocks: Sequence[str] = tuple(BLOCK_CONFIGS)
+    block_layouts: Sequence[str] = tuple(BLOCK_LAYOUTS)

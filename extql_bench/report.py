@@ -17,7 +17,11 @@ TITLES = {
            "copy% = copy kernel time / extql time",
     "numpy": "NumPy API: extql.quantize_linear / dequantize_linear over the NumPy expression",
     "fallback": "native op / the same model through the fallback functions (no library)",
+    "blocks": "block formats in onnxruntime sessions (IOBinding): extql's native op; "
+              "copy% = copy kernel time / extql time (no anchor yet)",
 }
+#: The tables with a copy kernel column.
+COPY_TABLES = ("ort", "blocks")
 
 
 def _ms(t: float | None) -> str:
@@ -32,7 +36,7 @@ def format_table(results: Sequence[Result], table: str) -> str:
     if not rows:
         return ""
     head = ["op", "type", "gran.", "size", "thr", "extql ms", "anchor", "anchor ms", "ratio"]
-    if table == "ort":
+    if table in COPY_TABLES:
         head += ["copy ms", "copy%"]
     head += ["exact"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -41,7 +45,7 @@ def format_table(results: Sequence[Result], table: str) -> str:
             r.op, type_label(r), r.granularity, size_label(r.size), str(r.threads), _ms(r.extql),
             r.anchor_name or "-", _ms(r.anchor), "-" if r.ratio is None else f"{r.ratio:.2f}",
         ]
-        if table == "ort":
+        if table in COPY_TABLES:
             share = r.copy_share
             cells += [_ms(r.copy), "-" if share is None else f"{share * 100:.0f}%"]
         cells.append(r.exact or (r.note or "-"))
@@ -63,7 +67,7 @@ def format_summary(results: Sequence[Result], table: str) -> str:
     for r in rows:
         keys.setdefault((r.op, type_label(r), r.anchor_name or "-", r.granularity, r.threads), {})[
             r.size] = r
-    with_copy = table == "ort" and any(r.copy_share is not None for r in rows)
+    with_copy = table in COPY_TABLES and any(r.copy_share is not None for r in rows)
     cell_name = "ratio / copy%" if with_copy else "ratio"
     head = ["op", "type", "anchor", "gran.", "thr"] + [f"{size_label(n)} {cell_name}"
                                                        for n in sizes]
@@ -77,7 +81,7 @@ def format_summary(results: Sequence[Result], table: str) -> str:
                 cells.append("n/a")
                 continue
             text = "-" if r.ratio is None else f"{r.ratio:.2f}"
-            if table == "ort" and r.copy_share is not None:
+            if table in COPY_TABLES and r.copy_share is not None:
                 text += f" / {r.copy_share * 100:.0f}%"
             if r.exact and r.exact.startswith("MISMATCH"):
                 text += " MISMATCH"

@@ -1,4 +1,4 @@
-"""The three tables: every row's contenders run side by side, checked for
+"""The tables: every row's contenders run side by side, checked for
 exactness, then timed interleaved."""
 
 from __future__ import annotations
@@ -126,18 +126,24 @@ def _size_groups(cfg: BenchConfig, side: bool = False) -> list[tuple[str, list[i
     return groups
 
 
-def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
-    """extql's native op against onnxruntime's op or Cast and the copy kernel."""
+def _copy_anchor() -> str | None:
+    """Make the copy kernel run the variant the kernels run; None, or why
+    it cannot be measured (an installed extql without a source checkout)."""
     from extql import _kernels
 
     from .copy_library import Unavailable, set_isa
 
-    o = Ort()
     try:
-        set_isa(_kernels.isa())  # the copy runs the variant the kernels run
-        copy_note = None
-    except Unavailable as exc:  # an installed extql without a source checkout
-        copy_note = str(exc)
+        set_isa(_kernels.isa())
+        return None
+    except Unavailable as exc:
+        return str(exc)
+
+
+def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
+    """extql's native op against onnxruntime's op or Cast and the copy kernel."""
+    o = Ort()
+    copy_note = _copy_anchor()
     for op, fname, tname in itertools.product(cfg.ops, cfg.floats, cfg.types):
         qt, fdt = QUANTIZED[tname], REAL_DTYPES[fname]
         for gran, sizes in _size_groups(cfg):
@@ -301,4 +307,9 @@ def run(cfg: BenchConfig) -> list[Result]:
         run_numpy_table(cfg, data, out)
     if "fallback" in cfg.tables:
         run_fallback_table(cfg, data, out)
+    if "blocks" in cfg.tables:
+        from .blocks import run_blocks_table
+
+        run_blocks_table(cfg, data, _thread_counts(cfg), _copy_anchor(),
+                         lambda r: _emit(cfg, out, r))
     return out

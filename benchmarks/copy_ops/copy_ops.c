@@ -2,7 +2,7 @@
  * copy_ops.c - the copy anchor of the benchmarks: a custom-op library that
  * registers
  *
- *   com.amd.quark.bench  QuantizeCopy, DequantizeCopy
+ *   com.amd.quark.bench  QuantizeCopy, DequantizeCopy, BlockCopy
  *
  * built by benchmarks/extql_bench/copy_library.py from this file and the
  * shim's own files (extql/src/ort_*.c but ort_library.c).  So the ops take
@@ -12,7 +12,11 @@
  * arithmetic (the low bytes of each float32 for quantize, each element
  * zero-extended to 32 bits for dequantize), moving exactly the bytes the
  * operator moves.  Its time is the memory-bandwidth limit the benchmark
- * measures extql against.  Not part of extql's product library.
+ * measures extql against.  BlockCopy is a block-format node
+ * (BFPQuantizeDequantize's attributes; ort_blocks.c reads them and splits
+ * the work items as for extql's block formats) whose work items are copied
+ * from x to y, float32 or float16, unchanged.  Not part of extql's product
+ * library.
  *
  * The copy runs the variant extql's kernels run (extql_bench_copy_set_isa):
  * the baseline, plain C loops; or, on x86-64 with GCC or Clang, AVX2 vector
@@ -205,14 +209,50 @@ static int copy_range(const ExtqlWork *w, int64_t start, int64_t stop) {
   return copy_baseline(in_size, out_size, src, dst, stop - start);
 }
 
+/* BlockCopy's work items, as extql_block_items counts them (one per
+ * block-row of [outer, D, inner] with the blocks along D). */
+static int64_t copy_block_items(const ExtqlBlockParams *p, int64_t outer, int64_t D,
+                                int64_t inner) {
+  if (outer <= 0 || D <= 0 || inner <= 0) return 0;
+  return outer * ((D + p->block - 1) / p->block);
+}
+
+static int64_t copy_block_item_size(const ExtqlBlockParams *p, int64_t inner) {
+  return p->block * inner;
+}
+
+/* Work items [start, stop): each block-row's elements from x to y. */
+static int copy_block_range(const ExtqlBlockParams *p, int xtype, const void *x, void *y,
+                            int64_t outer, int64_t D, int64_t inner, int64_t start,
+                            int64_t stop) {
+  size_t size = xtype == EXTQL_FLOAT32 ? 4 : xtype == EXTQL_FLOAT16 ? 2 : 0;
+  int64_t nb = (D + p->block - 1) / p->block, w, o, b, rows, first;
+  (void)outer;
+  if (size == 0) return -1;
+  for (w = start; w < stop; w++) {
+    o = w / nb;
+    b = w - o * nb;
+    rows = D - b * p->block < p->block ? D - b * p->block : p->block;
+    first = (o * D + b * p->block) * inner;
+    memmove((char *)y + (size_t)first * size, (const char *)x + (size_t)first * size,
+            (size_t)(rows * inner) * size);
+  }
+  return 0;
+}
+
+static const ExtqlBlockKernels COPY_BLOCKS = {copy_block_items, copy_block_item_size,
+                                              copy_block_range};
+
 static const char *const DOMAINS[] = {"com.amd.quark.bench"};
 
 static const ExtqlOpName NAMES[] = {
     {0, "QuantizeCopy", OP_QUANTIZE},
     {0, "DequantizeCopy", OP_DEQUANTIZE},
+    {0, "BlockCopy", OP_BFP},
 };
 
-static ExtqlOpSet COPY_OPS = {DOMAINS, 1, NAMES, 2, copy_range, NULL, NULL, NULL, 0, NULL, 0, NULL};
+static ExtqlOpSet COPY_OPS = {DOMAINS, 1, NAMES, 3, copy_range, NULL, NULL, NULL, 0, NULL, 0, NULL,
+                              NULL, NULL, &COPY_BLOCKS};
 
 EXTQL_EXPORT OrtStatus *EXTQL_ORT_CALL RegisterCustomOps(OrtSessionOptions *options,
                                                          const OrtApiBase *base) {

@@ -64,6 +64,13 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
         assert all(r["exact"] == "=fallback" for r in fallback_rows)
     else:
         assert all("not measured" in r["note"] for r in fallback_rows)
+    block_rows = [r for r in rows if r["table"] == "blocks"]
+    assert {(r["type"], r["granularity"]) for r in block_rows} == {
+        (name, layout) for name in ("bfp16", "mxfp4") for layout in config.BLOCK_LAYOUTS}
+    for r in block_rows:
+        assert r["extql"] > 0 and r["copy"] > 0 and r["exact"] == "=api", r
+        assert r["op"] == ("BFP" if r["type"] == "bfp16" else "MX") and r["anchor"] is None
+    assert "| BFP | bfp16 | - | nchw | 1 |" in text
     md = out_md.read_text()
     assert md.startswith("# extql benchmark results")
     assert "extql bench --quick" in md and "copy kernel" in md
@@ -76,7 +83,22 @@ def test_options_select_what_runs(capsys):
     text = capsys.readouterr().out
     assert "| DQ | uint16 | onnxruntime DequantizeLinear | axis1 | 1 |" in text
     assert "| DQ | uint16 | onnxruntime DequantizeLinear | axis1 | 2 |" in text
-    assert "| Q |" not in text and "## NumPy API" not in text
+    assert "| Q |" not in text and "## NumPy API" not in text and "| BFP |" not in text
+
+
+def test_block_options_select_the_block_rows(tmp_path):
+    """--blocks and --block-layout pick the blocks table's rows; every
+    configuration Quark writes is exact against the NumPy API."""
+    out = tmp_path / "rows.json"
+    rc = cli.main(["bench", "-q", "--tables", "blocks", "--sizes", "64K", "--threads", "1", "2",
+                   "--repeat", "1", "--block-layout", "axis1", "--json", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    rows = doc["results"]
+    assert {(r["type"], r["threads"]) for r in rows} == {
+        (name, t) for name in config.BLOCK_CONFIGS for t in (1, 2)}
+    assert all(r["granularity"] == "axis1" and r["exact"] == "=api" for r in rows)
+    assert "--block-layout axis1" in doc["command"]
 
 
 def _rows(tmp_path, *options: str) -> list[dict]:
@@ -209,10 +231,11 @@ def test_bench_runs_without_a_source_checkout(tmp_path):
     assert "copy% not measured: the copy kernel is built from a source checkout" in proc.stdout
     assert "| op | type | anchor | gran. | thr | 64K ratio |" in proc.stdout
     rows = json.loads(report.read_text())["results"]
-    assert {r["table"] for r in rows} == {"ort", "numpy", "fallback"}
-    ort_rows = [r for r in rows if r["table"] == "ort" and r["extql"] == r["extql"]]
-    assert ort_rows and all(r["copy"] is None and "source checkout" in r["copy_note"]
-                            and r["exact"] in ("=ort", "=api") for r in ort_rows)
+    assert {r["table"] for r in rows} == {"ort", "numpy", "fallback", "blocks"}
+    for table in ("ort", "blocks"):
+        measured = [r for r in rows if r["table"] == table and r["extql"] == r["extql"]]
+        assert measured and all(r["copy"] is None and "source checkout" in r["copy_note"]
+                                and r["exact"] in ("=ort", "=api") for r in measured)
     assert not (tmp_path / "benchmarks").exists()  # nothing was built there
 
     models = subprocess.run([sys.executable, "-m", "extql", "bench", "models", "--quick"],
@@ -248,6 +271,31 @@ def test_bench_help_is_the_harness_help(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "--quick" in proc.stdout and "--granularity" in proc.stdout
+
+
+@pytest.mark.parametrize("fname", ["float32", "float16"])
+@pytest.mark.parametrize("layout", list(config.BLOCK_LAYOUTS))
+def test_block_copy_moves_the_bytes(layout, fname, kernel_isa):
+    """BlockCopy (the blocks table's copy anchor) writes x's bytes into y,
+    split over the pool as extql's block formats are, with ragged blocks."""
+    import onnxruntime as ort
+
+    from extql_bench.blocks import block_model
+
+    o = Ort()
+    rng = np.random.default_rng(3)
+    for n, threads, block in [(256, 1, 8), (1 << 19, 2, 7), (1 << 19, 2, 32)]:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.register_custom_ops_library(copy_library.library_path())
+        model = block_model(o, "BlockCopy", "com.amd.quark.bench", {"block_size": block}, layout)
+        for value in (model.graph.input[0], model.graph.output[0]):  # float32 or float16
+            value.type.tensor_type.elem_type = 1 if fname == "float32" else 10
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        x = rng.standard_normal(data.shape(n, layout)).astype(fname)
+        (y,) = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y.view(f"u{x.itemsize}"), x.view(f"u{x.itemsize}"))
 
 
 @pytest.mark.parametrize("fname", ["float32", "float16"])
