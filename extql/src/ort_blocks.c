@@ -96,8 +96,10 @@ static const char *py_float_repr(double v, char *buf, size_t size) {
   char text[64];
   int digits, exp10 = 0;
   char *e;
-  if (isnan(v)) return snprintf(buf, size, "nan"), buf;
-  if (isinf(v)) return snprintf(buf, size, v < 0 ? "-inf" : "inf"), buf;
+  if (isnan(v) || isinf(v)) {
+    snprintf(buf, size, "%s", isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+    return buf;
+  }
   for (digits = 1; digits < 17; digits++) {
     snprintf(text, sizeof text, "%.*e", digits - 1, v);
     if (strtod(text, NULL) == v) break;
@@ -136,7 +138,10 @@ static const char *value_of_another_kind(const OrtApi *api, const OrtKernelInfo 
   char *text;
   if (kind != 'i') {
     st = api->KernelInfoGetAttribute_int64(info, name, &i);
-    if (st == NULL) return snprintf(buf, size, "%lld", (long long)i), buf;
+    if (st == NULL) {
+      snprintf(buf, size, "%lld", (long long)i);
+      return buf;
+    }
     api->ReleaseStatus(st);
   }
   st = api->KernelInfoGetAttribute_float(info, name, &f);
@@ -146,7 +151,10 @@ static const char *value_of_another_kind(const OrtApi *api, const OrtKernelInfo 
     st = api->KernelInfoGetAttribute_string(info, name, NULL, &n);
     if (st == NULL) {
       text = (char *)malloc(n + 1);
-      if (text == NULL) return snprintf(buf, size, "a string"), buf;
+      if (text == NULL) {
+        snprintf(buf, size, "a string");
+        return buf;
+      }
       st = api->KernelInfoGetAttribute_string(info, name, text, &n);
       if (st == NULL) {
         text[n < 1 ? 0 : n - 1] = '\0';
