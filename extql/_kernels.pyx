@@ -11,7 +11,7 @@ team of extql's thread count (src/extql_split.h), the GIL released.  Its
 functions take validated, contiguous byte buffers from extql.numpy_api.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from cython.parallel cimport prange
 
@@ -136,6 +136,22 @@ cdef inline const void *data_or_null(const uint8_t[::1] buf):
     return NULL if buf is None or buf.shape[0] == 0 else &buf[0]
 
 
+cdef int call_of(Call *c, int kind, int qtype, int ftype, int prec, int stype,
+                 const uint8_t[::1] x, const void *scale, const uint8_t[::1] zero_point,
+                 uint8_t[::1] y, int64_t n, int64_t D, int64_t inner, int64_t block,
+                 int flags) except -1:
+    """Fill c for the whole tensor of n elements: the layout, and the flags
+    the caller may set (UNPACKED; NO_SATURATE for quantize) plus streaming
+    stores for an output as large as EXTQL_STREAM_MIN_BYTES."""
+    c.kind, c.qtype, c.ftype, c.prec, c.stype = kind, qtype, ftype, prec, stype
+    c.x, c.scale, c.zp, c.y = &x[0], scale, data_or_null(zero_point), &y[0]
+    c.D, c.inner, c.block = D, inner, block
+    c.flags = ((flags & (EXTQL_UNPACKED | (EXTQL_NO_SATURATE if kind != 1 else 0)))
+               | EXTQL_STREAM_FLAGS(n * out_size(ftype if kind == 1 else qtype)))
+    c.ones, c.zero2 = NULL, NULL
+    return 0
+
+
 def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
              const float[::1] scale, const uint8_t[::1] zero_point,
              uint8_t[::1] y, int64_t n, int64_t D, int64_t inner,
@@ -157,12 +173,8 @@ def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
     cdef int rc
     if n == 0:
         return
-    c.kind, c.qtype, c.ftype, c.prec, c.stype = 0, qtype, xtype, prec, 0
-    c.x, c.scale, c.zp, c.y = &x[0], &scale[0], data_or_null(zero_point), &y[0]
-    c.D, c.inner, c.block = D, inner, block
-    c.flags = ((flags & (EXTQL_UNPACKED | EXTQL_NO_SATURATE))
-               | EXTQL_STREAM_FLAGS(n * out_size(qtype)))
-    c.ones, c.zero2 = NULL, NULL
+    call_of(&c, 0, qtype, xtype, prec, 0, x, &scale[0], zero_point, y, n, D, inner, block,
+            flags)
     with nogil:
         rc = run_whole(&c, n, nthreads)
     if rc != 0:
@@ -190,11 +202,8 @@ def quantize_f64(int qtype, int xtype, int stype, const uint8_t[::1] x,
         free(ones)
         free(zero2)
         raise MemoryError("extql kernel: no memory for the float64 stage's parameters")
-    c.kind, c.qtype, c.ftype, c.prec, c.stype = 2, qtype, xtype, 0, stype
-    c.x, c.scale, c.zp, c.y = &x[0], &scale[0], data_or_null(zero_point), &y[0]
-    c.D, c.inner, c.block = D, inner, block
-    c.flags = ((flags & (EXTQL_UNPACKED | EXTQL_NO_SATURATE))
-               | EXTQL_STREAM_FLAGS(n * out_size(qtype)))
+    call_of(&c, 2, qtype, xtype, 0, stype, x, &scale[0], zero_point, y, n, D, inner, block,
+            flags)
     c.ones = ones
     with nogil:
         c.zero2 = zero2 if extql_f64_params(qtype, ones, zero2, m) else c.zp
@@ -217,11 +226,8 @@ def dequantize(int qtype, int ytype, const uint8_t[::1] x,
     cdef int rc
     if n == 0:
         return
-    c.kind, c.qtype, c.ftype, c.prec, c.stype = 1, qtype, ytype, 0, 0
-    c.x, c.scale, c.zp, c.y = &x[0], &scale[0], data_or_null(zero_point), &y[0]
-    c.D, c.inner, c.block = D, inner, block
-    c.flags = (flags & EXTQL_UNPACKED) | EXTQL_STREAM_FLAGS(n * out_size(ytype))
-    c.ones, c.zero2 = NULL, NULL
+    call_of(&c, 1, qtype, ytype, 0, 0, x, &scale[0], zero_point, y, n, D, inner, block,
+            flags)
     with nogil:
         rc = run_whole(&c, n, nthreads)
     if rc != 0:
