@@ -221,22 +221,27 @@ static int64_t copy_block_item_size(const ExtqlBlockParams *p, int64_t inner) {
   return p->block * inner;
 }
 
-/* Work items [start, stop): each block-row's elements from x to y. */
+/* The first element of work item w (w = items: the tensor's end). */
+static int64_t copy_block_first(const ExtqlBlockParams *p, int64_t D, int64_t inner,
+                                int64_t w) {
+  int64_t nb = (D + p->block - 1) / p->block, o = w / nb, b = w - o * nb;
+  int64_t row = b * p->block < D ? b * p->block : D;
+  return (o * D + row) * inner;
+}
+
+/* Work items [start, stop) from x to y: block-rows follow each other in
+ * memory, so the range is one span of elements. */
 static int copy_block_range(const ExtqlBlockParams *p, int xtype, const void *x, void *y,
                             int64_t outer, int64_t D, int64_t inner, int64_t start,
                             int64_t stop) {
   size_t size = xtype == EXTQL_FLOAT32 ? 4 : xtype == EXTQL_FLOAT16 ? 2 : 0;
-  int64_t nb = (D + p->block - 1) / p->block, w, o, b, rows, first;
+  int64_t first = copy_block_first(p, D, inner, start);
+  int64_t end = copy_block_first(p, D, inner, stop);
   (void)outer;
   if (size == 0) return -1;
-  for (w = start; w < stop; w++) {
-    o = w / nb;
-    b = w - o * nb;
-    rows = D - b * p->block < p->block ? D - b * p->block : p->block;
-    first = (o * D + b * p->block) * inner;
+  if (end > first)
     memmove((char *)y + (size_t)first * size, (const char *)x + (size_t)first * size,
-            (size_t)(rows * inner) * size);
-  }
+            (size_t)(end - first) * size);
   return 0;
 }
 
