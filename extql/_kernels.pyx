@@ -309,8 +309,8 @@ def block_quantize_dequantize(int kind, int64_t block, int rounding, int mbits,
     cdef int rc = 0
     cdef int64_t a, b, items
     p.kind, p.block, p.rounding, p.mbits = kind, block, rounding, mbits
-    p.bfloat_first, p.compiler, p.sub_block, p.shift_bits = (bfloat_first, compiler,
-                                                              sub_block, shift_bits)
+    p.bfloat_first, p.compiler = bfloat_first, compiler
+    p.sub_block, p.shift_bits = sub_block, shift_bits
     p.ebits, p.emax, p.largest = ebits, emax, largest
     items = extql_block_items(&p, outer, D, inner)
     if outer * D * inner == 0:

@@ -121,15 +121,6 @@ def get_library_path(*, standalone: bool = False) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"extql: the onnxruntime library {path} is missing")
     return str(path)
-    from . import _kernels
-
-    here = getattr(_kernels, "__file__", None)
-    if not here:
-        raise RuntimeError("extql: the compiled extension extql._kernels has no file path")
-    path = Path(here).with_name(_library_filename())
-    if not path.is_file():
-        raise RuntimeError(f"extql: the onnxruntime library {path} is missing")
-    return str(path)
 
 
 def register(session_options: _SessionOptions) -> _SessionOptions:

@@ -200,7 +200,7 @@ def unit_header(spec) -> str:
 def dispatch_header(spec) -> str:
     """<gen>/extql_dispatch.h: the forwarding functions (extql_isa.c)."""
     parts = []
-    for i, (isa, _, features) in enumerate(spec.ISAS):
+    for isa, _, features in spec.ISAS:
         guard = f"EXTQL_HAVE_ISA_{isa.upper()}"
         protos = "\n".join(_proto(ret, f"extql_{name}_{isa}", params) + ";"
                            for name, _, ret, params, _ in spec.ENTRY_POINTS)

@@ -338,7 +338,8 @@ cdef int blk_rows(const BlockParams *p, const BlkIo *io, int64_t D, int64_t star
             if bb == nb:
                 bb = 0
         blk_load(io, e0, xf, n, p.bfloat_first)
-        if n <= BLK_TILE and (p.kind == EXTQL_BLOCK_MX or (p.kind == EXTQL_BLOCK_BFP and not p.compiler)):
+        if n <= BLK_TILE and (p.kind == EXTQL_BLOCK_MX
+                              or (p.kind == EXTQL_BLOCK_BFP and not p.compiler)):
             blk_tile_fast(p, xf, yf, n, D, b, nb)
             blk_store(io, e0, yf, n)
             continue
@@ -544,7 +545,8 @@ cdef int blk_cols_narrow(const BlockParams *p, const BlkIo *io, int64_t D,
     return BLK_OK
 
 
-cdef int blk_typed_range(const BlockParams *p, const BlkIo *io, int64_t outer, int64_t D, int64_t inner, int64_t start, int64_t stop) noexcept nogil:
+cdef int blk_typed_range(const BlockParams *p, const BlkIo *io, int64_t outer, int64_t D,
+                         int64_t inner, int64_t start, int64_t stop) noexcept nogil:
     cdef float v
     if outer * D * inner == 1:
         # One element passes through (after the bfloat16 pre-rounding).
@@ -594,4 +596,3 @@ cdef public int block_range "EXTQL_ISA_FN(extql_block_range)"(
     io.y = <char *>y
     io.f16 = xtype == EXTQL_FLOAT16
     return blk_typed_range(p, &io, outer, D, inner, start, stop)
-

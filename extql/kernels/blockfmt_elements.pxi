@@ -79,7 +79,6 @@ cdef enum:
 ctypedef ExtqlBlockParams BlockParams
 
 
-
 # ---------------------------------------------------------------------------
 # One element
 

@@ -298,7 +298,6 @@ cdef inline int64_t next_entry(int64_t k, int64_t m, int64_t P) noexcept nogil:
     return k
 
 
-
 # Blocked quantization's constants (block_size > 0)
 
 cdef inline void block_row(Cols *cl, float *buf, const float *scale,
@@ -384,4 +383,3 @@ cdef inline int block_shift(int64_t D, int64_t inner, int64_t B) noexcept nogil:
         if B == (1 << shift) and B <= TILE:
             return shift
     return 0
-

@@ -95,4 +95,3 @@ cdef inline int difference_overflows(qtype_t x, uint32_t z) noexcept nogil:
         return <int>(x < z) ^ <int>(d >> 31)
     else:
         return 0
-

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import functools
 
+import capi
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-import capi
 from contract import (
     FLOAT_TYPES,
     TYPES,

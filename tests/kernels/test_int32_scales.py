@@ -17,11 +17,10 @@ where the float64 division gives other bits than a float32 one would.
 
 from __future__ import annotations
 
-
+import capi
 import ml_dtypes
 import numpy as np
 import pytest
-import capi
 from contract import (
     ALL_TYPES,
     BF16,
@@ -42,7 +41,6 @@ from onnx.reference import ReferenceEvaluator
 from test_int32_input import int32_problems
 
 import extql
-from extql import _kernels
 
 I32 = np.iinfo(np.int32)
 # x values where the float64 quotient matters: the int32 ends, 2^24 +- 1,

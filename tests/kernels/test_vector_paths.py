@@ -12,14 +12,12 @@ conftest.py runs this module once per kernel variant.
 
 from __future__ import annotations
 
-
+import capi
 import numpy as np
 import pytest
-import capi
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 
 import extql
-from extql import _kernels
 from extql.types import QTYPES
 
 F32 = np.float32
