@@ -97,7 +97,7 @@ Public objects:
   with the signature of the operator ``(x, scale, zero_point, axis=1,
   block_size=0, ...)``, to
   call from ``@onnxscript.script`` functions and eagerly
-  (:mod:`extql.fallback_scripts`; ``to_function_proto()`` gives the flat
+  (:mod:`extql.onnx.fallback_scripts`; ``to_function_proto()`` gives the flat
   definition).  The ``"default"`` functions ignore their third input.  A
   quantize call of precision float64 (an int32 scale, ``precision=11``)
   runs the variant's precision-float64 function, eagerly and converted.
@@ -108,7 +108,7 @@ Public objects:
   :func:`float64_overload`, :func:`split_overload`).
 * :func:`variant` -- the variant of a node from its zero point's type.
 
-The onnxscript source of the decompositions is :mod:`extql.fallback_bodies`;
+The onnxscript source of the decompositions is :mod:`extql.onnx.fallback_bodies`;
 this module builds, flattens and names their FunctionProtos.  The operator
 opset for *authoring* graphs that call the Extended ops is :mod:`extql.opset`
 (``extql.quark``).
@@ -121,8 +121,8 @@ import functools
 import onnx
 import onnx.inliner
 
-from . import fallback_bodies as bodies
-from .tools.graph import type_name, walk_nodes
+from .onnx import fallback_bodies as bodies
+from .onnx.graph import type_name, walk_nodes
 from .types import DOMAIN, OP_NAMES, QUANTIZED, QUANTIZED_BY_ONNX, type_opset
 
 __all__ = [
@@ -228,7 +228,7 @@ _QUANTIZE64_SCRIPTS: dict = _LazyFunctions(bodies.make_quantize64)
 
 
 def _user_function(quantize: bool, variant: str):
-    from .fallback_scripts import FallbackFunction
+    from .onnx.fallback_scripts import FallbackFunction
 
     scripts = _QUANTIZE_SCRIPTS if quantize else _DEQUANTIZE_SCRIPTS
     return FallbackFunction(quantize, variant, scripts[variant])
@@ -236,13 +236,13 @@ def _user_function(quantize: bool, variant: str):
 
 def quantize64_script(variant: str):
     """The onnxscript source of a variant's precision-float64 quantize
-    function (what :class:`~extql.fallback_scripts.FallbackFunction` runs
+    function (what :class:`~extql.onnx.fallback_scripts.FallbackFunction` runs
     eagerly for ``precision`` 11 or an int32 scale)."""
     return _QUANTIZE64_SCRIPTS[variant]
 
 
 #: variant -> onnxscript function for ExtendedQuantizeLinear, to call from a
-#: user's script functions and eagerly (extql.fallback_scripts).
+#: user's script functions and eagerly (extql.onnx.fallback_scripts).
 QUANTIZE: dict = _LazyFunctions(functools.partial(_user_function, True))
 #: variant -> onnxscript function for ExtendedDequantizeLinear (the same).
 DEQUANTIZE: dict = _LazyFunctions(functools.partial(_user_function, False))

@@ -246,9 +246,9 @@ quark = Opset(DOMAIN, 1)
 vai = Opset(LEGACY_DOMAIN, 1)
 
 # onnxscript integration: eager calls run these ops on extql's kernels, and
-# to_model_proto() gives models that onnxruntime loads (extql.eager,
-# extql.script_export).
-from . import eager, script_export  # noqa: E402
+# to_model_proto() gives models that onnxruntime loads (extql.onnx.eager,
+# extql.onnx.script_export).
+from .onnx import eager, script_export  # noqa: E402
 
 eager.install()
 script_export.install()

@@ -25,7 +25,7 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 
 from .numpy_api import dequantize_linear, quantize_linear
-from .tools.microsoft import reference_dequantize_int32
+from .onnx.microsoft import reference_dequantize_int32
 from .types import (
     DOMAIN,
     FLOAT_CODES,

@@ -3,7 +3,7 @@
 :func:`check_node` is shared by ``extql check`` (which reports every
 problem), the graph passes (which refuse a model on the first, see
 :func:`raise_first_problem`) and the onnxscript conversion hook
-(:mod:`extql.script_export`).  Extended / Vitis nodes are held to extql's
+(:mod:`extql.onnx.script_export`).  Extended / Vitis nodes are held to extql's
 operator documents, com.microsoft QuantizeLinear / DequantizeLinear to
 onnxruntime's types for them.
 """
@@ -57,7 +57,7 @@ def _code_name(code: int) -> str:
 def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     """Every problem of one Extended (or com.microsoft Q/DQ) node that the
     static types/shapes prove.  com.microsoft nodes are held to onnxruntime's
-    types for them (:mod:`extql.tools.microsoft`), the Extended ones to extql's.
+    types for them (:mod:`extql.onnx.microsoft`), the Extended ones to extql's.
 
     Checks the input count, the types of x, the scale and the zero point, the
     scale's rank, the zero point's shape against the scale's, the axis range

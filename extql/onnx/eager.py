@@ -16,7 +16,7 @@ Importing :mod:`extql.opset` (``from extql import quark``) calls
 use another evaluator for the other ops, wrap it::
 
     import onnxscript.evaluator
-    from extql.eager import Evaluator
+    from extql.onnx.eager import Evaluator
 
     onnxscript.evaluator.set_default(
         Evaluator(onnxscript.evaluator.OnnxReferenceRuntimeEvaluator())
@@ -33,8 +33,8 @@ import numpy as np
 import onnxscript.evaluator
 from onnxscript import tensor
 
-from .numpy_api import dequantize_linear, quantize_linear
-from .types import EXTENDED_OPS, QTYPES
+from ..numpy_api import dequantize_linear, quantize_linear
+from ..types import EXTENDED_OPS, QTYPES
 
 __all__ = ["Evaluator", "install", "OPS"]
 
@@ -96,7 +96,7 @@ class Evaluator:
             delegate = delegate.delegate
         if not (hasattr(delegate, "eval_op") and hasattr(delegate, "eval_function")):
             raise TypeError(
-                "extql.eager.Evaluator: the delegate must be an onnxscript evaluator "
+                "extql.onnx.eager.Evaluator: the delegate must be an onnxscript evaluator "
                 f"(with eval_op and eval_function), got {type(delegate).__name__}"
             )
         self.delegate = delegate

@@ -42,7 +42,7 @@ from onnxscript import DOUBLE, FLOAT, INT64, script
 from onnxscript import opset21 as op
 from onnxscript.values import Opset
 
-from .types import (
+from ..types import (
     DEFAULT_QTYPE,
     DOMAIN,
     QTYPES,

@@ -21,7 +21,7 @@ called like any script function::
         return q_int16(x, s, zp, axis=1)
 
 * Converted (``f.to_model_proto()``), the call is a node of the domain
-  :data:`~extql.script_export.FALLBACK_DOMAIN` (``ai.extql.fallbacks``),
+  :data:`~extql.onnx.script_export.FALLBACK_DOMAIN` (``ai.extql.fallbacks``),
   operator ``ExtendedQuantizeLinear_int16``, and the model carries its
   definition: the same flat body of standard ops that
   :func:`extql.attach_fallbacks` adds (:func:`extql.fallbacks.function_proto`),
@@ -35,7 +35,7 @@ Precision float64 (quantize's ``precision`` 11, which is also what an int32
 scale without ``precision`` means): the same entry (``QUANTIZE["int8"]``)
 takes it.  Eagerly it runs the precision-float64 decomposition
 (:func:`extql.fallbacks.function_proto` of ``"int8-float64"``); converted,
-:func:`extql.script_export.finish_model` points such calls at that
+:func:`extql.onnx.script_export.finish_model` points such calls at that
 function (``ExtendedQuantizeLinear_int8-float64``, added to the model),
 from a constant ``precision`` or the scale's static type; a quantize call
 with neither is an error at conversion, never a float32 division by default.
@@ -52,9 +52,9 @@ import onnx_ir as ir
 from onnxscript.values import OnnxFunction, Opset
 
 # extql.opset installs the conversion and eager hooks these functions rely on.
-from . import opset  # noqa: F401
+from .. import opset  # noqa: F401
+from ..types import FLOAT64_CODE, FLOAT_CODES, is_float8
 from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
-from .types import FLOAT64_CODE, FLOAT_CODES, is_float8
 
 __all__ = ["FallbackFunction", "function_name", "fallback_proto"]
 
@@ -68,7 +68,7 @@ def function_name(quantize: bool, variant: str) -> str:
 def fallback_proto(quantize: bool, variant: str, version: int) -> onnx.FunctionProto:
     """The flat definition of one fallback named for :data:`FALLBACK_DOMAIN`
     (:func:`function_name`), importing ai.onnx ``version``."""
-    from .fallbacks import function_proto
+    from ..fallbacks import function_proto
 
     proto = function_proto(quantize, variant, opset=version)
     proto.domain = FALLBACK_DOMAIN
@@ -97,7 +97,7 @@ def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
     meaning -- ``precision`` / ``output_dtype`` 0 stand for the scale's type,
     as for the operator, ``precision`` float64 for an int32 scale (the
     converted call gets the same from
-    :func:`extql.script_export.finish_model`) -- and, for the "default"
+    :func:`extql.onnx.script_export.finish_model`) -- and, for the "default"
     variants, the zero point optional (the decomposition ignores it), so
     that ``f(x, scale)`` is a valid call.  Precision float64 runs the
     variant's precision-float64 decomposition."""
@@ -113,7 +113,7 @@ def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
             if float8:
                 attrs["saturate"] = saturate
             if precision == FLOAT64_CODE:
-                from .fallbacks import quantize64_script
+                from ..fallbacks import quantize64_script
 
                 return quantize64_script(variant).function(x, y_scale, y_zero_point, **attrs)
             return body(x, y_scale, y_zero_point, **attrs)
@@ -135,7 +135,7 @@ class FallbackFunction(OnnxFunction):
     onnxscript source of the decomposition."""
 
     def __init__(self, quantize: bool, variant: str, body: OnnxFunction) -> None:
-        from .fallbacks import variant_opset
+        from ..fallbacks import variant_opset
 
         proto = fallback_proto(quantize, variant, max(MODEL_OPSET, variant_opset(variant)))
         self._proto = proto

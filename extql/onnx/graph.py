@@ -168,7 +168,7 @@ def extended_nodes(model: onnx.ModelProto, *, microsoft: bool = False) -> list[E
     """Every ExtendedQuantizeLinear/ExtendedDequantizeLinear (and legacy Vitis)
     node of the model, subgraphs included, in graph order; with
     ``microsoft``, the com.microsoft QuantizeLinear / DequantizeLinear nodes
-    too (see :mod:`extql.tools.microsoft`)."""
+    too (see :mod:`extql.onnx.microsoft`)."""
     out = []
     for graph in graphs(model.graph):
         for node in graph.node:

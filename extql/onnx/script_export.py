@@ -42,8 +42,8 @@ from typing import Any
 import onnx
 from onnxscript.values import OnnxFunction
 
-from .tools.graph import walk_nodes
-from .types import DOMAIN, E8M0_CODE, FLOAT64_CODE, INT32_CODE, LEGACY_DOMAIN, is_float8
+from ..types import DOMAIN, E8M0_CODE, FLOAT64_CODE, INT32_CODE, LEGACY_DOMAIN, is_float8
+from .graph import walk_nodes
 
 __all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "install", "check_model", "finish_model"]
 
@@ -52,7 +52,7 @@ __all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "install", "check_model", "finish_m
 #: one the fallback functions are written for.
 MODEL_OPSET = 21
 #: Domain of the fallback functions that script functions call
-#: (:mod:`extql.fallback_scripts`).
+#: (:mod:`extql.onnx.fallback_scripts`).
 FALLBACK_DOMAIN = "ai.extql.fallbacks"
 
 _EXTQL_DOMAINS = frozenset((DOMAIN, LEGACY_DOMAIN, FALLBACK_DOMAIN))
@@ -74,7 +74,7 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
 
 def _restamp_fallbacks(model: onnx.ModelProto) -> None:
     """Give the fallback functions the model's ai.onnx version."""
-    from .fallbacks import variant_opset
+    from ..fallbacks import variant_opset
 
     version = _default_opset(model)
     for fn in model.functions:
@@ -144,7 +144,7 @@ def _explicit_calls(model: onnx.ModelProto) -> None:
     precision, float or float64, cannot be chosen.  Quantize calls of
     precision float64 then call the variant's precision-float64 function
     (see :func:`_call_float64`)."""
-    from .tools.graph import infer_types
+    from .graph import infer_types
 
     if not any(node.domain == FALLBACK_DOMAIN for node in _all_nodes(model)):
         return
@@ -196,8 +196,8 @@ def _call_float64(model: onnx.ModelProto) -> None:
     (``ExtendedQuantizeLinear_<variant>-float64``), added to the model with
     the model's ai.onnx version: the per-variant functions of the float
     precisions divide in float32.  Functions that no call uses any more go."""
+    from ..fallbacks import FLOAT64, float64_overload
     from .fallback_scripts import fallback_proto, function_name
-    from .fallbacks import FLOAT64, float64_overload
 
     needed: set[str] = set()
     for node in _all_nodes(model):
@@ -230,8 +230,8 @@ def check_model(model: onnx.ModelProto) -> None:
     """Raise on the first problem that the static types prove in an Extended
     node: ``TypeError`` for a wrong input type, ``ValueError`` otherwise; the
     message names the operator and the node (``extql check`` finds the same)."""
-    from .tools.check import check_node
-    from .tools.graph import extended_nodes, infer_types
+    from .check import check_node
+    from .graph import extended_nodes, infer_types
 
     nodes = extended_nodes(model)
     if not nodes:

@@ -14,6 +14,19 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import fallbacks
+from ..onnx.check import raise_first_problem
+from ..onnx.graph import (
+    ExtNode,
+    TypeInfo,
+    copy_model,
+    extended_nodes,
+    infer_types,
+    model_opset,
+    set_opset,
+    static_shape,
+    type_name,
+    zero_point_type,
+)
 from ..types import (
     DEFAULT_QTYPE,
     E8M0_CODE,
@@ -25,19 +38,6 @@ from ..types import (
     QUANTIZED_BY_ONNX,
     is_float8,
     type_opset,
-)
-from .check import raise_first_problem
-from .graph import (
-    ExtNode,
-    TypeInfo,
-    copy_model,
-    extended_nodes,
-    infer_types,
-    model_opset,
-    set_opset,
-    static_shape,
-    type_name,
-    zero_point_type,
 )
 
 __all__ = ["attach_fallbacks", "FUNCTION_IR_VERSION"]

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .graph import ExtNode, TypeInfo, extended_nodes
+from ..onnx.graph import ExtNode, TypeInfo, extended_nodes
 
 __all__ = ["QuantNode", "quantization_nodes", "expose", "isolated_nodes", "compare_arrays"]
 

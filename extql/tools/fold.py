@@ -25,6 +25,17 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..numpy_api import dequantize_linear, quantize_linear
+from ..onnx.graph import (
+    Names,
+    array_to_tensor,
+    graphs,
+    is_quantization_node,
+    node_axis,
+    node_label,
+    subgraphs,
+    tensor_to_array,
+)
+from ..onnx.microsoft import int32_wraps
 from ..types import (
     BY_ONNX,
     FLOAT64_CODE,
@@ -36,17 +47,6 @@ from ..types import (
     QTYPES,
     qtype_of,
 )
-from .graph import (
-    Names,
-    array_to_tensor,
-    graphs,
-    is_quantization_node,
-    node_axis,
-    node_label,
-    subgraphs,
-    tensor_to_array,
-)
-from .microsoft import int32_wraps
 
 __all__ = ["fold_constants"]
 

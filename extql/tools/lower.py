@@ -13,9 +13,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import fallbacks
-from ..types import MS_DOMAIN, OP_NAMES, is_float8
-from .check import check_node
-from .graph import (
+from ..onnx.check import check_node
+from ..onnx.graph import (
     ExtNode,
     TypeInfo,
     constant_value,
@@ -28,6 +27,7 @@ from .graph import (
     type_name,
     zero_point_type,
 )
+from ..types import MS_DOMAIN, OP_NAMES, is_float8
 
 __all__ = ["lower_to_standard"]
 

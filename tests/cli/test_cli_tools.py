@@ -14,7 +14,7 @@ from test_passes import X_KERNEL, assert_outputs, mixed_model
 
 import extql
 from extql import cli
-from extql.tools.graph import extended_nodes
+from extql.onnx.graph import extended_nodes
 
 
 def extql_cmd(capsys, *argv) -> tuple[int, str, str]:

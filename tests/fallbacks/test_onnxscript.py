@@ -42,8 +42,8 @@ from onnxscript import opset21 as op
 from onnxscript.values import OnnxFunction
 
 import extql
-import extql.eager
 import extql.fallbacks
+import extql.onnx.eager
 from extql import quark
 from extql.opset import vai
 
@@ -399,13 +399,13 @@ def test_the_evaluator_wraps_another_one():
     """With onnx.reference for the standard ops, the Extended ops still run
     on the kernels."""
     case = CASES["int32 after Relu (opset21)"]
-    wrapped = extql.eager.Evaluator(onnxscript.evaluator.OnnxReferenceRuntimeEvaluator())
+    wrapped = extql.onnx.eager.Evaluator(onnxscript.evaluator.OnnxReferenceRuntimeEvaluator())
     with onnxscript.evaluator.default_as(wrapped):
         got = case["fn"](case["x"], case["s"], case["zp"])
     for actual, expected in zip(got, _expected(case), strict=True):
         assert_same_bits(actual, expected, "reference evaluator + kernels")
-    assert extql.eager.install() is onnxscript.evaluator.default()
-    assert isinstance(onnxscript.evaluator.default(), extql.eager.Evaluator)
+    assert extql.onnx.eager.install() is onnxscript.evaluator.default()
+    assert isinstance(onnxscript.evaluator.default(), extql.onnx.eager.Evaluator)
 
 
 # --------------------------------------------------------------------------

@@ -27,9 +27,9 @@ from onnx_helpers import run_ort
 
 import extql
 import extql.reference
+from extql.onnx import graph
 from extql.ort_levels import LEVELS, SessionError, open_session
 from extql.tools import compare as node_compare
-from extql.tools import graph
 
 MODELS = qm.all_models()
 NAMES = sorted(MODELS)

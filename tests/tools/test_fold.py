@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_helpers import DOMAIN, LEGACY, NAMES, ONNX_OF, make_model, run_ort, tensor, value_info
 
 import extql
-from extql.tools.graph import array_to_tensor, tensor_to_array
+from extql.onnx.graph import array_to_tensor, tensor_to_array
 
 MS = "com.microsoft"
 LEVELS = [

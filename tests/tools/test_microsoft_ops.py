@@ -23,8 +23,8 @@ from onnx_helpers import run_ort
 import extql
 import extql.reference
 from extql.cli.check import check_model
-from extql.tools import microsoft
-from extql.tools.graph import extended_nodes
+from extql.onnx import microsoft
+from extql.onnx.graph import extended_nodes
 
 MS = "com.microsoft"
 TYPES = {

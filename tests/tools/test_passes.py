@@ -29,7 +29,8 @@ from test_fallbacks import FORMS, _scale, quantized_x, special_x, zero_points
 
 import extql
 from extql import fallbacks
-from extql.tools import graph, lower
+from extql.onnx import graph
+from extql.tools import lower
 
 # These run models through the fallback functions with the library not
 # registered: `tox -e fallback` runs them with the library refused.
