@@ -12,7 +12,7 @@ called like any script function::
 
     import onnxscript
     from onnxscript import FLOAT, INT16, opset21 as op
-    import extql.fallbacks
+    import extql, extql.fallbacks
 
     q_int16 = extql.fallbacks.QUANTIZE["int16"]
 
@@ -20,16 +20,22 @@ called like any script function::
     def f(x: FLOAT["N", 4], s: FLOAT[4], zp: INT16[4]) -> INT16["N", 4]:
         return q_int16(x, s, zp, axis=1)
 
-* Converted (``f.to_model_proto()``), the call is a node of the domain
-  :data:`~extql.onnx.script_export.FALLBACK_DOMAIN` (``ai.extql.fallbacks``),
+    model = extql.to_model_proto(f)
+
+* Converted (:func:`extql.to_model_proto`), the call is a node of the domain
+  :data:`~extql.onnx.fallback_protos.FALLBACK_DOMAIN` (``ai.extql.fallbacks``),
   operator ``ExtendedQuantizeLinear_int16``, and the model carries its
   definition: the same flat body of standard ops that
   :func:`extql.attach_fallbacks` adds (:func:`extql.fallbacks.function_proto`),
   under a name of its own per variant, so one model can call several
   variants.  Such a model runs in any ONNX runtime, with or without extql's
-  library.
+  library.  onnxscript's own ``f.to_model_proto()`` refuses such a function
+  with a ``TypeError`` that says so: it would leave the calls' precision to
+  the definition's float32 default.
 * Called eagerly on NumPy arrays, the decomposition's ops run one by one in
-  onnxscript's evaluator: the fallback's own bits, which are the kernels'.
+  onnxscript's evaluator (for the call, :class:`extql.onnx.eager.Evaluator`
+  around onnxscript's default: standard ops on bfloat16 run in
+  onnx.reference): the fallback's own bits, which are the kernels'.
 
 Precision float64 (quantize's ``precision`` 11, which is also what an int32
 scale without ``precision`` means): the same entry (``QUANTIZE["int8"]``)
@@ -43,87 +49,107 @@ with neither is an error at conversion, never a float32 division by default.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxscript.evaluator
 from onnxscript.values import OnnxFunction, Opset
 
-# extql.opset installs the conversion and eager hooks these functions rely on.
-from .. import opset  # noqa: F401
-from ..types import FLOAT64_CODE, FLOAT_CODES, is_float8
-from .script_export import FALLBACK_DOMAIN, MODEL_OPSET
+from .. import rules
+from ..types import (
+    E8M0_CODE,
+    E8M0_DTYPE,
+    FLOAT64_CODE,
+    FLOAT_CODES,
+    INT32_CODE,
+    default_precision,
+    is_float8,
+)
+from .eager import Evaluator
+from .fallback_protos import (
+    FALLBACK_DOMAIN,
+    MODEL_OPSET,
+    fallback_proto,
+    float64_overload,
+    operator_script,
+    variant_opset,
+)
 
-__all__ = ["FallbackFunction", "function_name", "fallback_proto"]
+__all__ = ["FallbackFunction", "exporting"]
+
+_EXPORTING: contextvars.ContextVar[bool] = contextvars.ContextVar("extql_exporting",
+                                                                  default=False)
 
 
-def function_name(quantize: bool, variant: str) -> str:
-    """The operator name of one fallback in :data:`FALLBACK_DOMAIN`
-    (``variant`` may be a precision-float64 overload, ``"int8-float64"``)."""
-    return f"Extended{'Quantize' if quantize else 'Dequantize'}Linear_{variant}"
+@contextlib.contextmanager
+def exporting() -> Iterator[None]:
+    """The conversion of a script function by :func:`extql.to_model_proto`,
+    which spells out what a fallback call leaves to the scale's type:
+    onnxscript may read the fallbacks' definitions within it."""
+    token = _EXPORTING.set(True)
+    try:
+        yield
+    finally:
+        _EXPORTING.reset(token)
 
 
-def fallback_proto(quantize: bool, variant: str, version: int) -> onnx.FunctionProto:
-    """The flat definition of one fallback named for :data:`FALLBACK_DOMAIN`
-    (:func:`function_name`), importing ai.onnx ``version``."""
-    from ..fallbacks import function_proto
-
-    proto = function_proto(quantize, variant, opset=version)
-    proto.domain = FALLBACK_DOMAIN
-    proto.name = function_name(quantize, variant)
-    proto.overload = ""
-    return proto
+_FLOAT32 = FLOAT_CODES[np.dtype(np.float32)]
 
 
 def _scale_code(scale: Any) -> int:
     """The ONNX code of an eager scale's type (float32 when it is not one of
-    the float types)."""
+    the scale types)."""
     dtype = np.asarray(getattr(scale, "value", scale)).dtype
-    return FLOAT_CODES.get(dtype, onnx.TensorProto.FLOAT)
-
-
-def _precision_code(scale: Any) -> int:
-    """The ``precision`` a quantize without one has, from an eager scale:
-    float64 for an int32 scale (never a float type, which would round the
-    scale), else the scale's type (float32 for float8e8m0)."""
-    dtype = np.asarray(getattr(scale, "value", scale)).dtype
-    return FLOAT64_CODE if dtype == np.int32 else _scale_code(scale)
+    if dtype == np.int32:
+        return INT32_CODE
+    if dtype == E8M0_DTYPE:
+        return E8M0_CODE
+    return FLOAT_CODES.get(dtype, _FLOAT32)
 
 
 def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
     """The eager body of a fallback: the operator's attributes with their
-    meaning -- ``precision`` / ``output_dtype`` 0 stand for the scale's type,
-    as for the operator, ``precision`` float64 for an int32 scale (the
-    converted call gets the same from
-    :func:`extql.onnx.script_export.finish_model`) -- and, for the "default"
-    variants, the zero point optional (the decomposition ignores it), so
-    that ``f(x, scale)`` is a valid call.  Precision float64 runs the
-    variant's precision-float64 decomposition."""
+    meaning -- ``precision`` / ``output_dtype`` 0 stand for the scale's type
+    (:func:`extql.rules.default_precision`: float64 for an int32 scale, as
+    the converted call gets from :func:`extql.onnx.script_export.finish_model`)
+    -- and, for the "default" variants, the zero point optional (the
+    decomposition ignores it), so that ``f(x, scale)`` is a valid call.
+    Precision float64 runs the variant's precision-float64 decomposition."""
     float8 = is_float8(variant)
+    defaults = rules.DEFAULTS
     if quantize:
 
-        def ExtendedQuantizeLinear(x, y_scale, y_zero_point=None, axis: int = 1,
-                                   block_size: int = 0, precision: int = 0, saturate: int = 1,
-                                   output_dtype: int = 0):
-            precision = precision or _precision_code(y_scale)
+        def ExtendedQuantizeLinear(x, y_scale, y_zero_point=None, axis: int = defaults["axis"],
+                                   block_size: int = defaults["block_size"],
+                                   precision: int = defaults["precision"],
+                                   saturate: int = defaults["saturate"],
+                                   output_dtype: int = defaults["output_dtype"]):
+            precision = precision or default_precision(_scale_code(y_scale))
             attrs = {"axis": axis, "block_size": block_size, "precision": precision,
                      "output_dtype": output_dtype}
             if float8:
                 attrs["saturate"] = saturate
             if precision == FLOAT64_CODE:
-                from ..fallbacks import quantize64_script
-
-                return quantize64_script(variant).function(x, y_scale, y_zero_point, **attrs)
+                script = operator_script(True, float64_overload(variant))
+                return script.function(x, y_scale, y_zero_point, **attrs)
             return body(x, y_scale, y_zero_point, **attrs)
 
         return ExtendedQuantizeLinear
 
-    def ExtendedDequantizeLinear(x, x_scale, x_zero_point=None, axis: int = 1,
-                                 block_size: int = 0, output_dtype: int = 0):
+    def ExtendedDequantizeLinear(x, x_scale, x_zero_point=None, axis: int = defaults["axis"],
+                                 block_size: int = defaults["block_size"],
+                                 output_dtype: int = defaults["output_dtype"]):
+        # (a scale of no float type, float8e8m0 included: float32, the
+        # definition's default; the NumPy API and the library want
+        # output_dtype there)
+        dtype = np.asarray(getattr(x_scale, "value", x_scale)).dtype
         return body(x, x_scale, x_zero_point, axis=axis, block_size=block_size,
-                    output_dtype=output_dtype or _scale_code(x_scale))
+                    output_dtype=output_dtype or FLOAT_CODES.get(dtype, _FLOAT32))
 
     return ExtendedDequantizeLinear
 
@@ -134,17 +160,44 @@ class FallbackFunction(OnnxFunction):
     named per variant in :data:`FALLBACK_DOMAIN`; its eager body is the
     onnxscript source of the decomposition."""
 
-    def __init__(self, quantize: bool, variant: str, body: OnnxFunction) -> None:
-        from ..fallbacks import variant_opset
-
+    def __init__(self, quantize: bool, variant: str) -> None:
+        body = operator_script(quantize, variant)
         proto = fallback_proto(quantize, variant, max(MODEL_OPSET, variant_opset(variant)))
         self._proto = proto
+        self._ready = False
         self.quantize = quantize
         self.variant = variant
         pyfun = _eager_body(quantize, variant, body.function)
         super().__init__(
             Opset(FALLBACK_DOMAIN, 1), pyfun, ir.serde.deserialize_function(proto), body.source, {}
         )
+        self._ready = True
+
+    @property
+    def function_ir(self) -> Any:
+        """The definition, for onnxscript's conversion within
+        :func:`extql.to_model_proto` (anywhere else: a ``TypeError``, since
+        the calls' attributes would not be spelled out)."""
+        if self._ready and not _EXPORTING.get():
+            raise TypeError(
+                f"extql fallback {self.name}: a script function that calls it converts with "
+                "extql.to_model_proto(fn), which gives each call the precision and output "
+                "type of its scale's type (onnxscript's fn.to_model_proto() would leave them "
+                "to the definition's float32 defaults)"
+            )
+        return self._function_ir
+
+    @function_ir.setter
+    def function_ir(self, value: Any) -> None:
+        self._function_ir = value
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Eager evaluation: the decomposition's standard ops one by one, in
+        onnxscript's default evaluator wrapped for this call by
+        :class:`~extql.onnx.eager.Evaluator` (which runs bfloat16 ops in
+        onnx.reference)."""
+        with onnxscript.evaluator.default_as(Evaluator()):
+            return super().__call__(*args, **kwargs)
 
     def to_function_proto(self) -> onnx.FunctionProto:
         """The function definition (standard ops only, ai.onnx opset 21)."""

@@ -1,36 +1,21 @@
-"""The ``com.amd.quark`` operators as an onnxscript opset, with ONNX schemas.
+"""The ONNX operator schemas of extql's operators, registered with onnx.
 
-Importing this module registers ONNX operator schemas for
-``com.amd.quark::ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear``
-(version 1) and the legacy ``com.vai.quantize::VitisQuantizeLinear`` /
-``VitisDequantizeLinear`` in onnx's schema registry (once per process).  With
-them:
+:func:`register_schemas` registers ``com.amd.quark::ExtendedQuantizeLinear``
+/ ``ExtendedDequantizeLinear`` (version 1), the legacy
+``com.vai.quantize::VitisQuantizeLinear`` / ``VitisDequantizeLinear`` and,
+unless something else did, onnxruntime's ``com.microsoft`` QuantizeLinear /
+DequantizeLinear in onnx's schema registry (once per process).  With them:
 
 * onnxscript type-checks calls: ``quark.ExtendedQuantizeLinear(x, s, zp)``
-  inside an ``@onnxscript.script`` function has a known signature (2 or 3
-  inputs, an ``axis`` attribute), and the model it builds passes
+  inside an ``@onnxscript.script`` function has a known signature (the inputs
+  and attributes of :mod:`extql.rules`), and the model it builds passes
   ``onnx.checker.check_model`` with the type constraints of the operator
-  documents (x float32, float16, bfloat16 or int32, the scale float32,
-  float16, bfloat16 or float8e8m0;
-  zero point and output one of the quantized types the installed onnx has)
-  and the official attributes;
+  documents (the types of :mod:`extql.rules`; the zero point and output one
+  of the quantized types the installed onnx has);
 * onnx shape inference knows the output type and shape of every Extended node
   (the zero point's type, or ``output_dtype``, or uint8, for quantize; the
   scale's type or ``output_dtype`` for dequantize; the shape of x), which
   ``extql check`` and the graph passes use.
-
-Example::
-
-    import onnxscript
-    from onnxscript import FLOAT, INT16, opset21 as op
-    from extql.opset import quark
-
-    @onnxscript.script(default_opset=op)
-    def qdq(x: FLOAT["N", 8], s: FLOAT, zp: INT16) -> FLOAT["N", 8]:
-        q = quark.ExtendedQuantizeLinear(x, s, zp)
-        return quark.ExtendedDequantizeLinear(q, s, zp)
-
-    model = qdq.to_model_proto()  # imports com.amd.quark version 1
 
 The registered schemas carry the type/shape inference of the official
 QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
@@ -51,40 +36,46 @@ from __future__ import annotations
 
 import atexit
 import threading
+from collections.abc import Iterable
 
 import onnx
 import onnx.defs
-from onnxscript.values import Opset
 
-from .types import (
+from .. import rules
+from ..types import (
     DOMAIN,
     LEGACY_DOMAIN,
     MS_DEQUANTIZE_NAMES,
     MS_DOMAIN,
+    MS_FLOAT_NAMES,
     MS_QUANTIZE_NAMES,
+    OP_NAMES,
     QUANTIZED,
+    code_of,
 )
 
-__all__ = ["quark", "vai", "register_schemas", "QUANTIZE_TYPES"]
+__all__ = ["register_schemas", "tensor_types", "QUANTIZE_TYPES"]
+
+
+def _onnx_name(name: str) -> str | None:
+    """onnx's name of a type (``float`` for float32), or None when the
+    installed onnx does not have it."""
+    try:
+        text = onnx.helper.tensor_dtype_to_string(code_of(name))
+    except (KeyError, ValueError):
+        return None
+    return text.replace("TensorProto.", "").lower()
+
+
+def tensor_types(names: Iterable[str]) -> list[str]:
+    """The type strings (``tensor(float)``, ...) of the named types that the
+    installed onnx has (int2 / uint2 from onnx 1.20)."""
+    return [f"tensor({n})" for n in map(_onnx_name, names) if n is not None]
+
 
 #: Type strings of the zero point / quantized tensor: every quantized type
-#: the installed onnx has (int2 / uint2 from onnx 1.20).
-QUANTIZE_TYPES = [f"tensor({name})" for name in QUANTIZED
-                  if hasattr(onnx.TensorProto, name.upper())]
-#: quantize's x, dequantize's output.
-REAL_TYPES = ["tensor(float)", "tensor(float16)", "tensor(bfloat16)"]
-#: The scale: those and float8e8m0 (where the installed onnx has it).
-SCALE_TYPES = REAL_TYPES + (["tensor(float8e8m0)"] if hasattr(onnx.TensorProto, "FLOAT8E8M0")
-                            else [])
-#: The attributes (name, default, meaning); dequantize has the first three.
-_ATTRIBUTES = [
-    ("axis", 1, "Axis of per-axis and blocked quantization."),
-    ("block_size", 0, "Blocked quantization: the size of a block along axis (0: none)."),
-    ("output_dtype", 0, "The output type (0: the zero point's / the scale's)."),
-    ("precision", 0, "The precision of the division (0: the scale's type; float64 for an "
-                     "int32 scale)."),
-    ("saturate", 1, "float8 outputs only."),
-]
+#: the installed onnx has.
+QUANTIZE_TYPES = tensor_types(QUANTIZED)
 
 _lock = threading.Lock()
 _done = False
@@ -95,33 +86,35 @@ _registered: list[tuple[str, int, str]] = []
 def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
     FP = onnx.defs.OpSchema.FormalParameter
     optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    direction = rules.QUANTIZE if quantize else rules.DEQUANTIZE
+    x, scale, zero_point = rules.INPUTS[direction]
     if quantize:
         inputs = [
-            FP("x", "T1", "N-D full precision input tensor to be quantized."),
-            FP("y_scale", "T2", "Scale: a scalar (per tensor) or 1-D (per axis)."),
-            FP("y_zero_point", "T3", "Zero point, shape of y_scale; default uint8 0.",
+            FP(x, "T1", "N-D full precision input tensor to be quantized."),
+            FP(scale, "T2", "Scale: a scalar (per tensor) or 1-D (per axis)."),
+            FP(zero_point, "T3", "Zero point, shape of the scale; default uint8 0.",
                param_option=optional),
         ]
         outputs = [FP("y", "T3", "Quantized tensor, shape of x.")]
         constraints = [
-            ("T1", REAL_TYPES + ["tensor(int32)"], "The type of x."),
-            ("T2", SCALE_TYPES + ["tensor(int32)"], "The type of y_scale."),
-            ("T3", QUANTIZE_TYPES, "The type of y_zero_point and y."),
+            ("T1", tensor_types(rules.QUANTIZE_X_TYPES), "The type of x."),
+            ("T2", tensor_types(rules.QUANTIZE_SCALE_TYPES), "The type of the scale."),
+            ("T3", QUANTIZE_TYPES, "The type of the zero point and y."),
         ]
         infer_from = "QuantizeLinear"
         doc = "y = saturate(round_half_even(x / y_scale) + y_zero_point) (AMD Quark)."
     else:
         inputs = [
-            FP("x", "T1", "N-D quantized input tensor."),
-            FP("x_scale", "T2", "Scale: a scalar (per tensor) or 1-D (per axis)."),
-            FP("x_zero_point", "T1", "Zero point, shape of x_scale; default 0.",
+            FP(x, "T1", "N-D quantized input tensor."),
+            FP(scale, "T2", "Scale: a scalar (per tensor) or 1-D (per axis)."),
+            FP(zero_point, "T1", "Zero point, shape of the scale; default 0.",
                param_option=optional),
         ]
         outputs = [FP("y", "T3", "Tensor of x's shape, of output_dtype or the scale's type.")]
         constraints = [
-            ("T1", QUANTIZE_TYPES, "The type of x and x_zero_point."),
-            ("T2", SCALE_TYPES, "The type of x_scale."),
-            ("T3", REAL_TYPES, "The type of y."),
+            ("T1", QUANTIZE_TYPES, "The type of x and the zero point."),
+            ("T2", tensor_types(rules.SCALE_TYPES), "The type of the scale."),
+            ("T3", tensor_types(rules.OUTPUT_TYPES), "The type of y."),
         ]
         infer_from = "DequantizeLinear"
         doc = "y = (x - x_zero_point) * x_scale (AMD Quark)."
@@ -134,9 +127,9 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         outputs=outputs,
         type_constraints=constraints,
         attributes=[
-            onnx.defs.OpSchema.Attribute(name, onnx.helper.make_attribute(name, value), what)
-            for name, value, what in _ATTRIBUTES
-            if quantize or name not in ("precision", "saturate")
+            onnx.defs.OpSchema.Attribute(attr, onnx.helper.make_attribute(attr, default), what)
+            for attr, default, ops, what in rules.ATTRIBUTES
+            if direction in ops
         ],
     )
     if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
@@ -151,7 +144,8 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
 
 #: Types of onnxruntime's com.microsoft QuantizeLinear / DequantizeLinear
 #: (float side; quantized side), for type inference through Quark's models.
-_MS_FLOAT_TYPES = ["tensor(float)", "tensor(float16)"]
+_MS_FLOAT_TYPES = tensor_types(MS_FLOAT_NAMES.values())
+
 
 def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
     """com.microsoft QuantizeLinear / DequantizeLinear (version 1), as
@@ -166,19 +160,22 @@ def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
                   FP("y_zero_point", "T2", "Zero point.", param_option=optional)]
         outputs = [FP("y", "T2", "Quantized tensor.")]
         constraints = [("T1", _MS_FLOAT_TYPES, "x and scale."),
-                       ("T2", [f"tensor({n})" for n in MS_QUANTIZE_NAMES], "Zero point and y.")]
+                       ("T2", tensor_types(MS_QUANTIZE_NAMES), "Zero point and y.")]
     else:
         name, infer_from = "DequantizeLinear", "DequantizeLinear"
         inputs = [FP("x", "T1", "Quantized input."), FP("x_scale", "T2", "Scale."),
                   FP("x_zero_point", "T1", "Zero point.", param_option=optional)]
         outputs = [FP("y", "T2", "Dequantized tensor.")]
-        constraints = [("T1", [f"tensor({n})" for n in MS_DEQUANTIZE_NAMES], "x and zero point."),
+        constraints = [("T1", tensor_types(MS_DEQUANTIZE_NAMES), "x and zero point."),
                        ("T2", _MS_FLOAT_TYPES, "Scale and y.")]
     schema = onnx.defs.OpSchema(
         name, MS_DOMAIN, 1, f"onnxruntime contrib {name} (registered by extql).",
         inputs=inputs, outputs=outputs, type_constraints=constraints,
-        attributes=[onnx.defs.OpSchema.Attribute(
-            "axis", onnx.helper.make_attribute("axis", 1), "Axis of per-axis quantization.")],
+        attributes=[
+            onnx.defs.OpSchema.Attribute(attr, onnx.helper.make_attribute(attr, default), what)
+            for attr, default, _, what in rules.ATTRIBUTES
+            if attr in rules.MICROSOFT_ATTRIBUTES
+        ],
     )
     if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
         official = onnx.defs.get_schema(infer_from, 21, "")
@@ -196,11 +193,8 @@ def register_schemas() -> None:
     with _lock:
         if _done:
             return
-        for domain, (q, dq) in (
-            (DOMAIN, ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear")),
-            (LEGACY_DOMAIN, ("VitisQuantizeLinear", "VitisDequantizeLinear")),
-        ):
-            for name, quantize in ((q, True), (dq, False)):
+        for domain in (DOMAIN, LEGACY_DOMAIN):
+            for name, quantize in zip(OP_NAMES[domain], (True, False), strict=True):
                 try:
                     onnx.defs.get_schema(name, 1, domain)
                 except onnx.defs.SchemaError:
@@ -235,20 +229,3 @@ def _deregister_schemas() -> None:
                 except onnx.defs.SchemaError:
                     pass
         _done = False
-
-
-register_schemas()
-
-#: onnxscript opset for ``com.amd.quark`` version 1: ``quark.ExtendedQuantizeLinear``,
-#: ``quark.ExtendedDequantizeLinear``.
-quark = Opset(DOMAIN, 1)
-#: onnxscript opset for the legacy ``com.vai.quantize`` names.
-vai = Opset(LEGACY_DOMAIN, 1)
-
-# onnxscript integration: eager calls run these ops on extql's kernels, and
-# to_model_proto() gives models that onnxruntime loads (extql.onnx.eager,
-# extql.onnx.script_export).
-from .onnx import eager, script_export  # noqa: E402
-
-eager.install()
-script_export.install()

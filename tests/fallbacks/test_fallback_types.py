@@ -28,7 +28,7 @@ from packaging.version import Version
 
 import extql
 from extql import fallbacks, ort_io
-from extql.onnx.fallback_bodies import overflow_from
+from extql.onnx.fallback_cores import overflow_from
 from extql.types import FLOAT_CODES, QUANTIZED, SMALLFLOAT, quantized_type_of, type_opset
 
 pytestmark = pytest.mark.fallback

@@ -352,7 +352,7 @@ def test_onnxscript_authoring_with_the_quark_opset():
         q = quark.ExtendedQuantizeLinear(x, s, zp)
         return quark.ExtendedDequantizeLinear(q, s, zp)
 
-    model = qdq.to_model_proto()
+    model = extql.to_model_proto(qdq)
     imports = [o if o.domain else helper.make_opsetid("", 21) for o in model.opset_import]
     del model.opset_import[:]
     model.opset_import.extend(imports)
@@ -379,7 +379,7 @@ def test_quark_opset_checks_types():
 
     # extql checks the types when onnxscript converts (tests/fallbacks/test_onnxscript.py).
     with pytest.raises(TypeError, match="ExtendedQuantizeLinear .*zero point 'zp'.* float"):
-        bad.to_model_proto()
+        extql.to_model_proto(bad)
     with pytest.raises(Exception, match="attribute"):
 
         @onnxscript.script(default_opset=op)
