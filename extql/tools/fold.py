@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from .. import rules
 from ..numpy_api import dequantize_linear, quantize_linear
 from ..onnx.graph import (
     Names,
@@ -125,8 +126,7 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
     x, scale = args[0], args[1]
     zp = args[2] if len(args) > 2 else None
     attrs = {a.name: a.i for a in node.attribute}
-    known = {"axis"} if node.domain == MS_DOMAIN else {
-        "axis", "block_size", "precision", "saturate", "output_dtype"}
+    known = set(rules.MICROSOFT_ATTRIBUTES if node.domain == MS_DOMAIN else rules.DEFAULTS)
     if set(attrs) - known:
         return None  # an attribute the operator does not define: left to the runtime
     assert x is not None and scale is not None
