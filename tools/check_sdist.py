@@ -34,6 +34,7 @@ REQUIRED = [
     "docs/conf.py",
     "extql/_typetable.py",
     "tools/gen_types_header.py",
+    "tools/gen_rules_header.py",
     "benchmarks/extql_bench/cli.py",
     "benchmarks/copy_ops/copy_ops.c",
     # tox's sdist env runs it, so a tox run from the unpacked sdist can too.
