@@ -1,10 +1,11 @@
 """Shared pieces of the fuzzers: an independent statement of which inputs the
 contract accepts, and generators of awkward float32 values.
 
-``contract_error`` is written from DESIGN.md ("Bad input gets a clear
-error ..."), not from extql's validation code, so the fuzzers can tell a
-wrongly accepted input (a silently wrong answer) from a wrongly rejected
-one.  Types are given by name ("float32", "int8", ..., "bfloat16", or any
+``contract_error`` is written from the operator pages ("Errors" in
+docs/operators/extended_quantize_linear.rst and
+docs/operators/extended_dequantize_linear.rst: bad input gets a clear error
+...), not from extql's validation code, so the fuzzers can tell a wrongly
+accepted input (a silently wrong answer) from a wrongly rejected one.  Types are given by name ("float32", "int8", ..., "bfloat16", or any
 other NumPy/ONNX type name, which is never valid).
 """
 

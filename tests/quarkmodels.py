@@ -1,6 +1,6 @@
 """Small models in the form AMD Quark 0.13's ONNX quantizer writes them.
 
-DESIGN.md ("Models as Quark writes them") lists that form; the builders here
+docs/differences.rst ("Models as Quark writes them") lists that form; the builders here
 follow it so that the tools are tested on what users have:
 
 * ai.onnx opset 17, IR version 8, and many extra opset imports;

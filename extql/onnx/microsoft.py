@@ -3,7 +3,7 @@
 AMD Quark ends quantization by rewriting every Extended Q/DQ node of type
 int8, uint8, int16 or uint16 (and int32 dequantize with a zero point of 0)
 into onnxruntime's contrib operators ``com.microsoft::QuantizeLinear`` /
-``DequantizeLinear`` (DESIGN.md, "Models as Quark writes them").  A real
+``DequantizeLinear`` (docs/differences.rst, "Models as Quark writes them").  A real
 Quark model mixes them with Extended nodes, so extql treats them as
 first-class:
 

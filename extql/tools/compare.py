@@ -1,7 +1,7 @@
 """Comparing the quantization nodes of a model between two paths, node by node.
 
 extql promises that the native kernels and the fallback functions give the
-same bits for the same inputs (DESIGN.md, "Numerics").  It does not promise
+same bits for the same inputs (docs/operators/index.rst).  It does not promise
 that a whole model does: onnxruntime optimises a graph with custom nodes and
 one with their standard-op decompositions differently (it folds a weight's
 DequantizeLinear, pre-packs weights, fuses the decomposition's Mul into a
