@@ -5,8 +5,9 @@ contract accepts, and generators of awkward float32 values.
 docs/operators/extended_quantize_linear.rst and
 docs/operators/extended_dequantize_linear.rst: bad input gets a clear error
 ...), not from extql's validation code, so the fuzzers can tell a wrongly
-accepted input (a silently wrong answer) from a wrongly rejected one.  Types are given by name ("float32", "int8", ..., "bfloat16", or any
-other NumPy/ONNX type name, which is never valid).
+accepted input (a silently wrong answer) from a wrongly rejected one.  Types
+are given by name ("float32", "int8", ..., "bfloat16", or any other
+NumPy/ONNX type name, which is never valid).
 """
 
 from __future__ import annotations

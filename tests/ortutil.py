@@ -300,3 +300,24 @@ def run_unaligned(sess: ort.InferenceSession, feeds: dict[str, np.ndarray],
     binding.bind_ortvalue_output(sess.get_outputs()[0].name, ov)
     sess.run_with_iobinding(binding)
     return out
+
+
+_CASTS: dict[tuple[int, int], bool] = {}
+
+
+def ort_casts_to(code: int, opset: int) -> bool:
+    """Whether this onnxruntime has a Cast from float32 to the type (the op
+    the fallback functions need for it)."""
+    if (code, opset) not in _CASTS:
+        model = helper.make_model(helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["q"], to=code),
+             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)], "cast",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+            ir_version=11 if opset >= 23 else 10, opset_imports=[helper.make_opsetid("", opset)])
+        try:
+            session(model, register=False)
+            _CASTS[code, opset] = True
+        except Exception:  # noqa: BLE001 - onnxruntime's own exception types
+            _CASTS[code, opset] = False
+    return _CASTS[code, opset]

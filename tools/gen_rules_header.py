@@ -85,7 +85,8 @@ def header_text(rules: ModuleType, table: ModuleType) -> str:
                   codes, "Quantize's precision."),
     ])
     by_scale = "\n".join(
-        f"    case {codes[scale]}: /* {scale} */\n      return {codes[precision]}; /* {precision} */"
+        f"    case {codes[scale]}: /* {scale} */\n"
+        f"      return {codes[precision]}; /* {precision} */"
         for scale, precision in rules.PRECISION_BY_SCALE.items()
     )
     return f"""\

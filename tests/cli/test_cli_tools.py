@@ -10,7 +10,7 @@ import pytest
 from contract import TYPES, assert_same_bits, dequantize, quantize
 from onnx import TensorProto, helper
 from onnx_helpers import DOMAIN, make_model, qdq_model, run_ort, tensor, value_info
-from test_passes import X_KERNEL, assert_outputs, mixed_model
+from pass_models import X_KERNEL, assert_outputs, mixed_model
 
 import extql
 from extql import cli

@@ -23,7 +23,7 @@ import pytest
 from contract import BF16, assert_same_bits, normal_with_specials
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, run, session, tensor
+from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, ort_casts_to, run, session, tensor
 from packaging.version import Version
 
 import extql
@@ -70,27 +70,6 @@ def qdq_model(x, s, z, *, opset: int, q_attrs: dict, dq_attrs: dict,
          helper.make_tensor_value_info("y", y_code, x.shape)], inits)
     return helper.make_model(graph, ir_version=11 if opset >= 23 else 10, opset_imports=[
         helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, 1)])
-
-
-_CASTS: dict[tuple[int, int], bool] = {}
-
-
-def ort_casts_to(code: int, opset: int) -> bool:
-    """Whether this onnxruntime has a Cast from float32 to the type (the op
-    the fallback functions need for it)."""
-    if (code, opset) not in _CASTS:
-        model = helper.make_model(helper.make_graph(
-            [helper.make_node("Cast", ["x"], ["q"], to=code),
-             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)], "cast",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
-            ir_version=11 if opset >= 23 else 10, opset_imports=[helper.make_opsetid("", opset)])
-        try:
-            session(model, register=False)
-            _CASTS[code, opset] = True
-        except Exception:  # noqa: BLE001 - onnxruntime's own exception types
-            _CASTS[code, opset] = False
-    return _CASTS[code, opset]
 
 
 def ort_runs(name: str, opset: int, *arrays: np.ndarray) -> bool:

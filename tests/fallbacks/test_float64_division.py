@@ -46,8 +46,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from onnxscript import BFLOAT16, FLOAT, FLOAT16, INT8, INT32, UINT8
 from onnxscript import opset21 as op
-from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, run, session, tensor
-from test_fallback_types import ort_casts_to
+from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, ort_casts_to, run, session, tensor
 
 import extql
 import extql.fallbacks

@@ -31,27 +31,15 @@ from contract import (
     zero_points,
 )
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
+from int32_cases import CONVERSION_X, I32, REALS, int32_problems
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import extql
 
-I32 = np.iinfo(np.int32)
-REALS = list(REAL_TYPES)
 CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         BF16: TensorProto.BFLOAT16}
 
-# Where the conversion and the division matter: the ends of int32, float32's
-# exact range (2^24) and its first inexact values, a float32 tie, odd values
-# (ties after a division by 2), the double-rounding case above.
-SPECIAL = np.array(
-    [0, 1, -1, 2, 3, 5, -5, 7, 127, 128, -128, 255, 256, 32767, 32768, 65504, 65519, 65520,
-     2**24 - 1, 2**24, 2**24 + 1, 2**24 + 3, -(2**24 + 1), 2**25 + 2, 2**30 + 2**22 + 1,
-     -(2**30 + 2**22 + 1), 12582914, I32.max, I32.max - 64, I32.min, I32.min + 1],
-    np.int64,
-).astype(np.int32)
 
 LAYOUTS = [
     ((3, 50), 1, 0, "tensor"),
@@ -62,14 +50,14 @@ LAYOUTS = [
 
 
 def _x(rng: np.random.Generator, shape, wide: bool) -> np.ndarray:
-    """int32 values of the whole range (wide) or small ones, with SPECIAL."""
+    """int32 values of the whole range (wide) or small ones, with CONVERSION_X."""
     n = int(np.prod(shape))
     if wide:
         v = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
     else:
         v = rng.integers(-700, 700, n, endpoint=True, dtype=np.int64)
-    k = min(n // 3, SPECIAL.size)
-    v[rng.choice(n, k, replace=False)] = SPECIAL[:k]
+    k = min(n // 3, CONVERSION_X.size)
+    v[rng.choice(n, k, replace=False)] = CONVERSION_X[:k]
     return v.astype(np.int32).reshape(shape)
 
 
@@ -221,7 +209,7 @@ def test_quantize_int32_against_the_official_operator(opset, s_type, precision, 
     shape = (3, 60)
     s, z = _params(rng, name, shape, 1, 0, "axis", REAL_TYPES[s_type])
     x = _x(rng, shape, wide=False)
-    x[0, :len(SPECIAL)] = SPECIAL
+    x[0, :len(CONVERSION_X)] = CONVERSION_X
     code = helper.np_dtype_to_tensor_dtype(z.dtype)
     prec = REAL_TYPES[precision]
     model = _official_in(opset, CODE[np.dtype(s.dtype)], code, CODE[prec], axis=1)
@@ -282,43 +270,6 @@ def test_quantize_int32_without_precision_divides_in_the_scales_type():
     with_precision = _official_in(23, TensorProto.FLOAT, TensorProto.INT16, TensorProto.FLOAT)
     assert ReferenceEvaluator(with_precision).run(None, feeds)[0].tolist() == [16384]
     assert ReferenceEvaluator(model).run(None, feeds)[0].tolist() == [16385]
-
-
-# Scales: any float32 (NaN, +-inf, +-0, subnormals), with the interesting
-# ones drawn often.
-SCALES = st.one_of(
-    st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
-    st.sampled_from([float(np.float32(v))  # (float32 values: hypothesis takes exact ones only)
-                     for v in (0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 1e-45, 1e-38, 3e38, 1 / 3, 1024.0)]),
-)
-
-
-@st.composite
-def int32_problems(draw):
-    """(x int32, scale, zero point, axis, precision, saturate) with
-    consistent shapes: per tensor or per axis, any output type."""
-    name = draw(st.sampled_from(list(ALL_TYPES)))
-    dt, lo, hi = ALL_TYPES[name]
-    rank = draw(st.integers(0, 3))
-    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank)))
-    per_axis = rank > 0 and draw(st.booleans())
-    axis = draw(st.integers(-rank, rank - 1)) if per_axis else 0
-    pshape = (shape[axis],) if per_axis else ()
-    values = st.one_of(st.integers(I32.min, I32.max), st.sampled_from(SPECIAL.tolist()))
-    x = draw(arrays(np.int64, shape, elements=values)).astype(np.int32)
-    s_type = draw(st.sampled_from(REALS))
-    with np.errstate(over="ignore", under="ignore"):
-        scale = draw(arrays(np.float32, pshape, elements=SCALES)).astype(REAL_TYPES[s_type])
-    if name in ("float16", "bfloat16"):
-        zp = draw(arrays(np.float32, pshape, elements=st.floats(-1e5, 1e5, width=32)))
-        with np.errstate(over="ignore"):  # (beyond 65504: an infinite float16 zero point)
-            zp = zp.astype(dt)
-    elif name.startswith("float"):
-        zp = np.zeros(pshape, dt)
-    else:
-        zp = draw(arrays(np.int64, pshape, elements=st.integers(int(lo), int(hi)))).astype(dt)
-    precision = draw(st.sampled_from([None, *REALS]))
-    return x, scale, zp, axis, precision, draw(st.booleans()), name
 
 
 @settings(max_examples=400, deadline=None)

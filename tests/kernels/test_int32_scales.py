@@ -37,46 +37,17 @@ from contract import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from int32_cases import I32, SPECIAL_S, int32_problems, int32_scales, make_x
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from test_int32_input import int32_problems
 
 import extql
 from extql import _kernels
 
-I32 = np.iinfo(np.int32)
-# x values where the float64 quotient matters: the int32 ends, 2^24 +- 1,
-# odd values above 2^24 (halves after a division by 2), small ties.
-SPECIAL_X = np.array([0, 1, -1, 5, -5, 7, 2**24 - 1, 2**24 + 1, 2**25 + 1, 2**25 + 3,
-                      2**30 + 2**22 + 1, 16777729, I32.max, I32.min, I32.max - 1, -(2**31 - 3)],
-                     np.int64).astype(np.int32)
-# int32 scales: 1, -1, small odd ones, a power of two, one above 2^24 and
-# one far above (inexact in float32), 0 (division by zero).
-SPECIAL_S = np.array([1, -1, 2, 3, -3, 7, 1000, 1024, 65537, 2**24 + 1, 2**30 + 3, -(2**31),
-                      I32.max, 0], np.int64).astype(np.int32)
 X_TYPES = {"int32": np.dtype(np.int32), "float32": np.dtype(np.float32),
            "float16": np.dtype(np.float16), "bfloat16": BF16}
 LAYOUTS = [((2, 6, 3, 5), 1, 0, "tensor"), ((2, 6, 3, 5), 1, 0, "axis"),
            ((2, 6, 3, 5), 1, 4, "blocked"), ((6, 40), -1, 0, "axis")]
-
-
-def make_x(rng: np.random.Generator, shape, xtype: np.dtype) -> np.ndarray:
-    """x of a type (int32 over its whole range, floats of a spread of
-    3000) with the special values first (tests/ort uses it too)."""
-    n = int(np.prod(shape))
-    if xtype == np.int32:
-        x = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
-        x[: SPECIAL_X.size] = SPECIAL_X
-        return x.astype(np.int32).reshape(shape)
-    x = rng.standard_normal(n) * 3000
-    x[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 2.5]
-    with np.errstate(over="ignore"):
-        return x.astype(np.float32).astype(xtype).reshape(shape)
-
-
-def int32_scales(rng: np.random.Generator, pshape) -> np.ndarray:
-    """int32 scales of the shape, drawn from SPECIAL_S (0 included)."""
-    return rng.choice(SPECIAL_S, pshape).astype(np.int32)
 
 
 @pytest.mark.parametrize("name", list(ALL_TYPES))

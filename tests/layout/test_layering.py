@@ -187,3 +187,17 @@ def test_the_checks_catch_a_cycle_and_an_upward_import():
     assert any("extql.types" in c and "extql.tools.attach" in c for c in cycles(bad))
     assert any(v.startswith("extql.types (spec) -> extql.tools.attach (tools)")
                for v in violations(bad))
+
+
+def test_no_test_module_imports_another():
+    """Shared builders live in helper modules of tests/ (contract.py,
+    ortutil.py, ...), never in a test module another one imports."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(ROOT)} imports {n}" for n in names
+                      if n.split(".")[0].startswith("test_")]
+    assert not found, "\n".join(found)

@@ -25,8 +25,8 @@ TEXT_SUFFIXES = (".py", ".pyx", ".pxd", ".c", ".h", ".rst", ".md", ".toml", ".in
                  ".txt", ".in")
 PATH_SUFFIXES = ("py", "pyx", "pxd", "c", "h", "rst", "md", "toml", "ini", "cfg", "txt", "json",
                  "onnx", "npz", "csv")
-_PATH = re.compile(r"(?<![\w./*{}-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:%s))(?![\w/])"
-                   % "|".join(PATH_SUFFIXES))
+_PATH = re.compile(r"(?<![\w./*{}-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:"
+                   + "|".join(PATH_SUFFIXES) + r"))(?![\w/])")
 # A document by its bare name: an .rst page, or a project document (README.md,
 # CHANGELOG.md: capitalised by convention; a lower-case .md is an output file).
 _DOCUMENT = re.compile(r"(?<![\w./*-])([\w-]+\.rst|[A-Z][\w-]*\.md)(?![\w/])")

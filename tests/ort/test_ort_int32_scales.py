@@ -12,10 +12,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from contract import BF16, assert_same_bits, full_param, param_shape, quantize, zero_points
+from int32_cases import int32_scales, make_x
 from onnx import TensorProto
 from ortutil import DQ, LEVELS, Q, node_model, run, session
 from packaging.version import Version
-from test_int32_scales import int32_scales, make_x
 
 from extql import ort_io
 

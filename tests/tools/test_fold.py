@@ -10,37 +10,17 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from contract import TYPES, assert_same_bits, dequantize, quantize
+from fold_models import if_model, options, rng_values
 from onnx import TensorProto, helper, numpy_helper
 from onnx_helpers import DOMAIN, LEGACY, NAMES, ONNX_OF, make_model, run_ort, tensor, value_info
+from ortutil import LEVELS
 
 import extql
 from extql.onnx.graph import array_to_tensor, tensor_to_array
 
 MS = "com.microsoft"
-LEVELS = [
-    ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-]
-
-
-def options(level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL, library=True):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = level
-    if library:
-        extql.register(so)
-    return so
-
-
-def rng_values(rng, dtype_name, shape):
-    dt, lo, hi = TYPES[dtype_name]
-    if dtype_name in ("float16", "bfloat16"):
-        return (rng.standard_normal(shape) * 100).astype(np.float32).astype(dt)
-    return rng.integers(max(lo, -(2**20)), min(hi, 2**20) + 1, size=shape).astype(dt)
 
 
 def initializer_value(model, name):
@@ -215,36 +195,9 @@ def test_fallback_functions_of_folded_operators_are_removed():
                      x + dequantize(w, np.float32(2), np.uint8(3)))
 
 
-def _if_model(outer_w: np.ndarray) -> onnx.ModelProto:
-    """An If whose branches dequantize an outer-scope weight and a weight of
-    their own."""
-    def branch(name, scale):
-        nodes = [
-            helper.make_node("ExtendedDequantizeLinear", ["w", scale], [f"{name}_a"],
-                             domain=DOMAIN),
-            helper.make_node("ExtendedDequantizeLinear", [f"{name}_w", scale], [f"{name}_b"],
-                             domain=DOMAIN),
-            helper.make_node("Add", [f"{name}_a", f"{name}_b"], [f"{name}_c"]),
-            helper.make_node("Add", [f"{name}_c", "x"], [f"{name}_out"]),
-        ]
-        return helper.make_graph(
-            nodes, name, [], [value_info(f"{name}_out", TensorProto.FLOAT, (5,))],
-            [tensor(f"{name}_w", np.arange(5, dtype=np.int8) * (2 if name == "then" else -3))],
-        )
-
-    node = helper.make_node("If", ["cond"], ["y"], then_branch=branch("then", "s"),
-                            else_branch=branch("else", "s2"))
-    return make_model(
-        [node],
-        [value_info("cond", TensorProto.BOOL, ()), value_info("x", TensorProto.FLOAT, (5,))],
-        [value_info("y", TensorProto.FLOAT, (5,))],
-        [tensor("w", outer_w), tensor("s", np.float32(0.5)), tensor("s2", np.float32(3.0))],
-    )
-
-
 def test_subgraphs_fold_with_outer_scope_constants():
     w = np.int8([-128, -1, 0, 1, 127])
-    model = _if_model(w)
+    model = if_model(w)
     folded = extql.fold_constants(model)
     onnx.checker.check_model(folded, full_check=True)
     for attr in folded.graph.node[0].attribute:

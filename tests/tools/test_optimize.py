@@ -19,9 +19,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 from contract import TYPES, assert_same_bits
+from fold_models import if_model, options, rng_values
 from onnx import TensorProto, helper
 from onnx_helpers import DOMAIN, make_model, tensor, value_info
-from test_fold import LEVELS, options, rng_values
+from ortutil import LEVELS
 
 import extql
 
@@ -293,9 +294,7 @@ def test_quark_form_model_keeps_its_bits(activation):
 
 
 def test_subgraph_nodes_are_optimized():
-    from test_fold import _if_model
-
-    model = _if_model(np.int8([-128, -1, 0, 1, 127]))
+    model = if_model(np.int8([-128, -1, 0, 1, 127]))
     optimized = extql.optimize(model)
     for attr in optimized.graph.node[0].attribute:
         assert not [n for n in attr.g.node if n.domain == DOMAIN]
