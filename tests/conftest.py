@@ -2,9 +2,14 @@
 
 * tests/ is put on sys.path so that ``contract`` (the independent expectation)
   and the helper modules import.
-* Every test module runs once per instruction-set variant of the kernels that
-  this build and this CPU have (``baseline``, ``avx2``; EXTQL_TEST_ISAS picks
-  a subset): the autouse fixture ``kernel_isa`` forces the variant.
+* A test module that runs extql's kernels requests the fixture
+  ``kernel_isa`` (``pytestmark = pytest.mark.usefixtures("kernel_isa")``, or
+  as an argument) and runs once per instruction-set variant of the kernels
+  that this build and this CPU have (``_kernels.available_isas()``:
+  ``baseline``, ``avx2``, ...; EXTQL_TEST_ISAS picks a subset); the fixture
+  forces the variant.  Modules that do not run the kernels in this process
+  (the command's conventions and layout in child processes, packaging, the
+  repository's layout) run once, on the variant the CPU picks.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
   library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
@@ -28,7 +33,7 @@ from extql import _kernels  # noqa: E402
 
 
 def _isas() -> list[str]:
-    """The kernel variants every module runs on: all this build and CPU have,
+    """The kernel variants every kernel test runs on: all this build and CPU have,
     or those EXTQL_TEST_ISAS names (comma-separated; ``default`` is the one
     the CPU picks).  tox's envs that vary Python, onnx, onnxruntime or NumPy
     set ``default``: the variant does not interact with those, and the
@@ -48,9 +53,10 @@ ISAS = _isas()
 FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
 
-@pytest.fixture(scope="module", params=ISAS, autouse=True)
+@pytest.fixture(scope="module", params=ISAS)
 def kernel_isa(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Force one kernel variant (baseline, avx2, ...) for the module's tests."""
+    """Force one kernel variant (baseline, avx2, ...) for the module's tests:
+    a module that requests it runs once per variant."""
     _kernels.set_isa(request.param)
     yield request.param
     _kernels.set_isa(None)

@@ -40,6 +40,9 @@ from packaging.version import Version
 import extql
 from extql import _kernels
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 ALL_TYPES = list(TYPES)
 _LIB = ctypes.CDLL(_kernels.__file__)

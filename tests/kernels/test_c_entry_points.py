@@ -12,6 +12,9 @@ from contract import TYPES, assert_same_bits, dequantize, quantize
 from extql import _kernels
 from extql.types import QTYPES
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 LIB = ctypes.CDLL(_kernels.__file__)
 P = ctypes.c_void_p
 I64 = ctypes.c_int64

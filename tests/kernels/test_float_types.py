@@ -35,6 +35,9 @@ from packaging.version import Version
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 REALS = list(REAL_TYPES)
 ALL_TYPES = list(TYPES)

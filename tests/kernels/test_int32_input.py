@@ -37,6 +37,9 @@ from onnx.reference import ReferenceEvaluator
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         BF16: TensorProto.BFLOAT16}
 

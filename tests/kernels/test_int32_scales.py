@@ -44,6 +44,9 @@ from onnx.reference import ReferenceEvaluator
 import extql
 from extql import _kernels
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 X_TYPES = {"int32": np.dtype(np.int32), "float32": np.dtype(np.float32),
            "float16": np.dtype(np.float16), "bfloat16": BF16}
 LAYOUTS = [((2, 6, 3, 5), 1, 0, "tensor"), ((2, 6, 3, 5), 1, 0, "axis"),

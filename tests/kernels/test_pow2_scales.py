@@ -20,6 +20,9 @@ from vector_inputs import NAN_BITS, SPECIAL, misaligned, random_f32, zero_points
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 
 #: Powers of two over the float32 range: subnormal (2^-149 .. 2^-127), the

@@ -28,6 +28,9 @@ from packaging.version import Version
 import extql
 from extql import _kernels, ort_io
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 NAMES = list(SMALLFLOAT_TYPES)
 FLOAT8 = [n for n in NAMES if n.startswith("float8")]

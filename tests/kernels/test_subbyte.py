@@ -35,6 +35,9 @@ from packaging.version import Version
 import extql
 from extql import _kernels
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 NAMES = list(SUBBYTE_TYPES)
 BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}

@@ -29,6 +29,9 @@ from extql.types import (
     SUBBYTE,
 )
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 ROOT = Path(__file__).resolve().parents[2]
 #: The header the library was built with, as installed with the package.
 HEADER = Path(extql.__file__).parent / "src" / "extql_types.h"

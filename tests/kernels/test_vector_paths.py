@@ -23,6 +23,9 @@ import extql
 from extql import _kernels
 from extql.types import QTYPES
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 ALL_TYPES = list(TYPES)
 

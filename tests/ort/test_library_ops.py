@@ -19,6 +19,9 @@ from ortutil import run, session
 import extql
 from extql.types import QTYPES
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 OPERATORS = [
     ("com.amd.quark", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"),
     ("com.vai.quantize", "VitisQuantizeLinear", "VitisDequantizeLinear"),

@@ -18,6 +18,9 @@ from pass_models import ALL, X_KERNEL, assert_outputs, canonical_nans, mixed_mod
 import extql
 from extql.types import OP_NAMES
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 
 def _ops_after_optimization(model: onnx.ModelProto, library: bool, tmp_path) -> set:
     """(domain, op_type) of the nodes onnxruntime actually runs."""

@@ -24,6 +24,9 @@ from ortutil import DQ, LEVELS, Q, node_model, run, run_unaligned, session
 import extql
 from extql import ort_io
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         BF16: TensorProto.BFLOAT16}
 SPECIAL = np.array([0.0, -0.0, 2049.0, 2051.0, 257.0, 65520.0, -7e4, 1e30, np.inf, -np.inf,

@@ -23,6 +23,9 @@ import extql
 from extql import ort_io
 from extql.cli.check import check_model
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 I32 = np.iinfo(np.int32)
 SPECIAL = np.array([0, 1, -1, 3, -3, 5, 255, 65519, 65520, 2**24 + 1, 2**24 + 3,
                     2**30 + 2**22 + 1, -(2**30 + 2**22 + 1), 16777729, I32.max, I32.min],

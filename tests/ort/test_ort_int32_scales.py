@@ -19,6 +19,9 @@ from packaging.version import Version
 
 from extql import ort_io
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 X_TYPES = [np.int32, np.float32, np.float16]
 LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
            ((4, 64), 1, 16, "blocked")]

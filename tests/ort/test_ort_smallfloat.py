@@ -28,6 +28,9 @@ from packaging.version import Version
 import extql
 from extql import ort_io
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 ORT_VERSION = Version(ort.__version__)
 #: The types this onnxruntime's custom operators take.
 NAMES = [n for n in SMALLFLOAT_TYPES if n != "float4e2m1" or ORT_VERSION >= Version("1.24")]

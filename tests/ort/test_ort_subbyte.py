@@ -26,6 +26,9 @@ from packaging.version import Version
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 RUNS_INT4 = Version(ort.__version__) >= Version("1.21")
 CODE = {"int4": TensorProto.INT4, "uint4": TensorProto.UINT4}
 F_CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
