@@ -2,14 +2,19 @@
 
 * tests/ is put on sys.path so that ``contract`` (the independent expectation)
   and the helper modules import.
-* A test module that runs extql's kernels requests the fixture
-  ``kernel_isa`` (``pytestmark = pytest.mark.usefixtures("kernel_isa")``, or
-  as an argument) and runs once per instruction-set variant of the kernels
-  that this build and this CPU have (``_kernels.available_isas()``:
-  ``baseline``, ``avx2``, ...; EXTQL_TEST_ISAS picks a subset); the fixture
-  forces the variant.  Modules that do not run the kernels in this process
-  (the command's conventions and layout in child processes, packaging, the
-  repository's layout) run once, on the variant the CPU picks.
+* A test that runs extql's kernels requests the fixture ``kernel_isa`` (a
+  module of such tests with ``pytestmark =
+  pytest.mark.usefixtures("kernel_isa")``, a test of its own with the
+  decorator, or as an argument) and runs once per instruction-set variant of
+  the kernels that this build and this CPU have
+  (``_kernels.available_isas()``: ``baseline``, ``avx2``, ...;
+  EXTQL_TEST_ISAS picks a subset); the fixture forces the variant.  Tests that
+  do not run the kernels in this process (fallback functions in onnxruntime,
+  the command in child processes, packaging, the repository's layout) run
+  once, on the variant the CPU picks.  A test that runs the kernels without
+  requesting the fixture fails, naming it: the kernels' Python entry points
+  and the library's path are watched (:func:`_watch_the_kernels`), so every
+  bit-exact test of the kernels runs on every variant.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
   library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
@@ -21,6 +26,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -51,6 +57,57 @@ def _isas() -> list[str]:
 
 ISAS = _isas()
 FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
+
+
+#: The test running now, and the ones that ran the kernels without kernel_isa.
+_RUNNING: list[pytest.Item | None] = [None]
+_UNSWEPT: set[str] = set()
+#: The kernels' entry points that compute (the NumPy API's calls), and the
+#: library's path (onnxruntime loads the kernels from it).
+_COMPUTING = ("quantize", "quantize_f64", "dequantize", "convert_scales", "unpack")
+
+
+def _watch_the_kernels() -> None:
+    """Note the test that calls the kernels (directly, through the NumPy API,
+    or by registering the onnxruntime library) without requesting
+    kernel_isa."""
+    from extql import ort
+
+    def watched(function):
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            item = _RUNNING[0]
+            if item is not None and "kernel_isa" not in item.fixturenames:
+                _UNSWEPT.add(item.nodeid)
+            return function(*args, **kwargs)
+
+        return call
+
+    for name in _COMPUTING:
+        setattr(_kernels, name, watched(getattr(_kernels, name)))
+    ort.get_library_path = watched(ort.get_library_path)
+
+
+_watch_the_kernels()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    _RUNNING[0] = item
+    yield
+    _RUNNING[0] = None
+
+
+@pytest.fixture(autouse=True)
+def _kernels_need_every_variant(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that ran the kernels without kernel_isa: it would run on
+    one instruction-set variant only."""
+    yield
+    if request.node.nodeid in _UNSWEPT:
+        pytest.fail(
+            f"{request.node.nodeid} runs extql's kernels: request the fixture kernel_isa "
+            "(pytest.mark.usefixtures(\"kernel_isa\")) so that it runs on every "
+            "instruction-set variant", pytrace=False)
 
 
 @pytest.fixture(scope="module", params=ISAS)

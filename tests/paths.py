@@ -9,10 +9,15 @@ inputs, the expectation (tests/contract.py), the comparison -- is written once:
 * :data:`LIBRARY` -- one node in onnxruntime with extql's custom-op library
   (tests/ortutil.py), at an optimisation level and a thread count, the scale
   and zero point as initializers or graph inputs, the Extended or the legacy
-  name.
+  name;
+* :data:`FALLBACK` -- the same node with the fallback functions attached
+  (``extql.attach_fallbacks``), in onnxruntime without the library, at an
+  optimisation level and the model's ai.onnx ``opset``;
+* :data:`FALLBACK_REFERENCE` -- that model in ``onnx.reference``, which runs
+  the fallback functions.
 
-Options of one path only (``level``, ``threads``, ``params``, ``legacy``,
-``zp_form``) are ignored by the others.
+Options of some paths only (``level``, ``threads``, ``params``, ``legacy``,
+``zp_form``, ``opset``) are ignored by the others.
 """
 
 from __future__ import annotations
@@ -22,13 +27,16 @@ from typing import Any
 import numpy as np
 from contract import BF16
 from onnx import TensorProto
+from onnx.reference import ReferenceEvaluator
 from ortutil import DQ, Q, node_model, run, session
 
 import extql
 
 NUMPY = "numpy"
 LIBRARY = "library"
-PATHS = (NUMPY, LIBRARY)
+FALLBACK = "fallback"
+FALLBACK_REFERENCE = "fallback-reference"
+PATHS = (NUMPY, LIBRARY, FALLBACK, FALLBACK_REFERENCE)
 
 #: ONNX codes of the float types a ``precision`` / ``output_dtype`` names.
 _CODES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
@@ -39,21 +47,32 @@ def _code(dtype: Any) -> int:
     return int(dtype) if isinstance(dtype, (int, np.integer)) else _CODES[np.dtype(dtype)]
 
 
-def _run_node(op: str, x: np.ndarray, s, z, *, axis: int | None, block_size: int,
-              attrs: dict, level, threads: int, params: str, legacy: bool,
-              zp_form: str) -> np.ndarray:
+def _run_node(path: str, op: str, x: np.ndarray, s, z, *, axis: int | None, block_size: int,
+              attrs: dict, level, threads: int, params: str, legacy: bool, zp_form: str,
+              opset: int | None) -> np.ndarray:
     if z is None and zp_form == "given":
         zp_form = "absent"
     model, feeds, dtype = node_model(op, x, s, z, axis=axis, block_size=block_size or None,
                                      params=params, legacy=legacy, attrs=attrs, zp_form=zp_form)
-    (y,) = run(session(model, threads=threads, level=level), feeds, [dtype], [x.shape])
-    return y
+    if path == LIBRARY:
+        (y,) = run(session(model, threads=threads, level=level), feeds, [dtype], [x.shape])
+        return y
+    if opset is not None:
+        for imp in model.opset_import:
+            if imp.domain in ("", "ai.onnx"):
+                imp.version = opset
+    model = extql.attach_fallbacks(model)
+    if path == FALLBACK:
+        (y,) = run(session(model, register=False, threads=threads, level=level), feeds,
+                   [dtype], [x.shape])
+        return y
+    return np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
 
 
 def quantize_via(path: str, x, s, z=None, *, axis: int = 1, block_size: int = 0,
              precision: Any = None, saturate: bool | None = None, level=None,
              threads: int = 0, params: str = "const", legacy: bool = False,
-             zp_form: str = "given") -> np.ndarray:
+             zp_form: str = "given", opset: int | None = None) -> np.ndarray:
     """ExtendedQuantizeLinear of x through ``path``."""
     if path == NUMPY:
         kw = {} if saturate is None else {"saturate": saturate}
@@ -64,19 +83,22 @@ def quantize_via(path: str, x, s, z=None, *, axis: int = 1, block_size: int = 0,
         attrs["precision"] = _code(precision)
     if saturate is not None:
         attrs["saturate"] = int(saturate)
-    return _run_node(Q, np.asarray(x), np.asarray(s), None if z is None else np.asarray(z),
-                     axis=axis, block_size=block_size, attrs=attrs, level=level,
-                     threads=threads, params=params, legacy=legacy, zp_form=zp_form)
+    return _run_node(path, Q, np.asarray(x), np.asarray(s),
+                     None if z is None else np.asarray(z), axis=axis, block_size=block_size,
+                     attrs=attrs, level=level, threads=threads, params=params, legacy=legacy,
+                     zp_form=zp_form, opset=opset)
 
 
 def dequantize_via(path: str, x, s, z=None, *, axis: int = 1, block_size: int = 0,
                output_dtype: Any = None, level=None, threads: int = 0, params: str = "const",
-               legacy: bool = False, zp_form: str = "given") -> np.ndarray:
+               legacy: bool = False, zp_form: str = "given",
+               opset: int | None = None) -> np.ndarray:
     """ExtendedDequantizeLinear of x through ``path``."""
     if path == NUMPY:
         return extql.dequantize_linear(x, s, z, axis=axis, block_size=block_size,
                                        output_dtype=output_dtype)
     attrs = {} if output_dtype is None else {"output_dtype": _code(output_dtype)}
-    return _run_node(DQ, np.asarray(x), np.asarray(s), None if z is None else np.asarray(z),
-                     axis=axis, block_size=block_size, attrs=attrs, level=level,
-                     threads=threads, params=params, legacy=legacy, zp_form=zp_form)
+    return _run_node(path, DQ, np.asarray(x), np.asarray(s),
+                     None if z is None else np.asarray(z), axis=axis, block_size=block_size,
+                     attrs=attrs, level=level, threads=threads, params=params, legacy=legacy,
+                     zp_form=zp_form, opset=opset)

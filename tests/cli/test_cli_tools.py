@@ -16,9 +16,6 @@ import extql
 from extql import cli
 from extql.onnx.graph import extended_nodes
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 
 def extql_cmd(capsys, *argv) -> tuple[int, str, str]:
     code = cli.main([str(a) for a in argv])

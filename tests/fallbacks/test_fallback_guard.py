@@ -9,9 +9,6 @@ import os
 import onnxruntime as ort
 import pytest
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 
 @pytest.mark.fallback
 def test_registering_a_library_is_refused_only_in_the_fallback_env(tmp_path):

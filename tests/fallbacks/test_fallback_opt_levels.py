@@ -21,7 +21,7 @@ from onnx_helpers import qdq_model, run_ort
 
 import extql
 
-pytestmark = [pytest.mark.fallback, pytest.mark.usefixtures("kernel_isa")]
+pytestmark = pytest.mark.fallback
 
 LEVELS = {
     "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

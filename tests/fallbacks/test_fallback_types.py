@@ -31,7 +31,7 @@ from extql import fallbacks, ort_io
 from extql.onnx.fallback_cores import overflow_from
 from extql.types import FLOAT_CODES, QUANTIZED, SMALLFLOAT, quantized_type_of, type_opset
 
-pytestmark = [pytest.mark.fallback, pytest.mark.usefixtures("kernel_isa")]
+pytestmark = pytest.mark.fallback
 
 DOMAIN = "com.amd.quark"
 # (the ones the installed onnx knows: onnx 1.19 has no int2 / uint2)

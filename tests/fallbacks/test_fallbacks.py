@@ -34,7 +34,7 @@ from extql.opset import quark
 
 # These run models through the fallback functions with the library not
 # registered: `tox -e fallback` runs them with the library refused.
-pytestmark = [pytest.mark.fallback, pytest.mark.usefixtures("kernel_isa")]
+pytestmark = pytest.mark.fallback
 
 RUNNERS = ["onnxruntime", "reference"]
 

@@ -53,7 +53,7 @@ import extql.fallbacks
 from extql import fallbacks, ort_io, quark
 from extql.types import FLOAT64_CODE, OP_NAMES, type_opset
 
-pytestmark = [pytest.mark.fallback, pytest.mark.usefixtures("kernel_isa")]
+pytestmark = pytest.mark.fallback
 
 DOMAIN = "com.amd.quark"
 LEGACY = "com.vai.quantize"

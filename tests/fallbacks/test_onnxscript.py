@@ -49,9 +49,6 @@ import extql.onnx.eager
 from extql import quark
 from extql.opset import vai
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guide" / "onnxscript.rst"
 

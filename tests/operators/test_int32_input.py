@@ -1,8 +1,14 @@
 """Quantize of int32 ``x`` (the official QuantizeLinear's T1 includes
-int32), through the NumPy API, against the contract (tests/contract.py),
-ONNX's reference implementation and, where it has a kernel, onnxruntime's
-own QuantizeLinear, on both kernel variants (conftest.py runs this module
-once per variant).
+int32) on every path -- the NumPy API, extql's onnxruntime library (every
+optimisation level, one and two threads, scales and zero points as
+initializers or inputs, per tensor / per axis on NCHW / blocked, the zero
+point given, absent or an empty name, the attribute precision) and the
+fallback functions without the library (onnxruntime at every level and
+onnx.reference, at Quark's opset 17 and at 21) -- against the contract
+(tests/contract.py), and through the NumPy API against ONNX's reference
+implementation and, where it has a kernel, onnxruntime's own
+QuantizeLinear, on every kernel variant (conftest.py).  Plus what the tools
+say of such a node (check, lower_to_standard).
 
 The contract: x is rounded to nearest even into float32 -- what ONNX's Cast
 does in onnxruntime and ml_dtypes, and what onnx.reference does when the
@@ -34,8 +40,13 @@ from hypothesis import given, settings
 from int32_cases import CONVERSION_X, I32, REALS, int32_problems
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ortutil import LEVELS, ONNX_OF, Q, node_model, run, session, tensor
+from packaging.version import Version
+from paths import FALLBACK, FALLBACK_REFERENCE, LIBRARY, NUMPY, quantize_via
 
 import extql
+from extql import ort_io
+from extql.cli.check import check_model
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")
@@ -74,22 +85,70 @@ def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype):
         return np.asarray(s.astype(s_dtype)), zero_points(rng, name, pshape)
 
 
-@pytest.mark.parametrize("s_type", REALS)
-@pytest.mark.parametrize("precision", [None, *REALS])
-@pytest.mark.parametrize("name", list(ALL_TYPES))
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-@pytest.mark.parametrize("wide", [True, False])
-def test_quantize_int32_against_contract(s_type, precision, name, shape, axis, block, kind,
-                                         wide):
-    rng = case_rng(s_type, precision, name, shape, wide)
+# The library's layouts: NCHW activations per tensor and per channel (the
+# scale and zero point graph inputs), a blocked weight (split between two
+# threads).
+LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
+                   ((4, 64), 1, 16, "blocked")]
+# Output types the library takes (int4 from onnxruntime 1.21: tests/ort/
+# test_ort_subbyte.py) and Python can fetch (float8 from 1.20).
+LIBRARY_TYPES = (["int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16"]
+                 + (["float8e4m3fn"] if ort_io.has_typed_ortvalues() else [])
+                 + (["int4"] if Version(ort.__version__) >= Version("1.21") else []))
+LEVEL_IDS = ["disabled", "basic", "extended", "all"]
+# onnxruntime binds bfloat16 from 1.20 (fallback models keep it at their edge).
+BF16_IN_ORT = Version(ort.__version__) >= Version("1.20")
+
+CONTRACT_CASES = [
+    pytest.param(NUMPY, s_type, precision, name, layout, wide, None, None,
+                 id=f"numpy-{wide}-{layout[0]}-{layout[3]}-{name}-{precision}-{s_type}")
+    for wide in (True, False) for layout in LAYOUTS for name in ALL_TYPES
+    for precision in [None, *REALS] for s_type in REALS
+] + [
+    pytest.param(LIBRARY, s_type, precision, name, layout, name.endswith("32"), level, None,
+                 id=f"library-{layout[3]}-{name}-{s_type}-{precision}-{level_id}")
+    for layout in LIBRARY_LAYOUTS for name in LIBRARY_TYPES
+    for s_type, precision in [("float32", None), ("float16", None), ("bfloat16", None),
+                              ("float32", "bfloat16"), ("float32", "float16"),
+                              ("float16", "float32")]
+    for level, level_id in zip(LEVELS, LEVEL_IDS, strict=True)
+] + [
+    pytest.param(path, s_type, precision, name, ((2, 3, 5, 7), 1, 0, kind),
+                 name.endswith("32"), level, opset, marks=pytest.mark.fallback,
+                 id=f"{path}-{kind}-{name}-{s_type}-{precision}-opset{opset}-{level_id}")
+    for kind in ("tensor", "axis") for name in ["int8", "uint16", "int32", "uint32", "bfloat16"]
+    for s_type, precision in [("float32", None), ("float16", None), ("bfloat16", None),
+                              ("float32", "bfloat16")]
+    for opset in (17, 21)
+    for path, level, level_id in [*((FALLBACK, lv, i) for lv, i in zip(LEVELS, LEVEL_IDS,
+                                                                       strict=True)
+                                    if name != "bfloat16" or BF16_IN_ORT),
+                                  (FALLBACK_REFERENCE, None, "reference")]
+]
+
+
+@pytest.mark.parametrize(("path", "s_type", "precision", "name", "layout", "wide", "level",
+                          "opset"), CONTRACT_CASES)
+def test_quantize_int32_against_contract(path, s_type, precision, name, layout, wide, level,
+                                         opset):
+    """The contract's bits: the NumPy API (every type, layout and precision),
+    the library (every level; its layouts), the fallback functions without
+    the library (the fallback's Cast to float32 is the contract's
+    conversion)."""
+    shape, axis, block, kind = layout
+    rng = case_rng(path, s_type, precision, name, shape, kind, wide)
     s, z = _params(rng, name, shape, axis, block, kind, REAL_TYPES[s_type])
     x = _x(rng, shape, wide)
     prec = None if precision is None else REAL_TYPES[precision]
-    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=prec)
+    y = quantize_via(path, x, s, z, axis=axis, block_size=block, precision=prec, level=level,
+                     threads=2 if kind == "blocked" else 1,
+                     params="input" if path == LIBRARY and kind == "axis" else "const",
+                     opset=opset)
     assert y.dtype == z.dtype and y.shape == x.shape
     want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
                     axis=axis % len(shape), precision=prec)
-    assert_same_bits(y, want, f"Q int32 x, s {s_type} precision {precision} -> {name} {kind}")
+    assert_same_bits(y, want, f"{path}: Q int32 x, s {s_type} precision {precision} -> {name} "
+                              f"{kind}")
 
 
 def test_int32_x_is_rounded_to_float32_first():
@@ -285,3 +344,47 @@ def test_int32_quantize_property(problem):
     got = extql.quantize_linear(x, scale, zp, axis=axis, precision=prec, saturate=saturate)
     want = quantize(x, scale, zp, axis, precision=prec, saturate=saturate)
     assert_same_bits(got, want, f"{name} axis={axis} precision={precision} saturate={saturate}")
+
+
+@pytest.mark.parametrize("zp_form", ["absent", "empty"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int32_quantize_without_zero_point_in_the_library(zp_form, threads):
+    """uint8 output (no zero point): onnxruntime types it from the
+    registrations; a tensor large enough to be split between threads."""
+    rng = np.random.default_rng(6)
+    x = rng.integers(-400, 400, (8, 64, 28, 28), endpoint=True).astype(np.int32)
+    s = np.float32(1.5)
+    model, feeds, dtype = node_model(Q, x, s, None, zp_form=zp_form)
+    assert np.dtype(dtype) == np.uint8
+    (y,) = run(session(model, threads=threads), feeds, [dtype], [x.shape])
+    assert_same_bits(y, quantize(x, s), f"int32 x, zero point {zp_form}")
+
+
+def _fallback_model(x, s, z, opset: int, **attrs) -> onnx.ModelProto:
+    node = helper.make_node("ExtendedQuantizeLinear", ["x", "s", "z"], ["y"],
+                            domain="com.amd.quark", **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.INT32, x.shape)],
+        [helper.make_tensor_value_info("y", ONNX_OF[z.dtype], x.shape)],
+        initializer=[tensor("s", s), tensor("z", z)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("com.amd.quark", 1)])
+    model.ir_version = 8
+    return extql.attach_fallbacks(model)
+
+
+def test_tools_on_an_int32_quantize():
+    """check accepts int32 x (and names the types it takes for others);
+    lower_to_standard leaves the node, saying why."""
+    x = np.zeros((2, 3), np.int32)
+    model = _fallback_model(x, np.float32(2), np.int8(0), 21)
+    assert check_model(model) == (1, [])
+    report: list[str] = []
+    lowered = extql.lower_to_standard(model, report=report)
+    assert [n.op_type for n in lowered.graph.node] == ["ExtendedQuantizeLinear"]
+    assert any("x is int32" in r and "no kernel" in r for r in report), report
+    bad = _fallback_model(x, np.float32(2), np.int8(0), 21)
+    bad.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+    _, problems = check_model(bad)
+    assert any("must be one of float32, float16, bfloat16, int32, it is int64" in p
+               for p in problems), problems

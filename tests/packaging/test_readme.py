@@ -9,11 +9,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pytest
 from contract import assert_same_bits, dequantize, quantize
-
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 ROOT = Path(__file__).resolve().parents[2]
 

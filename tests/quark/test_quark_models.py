@@ -31,9 +31,6 @@ from extql.onnx import graph
 from extql.ort_levels import LEVELS, SessionError, open_session
 from extql.tools import compare as node_compare
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 MODELS = qm.all_models()
 NAMES = sorted(MODELS)
 CUSTOM = {"com.microsoft", extql.DOMAIN, "com.vai.quantize"}

@@ -28,9 +28,6 @@ import extql
 import extql.reference
 from extql.cli.check import check_model
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))
 RUNNABLE = [m for m in MODELS if "bfp" not in m]

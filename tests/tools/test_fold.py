@@ -20,9 +20,6 @@ from ortutil import LEVELS
 import extql
 from extql.onnx.graph import array_to_tensor, tensor_to_array
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 MS = "com.microsoft"
 
 

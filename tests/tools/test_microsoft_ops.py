@@ -26,9 +26,6 @@ from extql.cli.check import check_model
 from extql.onnx import microsoft
 from extql.onnx.graph import extended_nodes
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 MS = "com.microsoft"
 TYPES = {
     "int8": (np.int8, TensorProto.INT8), "uint8": (np.uint8, TensorProto.UINT8),

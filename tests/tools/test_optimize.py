@@ -26,9 +26,6 @@ from ortutil import LEVELS
 
 import extql
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
-
 MS = "com.microsoft"
 
 

@@ -33,7 +33,7 @@ from extql.tools import lower
 
 # These run models through the fallback functions with the library not
 # registered: `tox -e fallback` runs them with the library refused.
-pytestmark = [pytest.mark.fallback, pytest.mark.usefixtures("kernel_isa")]
+pytestmark = pytest.mark.fallback
 
 ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
 #: onnxruntime resolves model-local functions by (domain, name, overload)
