@@ -25,18 +25,33 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 from contract import BF16
 from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
-from ortutil import DQ, Q, node_model, run, session
+from ortutil import DQ, LEVELS, Q, node_model, run, session
+from packaging.version import Version
 
 import extql
+from extql import ort_io
 
 NUMPY = "numpy"
 LIBRARY = "library"
 FALLBACK = "fallback"
 FALLBACK_REFERENCE = "fallback-reference"
 PATHS = (NUMPY, LIBRARY, FALLBACK, FALLBACK_REFERENCE)
+
+#: onnxruntime's optimisation levels and their names in test ids.
+LEVEL_IDS = dict(zip(["disabled", "basic", "extended", "all"], LEVELS, strict=True))
+#: The layouts the library's cases use: an NCHW activation per tensor and per
+#: channel, a blocked weight (x shape, axis, block size, granularity).
+LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
+                   ((4, 64), 1, 16, "blocked")]
+#: The output types the library takes and Python can fetch here (float8
+#: from onnxruntime 1.20, int4 from 1.21: tests/ort/test_ort_subbyte.py).
+LIBRARY_TYPES = (["int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16"]
+                 + (["float8e4m3fn"] if ort_io.has_typed_ortvalues() else [])
+                 + (["int4"] if Version(ort.__version__) >= Version("1.21") else []))
 
 #: ONNX codes of the float types a ``precision`` / ``output_dtype`` names.
 _CODES = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,

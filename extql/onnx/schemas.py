@@ -77,6 +77,13 @@ def tensor_types(names: Iterable[str]) -> list[str]:
 #: the installed onnx has.
 QUANTIZE_TYPES = tensor_types(QUANTIZED)
 
+def _attributes(names: Iterable[str]) -> list[onnx.defs.OpSchema.Attribute]:
+    """The named attributes of :data:`extql.rules.ATTRIBUTES`, with their
+    defaults and meanings."""
+    return [onnx.defs.OpSchema.Attribute(name, onnx.helper.make_attribute(name, default), what)
+            for name, default, _, what in rules.ATTRIBUTES if name in names]
+
+
 _lock = threading.Lock()
 _done = False
 #: (name, version, domain) of each schema this module registered itself.
@@ -126,11 +133,7 @@ def _schema(name: str, domain: str, quantize: bool) -> onnx.defs.OpSchema:
         inputs=inputs,
         outputs=outputs,
         type_constraints=constraints,
-        attributes=[
-            onnx.defs.OpSchema.Attribute(attr, onnx.helper.make_attribute(attr, default), what)
-            for attr, default, ops, what in rules.ATTRIBUTES
-            if direction in ops
-        ],
+        attributes=_attributes(rules.attribute_names(direction)),
     )
     if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
         # The official operator's inference, of the newest opset this onnx
@@ -171,11 +174,7 @@ def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
     schema = onnx.defs.OpSchema(
         name, MS_DOMAIN, 1, f"onnxruntime contrib {name} (registered by extql).",
         inputs=inputs, outputs=outputs, type_constraints=constraints,
-        attributes=[
-            onnx.defs.OpSchema.Attribute(attr, onnx.helper.make_attribute(attr, default), what)
-            for attr, default, _, what in rules.ATTRIBUTES
-            if attr in rules.MICROSOFT_ATTRIBUTES
-        ],
+        attributes=_attributes(rules.MICROSOFT_ATTRIBUTES),
     )
     if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
         official = onnx.defs.get_schema(infer_from, 21, "")

@@ -35,7 +35,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from ortutil import DQ, LEVELS, Q, node_model, run_unaligned, session
 from packaging.version import Version
-from paths import LIBRARY, NUMPY, dequantize_via, quantize_via
+from paths import LEVEL_IDS, LIBRARY, LIBRARY_LAYOUTS, NUMPY, dequantize_via, quantize_via
 
 import extql
 from extql import ort_io
@@ -101,11 +101,6 @@ def _expanded(v: np.ndarray, shape, axis: int, block: int) -> np.ndarray:
     return expand_blocks(v, a, block, shape[a])
 
 
-# The library's layouts: an NCHW activation per tensor / per channel (its
-# scale and zero point graph inputs), blocked (split between two threads).
-LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
-                   ((4, 64), 1, 16, "blocked")]
-LEVEL_IDS = ["disabled", "basic", "extended", "all"]
 
 QUANTIZE_CASES = [
     pytest.param(NUMPY, x_type, s_type, precision, name, layout, None,
@@ -120,7 +115,7 @@ QUANTIZE_CASES = [
         ("float16", "float16", None), ("bfloat16", "bfloat16", None),
         ("float32", "float16", None), ("float16", "float32", None),
         ("float32", "float32", "bfloat16"), ("float16", "float16", "float32")]
-    for level, level_id in zip(LEVELS, LEVEL_IDS, strict=True)
+    for level_id, level in LEVEL_IDS.items()
 ]
 
 
@@ -153,7 +148,7 @@ DEQUANTIZE_CASES = [
                  id=f"library-{layout[3]}-{name}-{s_type}-{level_id}")
     for layout in LIBRARY_LAYOUTS for name in ["int8", "uint8", "int16", "int32", "bfloat16"]
     for s_type in ["float16", "bfloat16", "float32"]
-    for level, level_id in zip(LEVELS, LEVEL_IDS, strict=True)
+    for level_id, level in LEVEL_IDS.items()
 ]
 
 

@@ -40,12 +40,20 @@ from hypothesis import given, settings
 from int32_cases import CONVERSION_X, I32, REALS, int32_problems
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import LEVELS, ONNX_OF, Q, node_model, run, session, tensor
+from ortutil import ONNX_OF, Q, node_model, run, session, tensor
 from packaging.version import Version
-from paths import FALLBACK, FALLBACK_REFERENCE, LIBRARY, NUMPY, quantize_via
+from paths import (
+    FALLBACK,
+    FALLBACK_REFERENCE,
+    LEVEL_IDS,
+    LIBRARY,
+    LIBRARY_LAYOUTS,
+    LIBRARY_TYPES,
+    NUMPY,
+    quantize_via,
+)
 
 import extql
-from extql import ort_io
 from extql.cli.check import check_model
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
@@ -85,17 +93,6 @@ def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype):
         return np.asarray(s.astype(s_dtype)), zero_points(rng, name, pshape)
 
 
-# The library's layouts: NCHW activations per tensor and per channel (the
-# scale and zero point graph inputs), a blocked weight (split between two
-# threads).
-LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
-                   ((4, 64), 1, 16, "blocked")]
-# Output types the library takes (int4 from onnxruntime 1.21: tests/ort/
-# test_ort_subbyte.py) and Python can fetch (float8 from 1.20).
-LIBRARY_TYPES = (["int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16"]
-                 + (["float8e4m3fn"] if ort_io.has_typed_ortvalues() else [])
-                 + (["int4"] if Version(ort.__version__) >= Version("1.21") else []))
-LEVEL_IDS = ["disabled", "basic", "extended", "all"]
 # onnxruntime binds bfloat16 from 1.20 (fallback models keep it at their edge).
 BF16_IN_ORT = Version(ort.__version__) >= Version("1.20")
 
@@ -111,7 +108,7 @@ CONTRACT_CASES = [
     for s_type, precision in [("float32", None), ("float16", None), ("bfloat16", None),
                               ("float32", "bfloat16"), ("float32", "float16"),
                               ("float16", "float32")]
-    for level, level_id in zip(LEVELS, LEVEL_IDS, strict=True)
+    for level_id, level in LEVEL_IDS.items()
 ] + [
     pytest.param(path, s_type, precision, name, ((2, 3, 5, 7), 1, 0, kind),
                  name.endswith("32"), level, opset, marks=pytest.mark.fallback,
@@ -120,8 +117,7 @@ CONTRACT_CASES = [
     for s_type, precision in [("float32", None), ("float16", None), ("bfloat16", None),
                               ("float32", "bfloat16")]
     for opset in (17, 21)
-    for path, level, level_id in [*((FALLBACK, lv, i) for lv, i in zip(LEVELS, LEVEL_IDS,
-                                                                       strict=True)
+    for path, level, level_id in [*((FALLBACK, lv, i) for i, lv in LEVEL_IDS.items()
                                     if name != "bfloat16" or BF16_IN_ORT),
                                   (FALLBACK_REFERENCE, None, "reference")]
 ]

@@ -23,7 +23,6 @@ import ctypes
 
 import ml_dtypes
 import numpy as np
-import onnxruntime as ort
 import pytest
 from contract import (
     ALL_TYPES,
@@ -43,12 +42,18 @@ from hypothesis.extra.numpy import arrays
 from int32_cases import I32, SPECIAL_S, int32_problems, int32_scales, make_x
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import LEVELS
-from packaging.version import Version
-from paths import LIBRARY, NUMPY, dequantize_via, quantize_via
+from paths import (
+    LEVEL_IDS,
+    LIBRARY,
+    LIBRARY_LAYOUTS,
+    LIBRARY_TYPES,
+    NUMPY,
+    dequantize_via,
+    quantize_via,
+)
 
 import extql
-from extql import _kernels, ort_io
+from extql import _kernels
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = [pytest.mark.usefixtures("kernel_isa"), pytest.mark.usefixtures("kernel_isa")]
@@ -59,16 +64,6 @@ LAYOUTS = [((2, 6, 3, 5), 1, 0, "tensor"), ((2, 6, 3, 5), 1, 0, "axis"),
            ((2, 6, 3, 5), 1, 4, "blocked"), ((6, 40), -1, 0, "axis")]
 
 
-# The library's layouts: an NCHW activation per tensor / per channel (its
-# scale and zero point graph inputs), blocked (split between two threads).
-LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
-                   ((4, 64), 1, 16, "blocked")]
-# Output types the library takes and Python can fetch (float8 from 1.20,
-# int4 from 1.21: tests/ort/test_ort_subbyte.py).
-LIBRARY_TYPES = (["int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16"]
-                 + (["float8e4m3fn"] if ort_io.has_typed_ortvalues() else [])
-                 + (["int4"] if Version(ort.__version__) >= Version("1.21") else []))
-LEVEL_IDS = ["disabled", "basic", "extended", "all"]
 
 CONTRACT_CASES = [
     pytest.param(NUMPY, name, xname, layout, precision, None,
@@ -84,7 +79,7 @@ CONTRACT_CASES = [
     for layout in LIBRARY_LAYOUTS for name in LIBRARY_TYPES
     for xname in ("int32", "float32", "float16")
     for precision, precision_id in [(None, "float64"), (BF16, "bfloat16")]
-    for level, level_id in zip(LEVELS, LEVEL_IDS, strict=True)
+    for level_id, level in LEVEL_IDS.items()
 ]
 
 
