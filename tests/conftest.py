@@ -13,8 +13,9 @@
   the command in child processes, packaging, the repository's layout) run
   once, on the variant the CPU picks.  A test that runs the kernels without
   requesting the fixture fails, naming it: the kernels' Python entry points
-  and the library's path are watched (:func:`_watch_the_kernels`), so every
-  bit-exact test of the kernels runs on every variant.
+  and onnxruntime's registration of a custom-op library are watched
+  (:func:`_watch_the_kernels`), so every bit-exact test of the kernels runs on
+  every variant.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
   library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
@@ -62,16 +63,15 @@ FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 #: The test running now, and the ones that ran the kernels without kernel_isa.
 _RUNNING: list[pytest.Item | None] = [None]
 _UNSWEPT: set[str] = set()
-#: The kernels' entry points that compute (the NumPy API's calls), and the
-#: library's path (onnxruntime loads the kernels from it).
+#: The kernels' entry points that compute (the NumPy API's calls).
 _COMPUTING = ("quantize", "quantize_f64", "dequantize", "convert_scales", "unpack")
 
 
 def _watch_the_kernels() -> None:
-    """Note the test that calls the kernels (directly, through the NumPy API,
-    or by registering the onnxruntime library) without requesting
+    """Note the test that runs the kernels -- calls their entry points
+    (directly or through the NumPy API) or registers a custom-op library
+    with onnxruntime (extql's, whose ops run them) -- without requesting
     kernel_isa."""
-    from extql import ort
 
     def watched(function):
         @functools.wraps(function)
@@ -85,7 +85,12 @@ def _watch_the_kernels() -> None:
 
     for name in _COMPUTING:
         setattr(_kernels, name, watched(getattr(_kernels, name)))
-    ort.get_library_path = watched(ort.get_library_path)
+    try:
+        import onnxruntime
+    except ImportError:  # (the NumPy API's tests run without it)
+        return
+    options = onnxruntime.SessionOptions
+    options.register_custom_ops_library = watched(options.register_custom_ops_library)
 
 
 _watch_the_kernels()

@@ -602,6 +602,7 @@ def test_inline_fallbacks(case, params):
             check_onnxruntime(inlined, feeds, expected, "inlined")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_fold_and_optimize_keep_the_float64_bits():
     """fold_constants computes a constant int32-scale / precision-11 node
     with the kernels (the contract's bits); lower_to_standard leaves such
@@ -758,6 +759,7 @@ def quark_int32_scale(x: INT32[2, 6], s: INT32[6], zp: INT8[6], t: FLOAT[6]) -> 
         x, t, zp, precision=11)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_quark_ops_with_an_int32_scale():
     """quark.ExtendedQuantizeLinear with an int32 scale / precision 11:
     eagerly on the kernels, converted and attached through the fallbacks."""

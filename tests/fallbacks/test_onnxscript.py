@@ -200,6 +200,7 @@ def test_the_model_loads_in_every_supported_onnxruntime(name):
     assert imports.get(extql.DOMAIN, 1) == 1
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("level", LEVELS, ids=lambda lv: lv.name)
 @pytest.mark.parametrize("name", list(CASES))
 def test_converted_model_runs_with_the_library(name, level):
@@ -222,6 +223,7 @@ def test_converted_model_runs_without_the_library_after_attach(name):
         assert_same_bits(actual, expected, f"{name} {what} (onnxruntime, fallbacks)")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", list(CASES))
 def test_eager_call_gives_the_numpy_api_bits(name):
     case = CASES[name]
@@ -246,6 +248,7 @@ def _guide_source() -> str:
     return "\n".join(textwrap.dedent(block) for block in blocks)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_guide_code_blocks_run_as_written(tmp_path, capsys):
     # onnxscript reads a function's source from its file: the blocks are
     # written to one and run as a script.
@@ -380,6 +383,7 @@ def test_an_explicit_opset_version_is_kept():
 # Eager details.
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_one_op_outside_a_function_returns_an_onnxscript_tensor():
     x = special_x((2, 3), 100.0, seed=1)
     s, zp = np.array(0.5, np.float32), np.array(3, np.int16)
@@ -389,6 +393,7 @@ def test_one_op_outside_a_function_returns_an_onnxscript_tensor():
     assert_same_bits(y.value, dequantize(q.value, s, zp), "one eager op (dequantize)")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_eager_scalars_are_zero_d_arrays():
     x = special_x((4, 6), 100.0, seed=2)
     s = np.array(0.5, np.float32)
@@ -416,6 +421,7 @@ def test_eager_bad_inputs_name_the_operator():
                                        axis=5)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_the_evaluator_wraps_another_one():
     """With onnx.reference for the standard ops, the Extended ops still run
     on the kernels."""
@@ -428,6 +434,7 @@ def test_the_evaluator_wraps_another_one():
     assert not isinstance(onnxscript.evaluator.default(), extql.onnx.eager.Evaluator)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_the_evaluator_runs_a_plain_opsets_extended_ops():
     """An ``Opset`` of com.amd.quark made with onnxscript's own class (its ops
     are plain ``Op``): under the Evaluator its calls run on the kernels."""

@@ -149,6 +149,7 @@ def test_the_eager_ops_take_the_rules_attributes():
         quark.ExtendedQuantizeLinear(x, np.float32(1), bogus=1)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("scale", [np.float32, np.float16, "bfloat16", np.int32,
                                    "float8e8m0"])
 def test_the_default_precision_everywhere(scale):

@@ -53,6 +53,7 @@ def test_the_corpus_is_there():
 _OLD_ORT = tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 19)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(
         _OLD_ORT and n.startswith("transformer") and "32" in n, strict=True,
@@ -64,6 +65,7 @@ def test_native_gives_quarks_library_bits(name):
     assert_same_bits(y[model.graph.output[0].name], quark_y, name)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_check_and_other_paths(name):
     model, feeds, quark_y = _load(name)

@@ -43,6 +43,7 @@ GRANULARITIES = [
 ]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", list(TYPES))
 @pytest.mark.parametrize("gran", GRANULARITIES, ids=[g[0] for g in GRANULARITIES])
 def test_dequantize_weight_folds_to_contract_bits(qtype, gran):
@@ -73,6 +74,7 @@ def test_dequantize_weight_folds_to_contract_bits(qtype, gran):
         assert_same_bits(got, want)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", list(TYPES))
 @pytest.mark.parametrize("gran", GRANULARITIES, ids=[g[0] for g in GRANULARITIES])
 def test_quantize_dequantize_chain_of_a_float_weight_folds(qtype, gran):
@@ -98,6 +100,7 @@ def test_quantize_dequantize_chain_of_a_float_weight_folds(qtype, gran):
     assert ops(folded) == [("", "Identity")]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_quantize_without_zero_point_gives_uint8_and_legacy_domain_folds():
     rng = np.random.default_rng(3)
     w = (rng.standard_normal((6,)) * 50).astype(np.float32)
@@ -113,6 +116,7 @@ def test_quantize_without_zero_point_gives_uint8_and_legacy_domain_folds():
     assert LEGACY not in {o.domain for o in folded.opset_import}
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_constant_nodes_and_graph_output_keep_their_name():
     w = np.arange(-3, 3, dtype=np.int8)
     nodes = [
@@ -148,6 +152,7 @@ def test_non_constant_inputs_and_overridable_initializers_are_not_folded():
     assert folded == model  # nothing to do: the model comes back unchanged
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_input_model_is_not_modified_and_unrelated_nodes_stay():
     rng = np.random.default_rng(4)
     w = rng.integers(-128, 128, (3, 4)).astype(np.int8)
@@ -177,6 +182,7 @@ def test_input_model_is_not_modified_and_unrelated_nodes_stay():
         assert_same_bits(run_ort(folded, {"x": x}, options=options(level))["y"], want)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_fallback_functions_of_folded_operators_are_removed():
     w = np.arange(6, dtype=np.uint8)
     nodes = [helper.make_node("ExtendedDequantizeLinear", ["w", "s", "zp"], ["wf"],
@@ -195,6 +201,7 @@ def test_fallback_functions_of_folded_operators_are_removed():
                      x + dequantize(w, np.float32(2), np.uint8(3)))
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_subgraphs_fold_with_outer_scope_constants():
     w = np.int8([-128, -1, 0, 1, 127])
     model = if_model(w)
@@ -242,6 +249,7 @@ def _ms_model(op, x, scale, zp, axis, out_elem):
 MS_CASES = [(t, True) for t in MS_TYPES] + [("uint8", False)]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize(("qtype", "with_zp"), MS_CASES, ids=[f"{t}-zp{z}" for t, z in MS_CASES])
 @pytest.mark.parametrize("gran", GRANULARITIES, ids=[g[0] for g in GRANULARITIES])
 def test_com_microsoft_nodes_fold_to_onnxruntime_bits(qtype, with_zp, gran):
@@ -265,6 +273,7 @@ def test_com_microsoft_nodes_fold_to_onnxruntime_bits(qtype, with_zp, gran):
     assert_same_bits(initializer_value(folded, "q"), want_dq)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_com_microsoft_int32_dequantize_folds_unless_onnxruntime_would_wrap():
     x = np.int32([-(2**31), -5, 0, 7, 2**31 - 1])
     scale = np.float32(0.125)

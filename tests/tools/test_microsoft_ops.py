@@ -97,6 +97,7 @@ def _case(qtype, form, with_zp, rng):
     return x_shape, scale, zp, axis, code, info
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("qtype", ORT_TYPES)
@@ -140,6 +141,7 @@ def test_reference_quantize_refuses_what_onnxruntime_refuses(x, x_type):
                         "(int32|bfloat16)", str(info.value.__cause__ or info.value))
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("qtype", [*ORT_TYPES, "int32"])

@@ -186,6 +186,7 @@ def test_attach_static_problem_is_a_clear_error():
         extql.attach_fallbacks(model)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", ["int8", "bfloat16", "uint32"])
 def test_attach_legacy_names(qtype):
     model, expected = mixed_model([qtype, None], domain=LEGACY)
@@ -466,6 +467,7 @@ def test_lower_keeps_functions_still_used():
 # reference.OPS
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("domain", [DOMAIN, LEGACY])
 def test_reference_ops_mixed(domain):
     model, expected = mixed_model([*ALL, None], domain=domain)
@@ -473,6 +475,7 @@ def test_reference_ops_mixed(domain):
     assert_outputs(got, expected(X_KERNEL), "reference.OPS")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_reference_ops_bfloat16_nan_payload():
     x = np.array([0x7FC12345, 0xFFD55555], np.uint32).view(np.float32)
     zp = np.zeros((), TYPES["bfloat16"][0])
@@ -481,6 +484,7 @@ def test_reference_ops_bfloat16_nan_payload():
     assert got["y"].view(np.uint16).tolist() == [0x7FC0, 0xFFC0]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("qtype", ALL)
 def test_reference_ops_every_form(qtype, form):
