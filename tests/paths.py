@@ -48,7 +48,7 @@ LEVEL_IDS = dict(zip(["disabled", "basic", "extended", "all"], LEVELS, strict=Tr
 LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 3, 5, 7), 1, 0, "axis"),
                    ((4, 64), 1, 16, "blocked")]
 #: The output types the library takes and Python can fetch here (float8
-#: from onnxruntime 1.20, int4 from 1.21: tests/ort/test_ort_subbyte.py).
+#: from onnxruntime 1.20, int4 from 1.21: tests/operators/test_subbyte.py).
 LIBRARY_TYPES = (["int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16"]
                  + (["float8e4m3fn"] if ort_io.has_typed_ortvalues() else [])
                  + (["int4"] if Version(ort.__version__) >= Version("1.21") else []))
