@@ -13,11 +13,13 @@ NumPy/ONNX type name, which is never valid).
 from __future__ import annotations
 
 import numpy as np
+from contract import TYPES
 
 Q = "ExtendedQuantizeLinear"
 DQ = "ExtendedDequantizeLinear"
 
-QTYPE_NAMES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16")
+#: The eight quantized types (tests/contract.py's table).
+QTYPE_NAMES = tuple(TYPES)
 #: The float types of quantize's x and scale and of dequantize's scale
 #: (the official operators' T1 / T2, float8e8m0 aside).
 REAL_TYPE_NAMES = ("float32", "float16", "bfloat16")

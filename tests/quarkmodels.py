@@ -27,13 +27,8 @@ from onnx import TensorProto, helper
 from extql.types import DOMAIN
 
 MS = "com.microsoft"
-ONNX_OF = {
-    "int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
-    "uint16": TensorProto.UINT16, "int32": TensorProto.INT32, "uint32": TensorProto.UINT32,
-    "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
-}
-#: Activation types a model can be built for.
-ACT_TYPES = list(ONNX_OF)
+#: Activation types a model can be built for: the eight.
+ACT_TYPES = list(TYPES)
 #: The extra opset imports Quark's models carry beside ai.onnx 17.
 EXTRA_IMPORTS = [
     ("ai.onnx.ml", 3), (MS, 1), ("ai.onnx.training", 1), ("ai.onnx.preview.training", 1),

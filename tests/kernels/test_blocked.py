@@ -35,6 +35,7 @@ from contract import (
 )
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from onnx_helpers import ONNX_OF
 from packaging.version import Version
 
 import extql
@@ -222,8 +223,7 @@ def _official_model(op: str, x_type: int, zp_type: int, out_type: int, axis: int
     return model
 
 
-OFFICIAL_TYPES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
-                  "int16": TensorProto.INT16, "uint16": TensorProto.UINT16}
+OFFICIAL_TYPES = {n: ONNX_OF[n] for n in ("int8", "uint8", "int16", "uint16")}
 
 
 @functools.cache
@@ -378,9 +378,8 @@ def _library_session(model: onnx.ModelProto, threads: int = 1) -> ort.InferenceS
                                 providers=["CPUExecutionProvider"])
 
 
-ORT_CODES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
-             "uint16": TensorProto.UINT16, "int32": TensorProto.INT32,
-             "uint32": TensorProto.UINT32, "float16": TensorProto.FLOAT16}
+ORT_CODES = {n: ONNX_OF[n] for n in ("int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                     "float16")}
 
 
 @pytest.mark.parametrize("name", list(ORT_CODES))
