@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from ..numpy_api import dequantize_linear
 from ..types import (
     DEFAULT_QTYPE,
     DOMAIN,
@@ -232,8 +233,6 @@ def reference_dequantize_int32(
     32 bits (the Extended operator computes it exactly instead); the float
     part is the kernels' (:func:`extql.dequantize_linear` of the wrapped
     difference)."""
-    from ..numpy_api import dequantize_linear
-
     x = np.asarray(x, np.int32)
     if zero_point is None:
         return dequantize_linear(x, scale, None, axis=axis)
