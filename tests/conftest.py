@@ -13,7 +13,7 @@
   the command in child processes, packaging, the repository's layout) run
   once, on the variant the CPU picks.  A test that runs the kernels without
   requesting the fixture fails, naming it: the kernels' Python entry points
-  and onnxruntime's registration of a custom-op library are watched
+  and onnxruntime's registration of extql's library are watched
   (:func:`_watch_the_kernels`), so every bit-exact test of the kernels runs on
   every variant.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
@@ -73,12 +73,15 @@ def _watch_the_kernels() -> None:
     with onnxruntime (extql's, whose ops run them) -- without requesting
     kernel_isa."""
 
+    def note() -> None:
+        item = _RUNNING[0]
+        if item is not None and "kernel_isa" not in item.fixturenames:
+            _UNSWEPT.add(item.nodeid)
+
     def watched(function):
         @functools.wraps(function)
         def call(*args, **kwargs):
-            item = _RUNNING[0]
-            if item is not None and "kernel_isa" not in item.fixturenames:
-                _UNSWEPT.add(item.nodeid)
+            note()
             return function(*args, **kwargs)
 
         return call
@@ -90,7 +93,16 @@ def _watch_the_kernels() -> None:
     except ImportError:  # (the NumPy API's tests run without it)
         return
     options = onnxruntime.SessionOptions
-    options.register_custom_ops_library = watched(options.register_custom_ops_library)
+    register = options.register_custom_ops_library
+    library = os.path.realpath(_kernels.__file__)
+
+    @functools.wraps(register)
+    def register_library(self, path: str) -> None:
+        if os.path.exists(path) and os.path.realpath(path) == library:
+            note()
+        return register(self, path)
+
+    options.register_custom_ops_library = register_library
 
 
 _watch_the_kernels()
