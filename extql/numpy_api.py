@@ -18,14 +18,15 @@ from . import _kernels
 from .numpy_out import output_array
 from .rules import DEFAULTS
 from .types import (
+    DEFAULT_QTYPE,
     E8M0_DTYPE,
     E8M0_NAME,
     FLOAT64_CODE,
     FLOAT_CODES,
     FLOAT_DTYPES,
     FLOAT_NAMES,
+    INT32_CODE,
     PRECISION_CODES,
-    QTYPES,
     QUANTIZE_SCALE_CODES,
     QUANTIZE_X_CODES,
     QUANTIZED,
@@ -45,7 +46,7 @@ _TYPE_NAMES = ", ".join(QUANTIZED)
 _FLOAT_NAMES = ", ".join(FLOAT_NAMES.values())
 _X_NAMES = ", ".join(QUANTIZE_X_CODES.values())
 _BY_CODE = {t.onnx: t for t in QUANTIZED.values()}
-_INT32 = QTYPES["int32"].onnx
+_INT32 = INT32_CODE
 
 
 def _has_dtype(value: Any) -> bool:
@@ -333,7 +334,7 @@ def quantize_linear(
         raise TypeError(f"{op}: saturate must be a bool, got {type(saturate).__name__}")
     want = None if output_dtype is None else _quantized_type(op, output_dtype)
     if y_zero_point is None:
-        qt, zp = want or QTYPES["uint8"], None
+        qt, zp = want or DEFAULT_QTYPE, None
     else:
         if not _has_dtype(y_zero_point):
             raise TypeError(
