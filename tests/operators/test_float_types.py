@@ -29,6 +29,7 @@ from contract import (
     dequantize,
     expand_blocks,
     normal_with_specials,
+    param_shape,
     quantize,
 )
 from onnx import TensorProto, helper
@@ -77,13 +78,7 @@ def _x(rng: np.random.Generator, shape, dtype: np.dtype, spread: float) -> np.nd
 def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype: np.dtype):
     """Scale (of s_dtype: both signs, values that are not exact in float16 /
     bfloat16) and a zero point of the type name, of the layout's shape."""
-    a = axis % len(shape)
-    if kind == "tensor":
-        pshape: tuple[int, ...] = ()
-    elif kind == "axis":
-        pshape = (shape[a],)
-    else:
-        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    pshape = param_shape(shape, axis, block, kind)
     s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 3e-3, 0.1], np.float32), pshape)
          * (1 + rng.random(pshape))).astype(np.float32).astype(s_dtype)
     dt, lo, hi = TYPES[name]

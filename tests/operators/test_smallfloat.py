@@ -28,7 +28,15 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import BF16, SMALLFLOAT_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    BF16,
+    SMALLFLOAT_TYPES,
+    assert_same_bits,
+    dequantize,
+    expand_blocks,
+    param_shape,
+    quantize,
+)
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from ortutil import DOMAIN, DQ, LEVELS, Q, session
@@ -349,13 +357,7 @@ def _blocks_expanded(v, shape, axis, block):
 
 
 def _library_params(rng, name, shape, axis, block, kind):
-    a = axis % len(shape)
-    if kind == "tensor":
-        pshape: tuple[int, ...] = ()
-    elif kind == "axis":
-        pshape = (shape[a],)
-    else:
-        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    pshape = param_shape(shape, axis, block, kind)
     s = np.asarray(((rng.random(pshape) + 0.05) * 0.7).astype(np.float32))
     z = np.asarray(np.zeros(pshape, np.float32) if name != "float4e2m1"
                    else rng.choice([0.0, 0.5, -1.0], pshape)).astype(SMALLFLOAT_TYPES[name][0])

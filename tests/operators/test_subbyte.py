@@ -34,6 +34,7 @@ from contract import (
     dequantize,
     expand_blocks,
     normal_with_specials,
+    param_shape,
     quantize,
 )
 from onnx import TensorProto, helper
@@ -98,13 +99,7 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype=F32):
-    a = axis % len(shape)
-    if kind == "tensor":
-        pshape: tuple[int, ...] = ()
-    elif kind == "axis":
-        pshape = (shape[a],)
-    else:
-        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    pshape = param_shape(shape, axis, block, kind)
     s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 0.1, 1.0], np.float32), pshape)
          * (1 + rng.random(pshape))).astype(np.float32).astype(s_dtype)
     dt, lo, hi = SUBBYTE_TYPES[name]
