@@ -45,7 +45,7 @@ autodoc_typehints = "description"
 autodoc_default_options = {"undoc-members": False}
 
 # The examples in the pages are run by `sphinx-build -b doctest` (tox -e docs).
-# run_example("name.py") executes docs/examples/name.py and returns its namespace.
+# run_example("name.py") executes that file of docs/examples/ and returns its namespace.
 EXAMPLES = Path(__file__).parent / "examples"
 doctest_global_setup = f"""
 import runpy

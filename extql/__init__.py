@@ -55,6 +55,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "fallbacks": (".fallbacks", None),
     "opset": (".opset", None),
     "quark": (".opset", "quark"),
+    "to_model_proto": (".opset", "to_model_proto"),
     "get_library_path": (".ort", "get_library_path"),
     "register": (".ort", "register"),
 }

@@ -16,18 +16,25 @@ import numpy as np
 
 from . import _kernels
 from .numpy_out import output_array
+from .rules import DEFAULTS
 from .types import (
+    DEFAULT_QTYPE,
     E8M0_DTYPE,
     E8M0_NAME,
     FLOAT64_CODE,
     FLOAT_CODES,
     FLOAT_DTYPES,
     FLOAT_NAMES,
-    QTYPES,
+    INT32_CODE,
+    PRECISION_CODES,
+    QUANTIZE_SCALE_CODES,
+    QUANTIZE_X_CODES,
     QUANTIZED,
+    SCALE_CODES,
     QuantizedType,
     SmallFloatType,
     SubByteType,
+    default_precision,
     quantized_type_of,
 )
 
@@ -37,8 +44,9 @@ QUANTIZE = "ExtendedQuantizeLinear"
 DEQUANTIZE = "ExtendedDequantizeLinear"
 _TYPE_NAMES = ", ".join(QUANTIZED)
 _FLOAT_NAMES = ", ".join(FLOAT_NAMES.values())
+_X_NAMES = ", ".join(QUANTIZE_X_CODES.values())
 _BY_CODE = {t.onnx: t for t in QUANTIZED.values()}
-_INT32 = QTYPES["int32"].onnx
+_INT32 = INT32_CODE
 
 
 def _has_dtype(value: Any) -> bool:
@@ -80,7 +88,7 @@ def _quantize_input(op: str, value: Any) -> tuple[np.ndarray, int]:
         if arr.dtype == np.int32:
             return arr, _INT32
         if arr.dtype not in FLOAT_CODES:
-            raise TypeError(f"{op}: x must be one of {_FLOAT_NAMES}, int32, got {arr.dtype}")
+            raise TypeError(f"{op}: x must be one of {_X_NAMES}, got {arr.dtype}")
     return _floating(op, "x", value)
 
 
@@ -98,8 +106,8 @@ def _scale(op: str, name: str, value: Any,
         if integer and arr.dtype == np.int32:
             return arr, _INT32, False
         if arr.dtype not in FLOAT_CODES:
-            raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}, {E8M0_NAME}"
-                            f"{', int32' if integer else ''}, got {arr.dtype}")
+            names = (QUANTIZE_SCALE_CODES if integer else SCALE_CODES).values()
+            raise TypeError(f"{op}: {name} must be one of {', '.join(names)}, got {arr.dtype}")
     return (*_floating(op, name, value), False)
 
 
@@ -118,8 +126,8 @@ def _float_type(op: str, name: str, value: Any, wide: bool = False) -> int:
     else:
         code = code if code in codes.values() else None
     if code is None:
-        raise TypeError(f"{op}: {name} must be one of {_FLOAT_NAMES}"
-                        f"{', float64' if wide else ''}, got {value!r}")
+        names = (PRECISION_CODES if wide else FLOAT_NAMES).values()
+        raise TypeError(f"{op}: {name} must be one of {', '.join(names)}, got {value!r}")
     return code
 
 
@@ -258,9 +266,9 @@ def _zero_point_bytes(zp: np.ndarray | None, qt: QuantizedType) -> np.ndarray | 
 
 
 def quantize_linear(
-    x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = 1,
-    block_size: int = 0, output_dtype: Any = None, precision: Any = None,
-    saturate: bool = True, out: np.ndarray | None = None,
+    x: Any, y_scale: Any, y_zero_point: Any = None, *, axis: int = DEFAULTS["axis"],
+    block_size: int = DEFAULTS["block_size"], output_dtype: Any = None, precision: Any = None,
+    saturate: bool = bool(DEFAULTS["saturate"]), out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedQuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
 
@@ -321,12 +329,12 @@ def quantize_linear(
     if precision is not None:
         prec = _float_type(op, "precision", precision, wide=True)
     else:
-        prec = FLOAT64_CODE if stype == _INT32 else stype
+        prec = default_precision(stype)
     if not isinstance(saturate, (bool, np.bool_, int, np.integer)):
         raise TypeError(f"{op}: saturate must be a bool, got {type(saturate).__name__}")
     want = None if output_dtype is None else _quantized_type(op, output_dtype)
     if y_zero_point is None:
-        qt, zp = want or QTYPES["uint8"], None
+        qt, zp = want or DEFAULT_QTYPE, None
     else:
         if not _has_dtype(y_zero_point):
             raise TypeError(
@@ -452,8 +460,9 @@ def _dequantize_zero_point(op: str, value: Any, qt: QuantizedType) -> np.ndarray
 
 
 def dequantize_linear(
-    x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = 1,
-    block_size: int = 0, output_dtype: Any = None, out: np.ndarray | None = None,
+    x: Any, x_scale: Any, x_zero_point: Any = None, *, axis: int = DEFAULTS["axis"],
+    block_size: int = DEFAULTS["block_size"], output_dtype: Any = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """ExtendedDequantizeLinear: ``y = float32(x - x_zero_point) * x_scale``.
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .types import QTYPES, SMALLFLOAT, SUBBYTE, SmallFloatType, SubByteType
+from .types import QTYPES, SMALLFLOAT, SUBBYTE, SmallFloatType, SubByteType, code_of
 
 __all__ = [
     "WIDENED_SUFFIX",
@@ -59,7 +59,7 @@ __all__ = [
 
 _BF16 = QTYPES["bfloat16"].dtype
 _ONNX_BF16 = QTYPES["bfloat16"].onnx
-_ONNX_FLOAT = 1  # onnx.TensorProto.FLOAT
+_ONNX_FLOAT = code_of("float32")
 
 #: The name :func:`widen_bfloat16_outputs` gives a widened output: the
 #: original name with this suffix.

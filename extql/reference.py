@@ -25,7 +25,8 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 
 from .numpy_api import dequantize_linear, quantize_linear
-from .tools.microsoft import reference_dequantize_int32
+from .onnx.microsoft import reference_dequantize_int32
+from .rules import DEFAULTS
 from .types import (
     DOMAIN,
     FLOAT_CODES,
@@ -56,9 +57,13 @@ def _code(value: Any) -> int | None:
     return int(value) or None if value is not None else None
 
 
+_D = DEFAULTS
+
+
 class _Quantize(OpRun):
-    def _run(self, x, y_scale, y_zero_point=None, axis=1, block_size=0,  # type: ignore[override]
-             output_dtype=0, precision=0, saturate=1):
+    def _run(self, x, y_scale, y_zero_point=None, axis=_D["axis"],  # type: ignore[override]
+             block_size=_D["block_size"], output_dtype=_D["output_dtype"],
+             precision=_D["precision"], saturate=_D["saturate"]):
         zp = y_zero_point if _present(y_zero_point) else None
         return (quantize_linear(x, y_scale, zp, axis=int(axis), block_size=int(block_size),
                                 output_dtype=_code(output_dtype), precision=_code(precision),
@@ -66,8 +71,8 @@ class _Quantize(OpRun):
 
 
 class _Dequantize(OpRun):
-    def _run(self, x, x_scale, x_zero_point=None, axis=1, block_size=0,  # type: ignore[override]
-             output_dtype=0):
+    def _run(self, x, x_scale, x_zero_point=None, axis=_D["axis"],  # type: ignore[override]
+             block_size=_D["block_size"], output_dtype=_D["output_dtype"]):
         zp = x_zero_point if _present(x_zero_point) else None
         return (np.asarray(dequantize_linear(x, x_scale, zp, axis=int(axis),
                                              block_size=int(block_size),
@@ -121,7 +126,7 @@ def dequantize_subbyte(x: np.ndarray, scale, zero_point: np.ndarray | None, axis
 class _MicrosoftQuantize(OpRun):
     op_domain = MS_DOMAIN
 
-    def _run(self, x, y_scale, y_zero_point=None, axis=1, **_):  # type: ignore[override]
+    def _run(self, x, y_scale, y_zero_point=None, axis=_D["axis"], **_):  # type: ignore[override]
         # (onnx.reference adds the ai.onnx schema's other attributes' defaults.)
         x = np.asarray(x)
         if FLOAT_CODES.get(x.dtype) not in MS_FLOAT_NAMES:
@@ -140,7 +145,7 @@ class _MicrosoftQuantize(OpRun):
 class _MicrosoftDequantize(OpRun):
     op_domain = MS_DOMAIN
 
-    def _run(self, x, x_scale, x_zero_point=None, axis=1, **_):  # type: ignore[override]
+    def _run(self, x, x_scale, x_zero_point=None, axis=_D["axis"], **_):  # type: ignore[override]
         zp = x_zero_point if _present(x_zero_point) else None
         x = np.asarray(x)
         if x.dtype == np.int32:

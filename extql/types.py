@@ -4,8 +4,9 @@ The Python view of the type table ``extql/_typetable.py`` (the one place the
 types are written; the C header ``extql/src/extql_types.h`` is generated from
 it), read by the NumPy API, the graph tools and the tests, so that a type is
 named the same way everywhere.  With them, the operator names and domains the
-graph tools look for, and the type sets of onnxruntime's ``com.microsoft``
-QuantizeLinear / DequantizeLinear, all derived from the table.
+graph tools look for, the type sets of onnxruntime's ``com.microsoft``
+QuantizeLinear / DequantizeLinear, all derived from the table, and the type
+sets of the operator rules (:mod:`extql.rules`) by ONNX code.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from . import rules
 from ._typetable import (
     DEFAULT_TYPE,
     E8M0_SCALE,
@@ -65,7 +67,11 @@ __all__ = [
     "INT32_CODE",
     "FLOAT64_CODE",
     "QUANTIZE_SCALE_CODES",
+    "QUANTIZE_X_CODES",
+    "OUTPUT_CODES",
     "PRECISION_CODES",
+    "code_of",
+    "default_precision",
 ]
 
 #: The ONNX domain of ExtendedQuantizeLinear / ExtendedDequantizeLinear.
@@ -256,13 +262,28 @@ def type_opset(name: str) -> int:
     return ONNX_TYPE_OPSET.get(name, 13)
 
 
-#: The floating-point side of the operators -- quantize's x and scale,
-#: dequantize's scale and output -- by dtype: float32, float16, bfloat16 and
-#: their ONNX codes.
+def code_of(name: str) -> int:
+    """The ONNX code of a type the operator rules name (``float32``,
+    ``float64``, ``float8e8m0`` or a quantized type)."""
+    if name in QUANTIZED:
+        return QUANTIZED[name].onnx
+    if name == E8M0_SCALE[0]:
+        return E8M0_SCALE[1]
+    return rules.OTHER_CODES[name]
+
+
+def _codes(names: tuple[str, ...]) -> dict[int, str]:
+    return {code_of(name): name for name in names}
+
+
+#: The float types' names by ONNX code (float32, float16, bfloat16): the
+#: floating-point side of the operators -- quantize's x and scale,
+#: dequantize's scale and output (:data:`extql.rules.REAL_TYPES`).
+FLOAT_NAMES: dict[int, str] = _codes(rules.REAL_TYPES)
+#: The same by dtype -> ONNX code.
 FLOAT_CODES: dict[np.dtype, int] = {
-    np.dtype(np.float32): 1,
-    QTYPES["float16"].dtype: QTYPES["float16"].onnx,
-    QTYPES["bfloat16"].dtype: QTYPES["bfloat16"].onnx,
+    (np.dtype(np.float32) if name == "float32" else QTYPES[name].dtype): code
+    for code, name in FLOAT_NAMES.items()
 }
 #: The same, by ONNX code.
 FLOAT_DTYPES: dict[int, np.dtype] = {code: dtype for dtype, code in FLOAT_CODES.items()}
@@ -272,20 +293,31 @@ FLOAT_DTYPES: dict[int, np.dtype] = {code: dtype for dtype, code in FLOAT_CODES.
 E8M0_NAME: str = E8M0_SCALE[0]
 E8M0_CODE: int = E8M0_SCALE[1]
 E8M0_DTYPE: np.dtype = np.dtype(getattr(ml_dtypes, E8M0_SCALE[2]))
-#: The float types' names by ONNX code (float32, float16, bfloat16).
-FLOAT_NAMES: dict[int, str] = {FLOAT_CODES[np.dtype(np.float32)]: "float32",
-                               **{QTYPES[n].onnx: n for n in FLOAT_TYPES}}
 #: The scale's types by ONNX code: the float types and float8e8m0.
-SCALE_CODES: dict[int, str] = {**FLOAT_NAMES, E8M0_CODE: E8M0_NAME}
+SCALE_CODES: dict[int, str] = _codes(rules.SCALE_TYPES)
 #: ONNX's codes of int32 and float64 (TensorProto.INT32 / DOUBLE).
-INT32_CODE: int = QTYPES["int32"].onnx
-FLOAT64_CODE: int = 11
+INT32_CODE: int = code_of("int32")
+FLOAT64_CODE: int = code_of("float64")
 #: Quantize's scale types: the scale's types and int32 (as the official
 #: QuantizeLinear allows; dequantize's scale is never an integer).
-QUANTIZE_SCALE_CODES: dict[int, str] = {**SCALE_CODES, INT32_CODE: "int32"}
+QUANTIZE_SCALE_CODES: dict[int, str] = _codes(rules.QUANTIZE_SCALE_TYPES)
+#: Quantize's x types: the float types and int32.
+QUANTIZE_X_CODES: dict[int, str] = _codes(rules.QUANTIZE_X_TYPES)
+#: Dequantize's output types (``output_dtype``).
+OUTPUT_CODES: dict[int, str] = _codes(rules.OUTPUT_TYPES)
 #: Quantize's ``precision``: the float types and float64 (the division in
 #: float64, the default for an int32 scale, as onnx.reference's is).
-PRECISION_CODES: dict[int, str] = {**FLOAT_NAMES, FLOAT64_CODE: "float64"}
+PRECISION_CODES: dict[int, str] = _codes(rules.PRECISION_TYPES)
+
+
+def default_precision(scale_code: int) -> int:
+    """The ONNX code of a quantize's precision without the attribute, by the
+    ONNX code of its scale's type (:func:`extql.rules.default_precision`:
+    the scale's type, float64 for int32, float32 for float8e8m0)."""
+    name = QUANTIZE_SCALE_CODES.get(scale_code)
+    return scale_code if name is None else code_of(rules.default_precision(name))
+
+
 #: The float side of onnxruntime's com.microsoft QuantizeLinear /
 #: DequantizeLinear (its CPU kernels: float32 and float16), by ONNX code.
 MS_FLOAT_NAMES: dict[int, str] = {code: FLOAT_NAMES[code]

@@ -2,9 +2,20 @@
 
 * tests/ is put on sys.path so that ``contract`` (the independent expectation)
   and the helper modules import.
-* Every test module runs once per instruction-set variant of the kernels that
-  this build and this CPU have (``baseline``, ``avx2``; EXTQL_TEST_ISAS picks
-  a subset): the autouse fixture ``kernel_isa`` forces the variant.
+* A test that runs extql's kernels requests the fixture ``kernel_isa`` (a
+  module of such tests with ``pytestmark =
+  pytest.mark.usefixtures("kernel_isa")``, a test of its own with the
+  decorator, or as an argument) and runs once per instruction-set variant of
+  the kernels that this build and this CPU have
+  (``_kernels.available_isas()``: ``baseline``, ``avx2``, ...;
+  EXTQL_TEST_ISAS picks a subset); the fixture forces the variant.  Tests that
+  do not run the kernels in this process (fallback functions in onnxruntime,
+  the command in child processes, packaging, the repository's layout) run
+  once, on the variant the CPU picks.  A test that runs the kernels without
+  requesting the fixture fails, naming it: the kernels' Python entry points
+  and onnxruntime's registration of extql's library are watched
+  (:func:`_watch_the_kernels`), so every bit-exact test of the kernels runs on
+  every variant.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
   library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
@@ -16,6 +27,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -28,7 +40,7 @@ from extql import _kernels  # noqa: E402
 
 
 def _isas() -> list[str]:
-    """The kernel variants every module runs on: all this build and CPU have,
+    """The kernel variants every kernel test runs on: all this build and CPU have,
     or those EXTQL_TEST_ISAS names (comma-separated; ``default`` is the one
     the CPU picks).  tox's envs that vary Python, onnx, onnxruntime or NumPy
     set ``default``: the variant does not interact with those, and the
@@ -48,9 +60,77 @@ ISAS = _isas()
 FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
 
-@pytest.fixture(scope="module", params=ISAS, autouse=True)
+#: The test running now, and the ones that ran the kernels without kernel_isa.
+_RUNNING: list[pytest.Item | None] = [None]
+_UNSWEPT: set[str] = set()
+#: The kernels' entry points that compute (the NumPy API's calls).
+_COMPUTING = ("quantize", "quantize_f64", "dequantize", "convert_scales", "unpack")
+
+
+def _watch_the_kernels() -> None:
+    """Note the test that runs the kernels -- calls their entry points
+    (directly or through the NumPy API) or registers a custom-op library
+    with onnxruntime (extql's, whose ops run them) -- without requesting
+    kernel_isa."""
+
+    def note() -> None:
+        item = _RUNNING[0]
+        if item is not None and "kernel_isa" not in item.fixturenames:
+            _UNSWEPT.add(item.nodeid)
+
+    def watched(function):
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            note()
+            return function(*args, **kwargs)
+
+        return call
+
+    for name in _COMPUTING:
+        setattr(_kernels, name, watched(getattr(_kernels, name)))
+    try:
+        import onnxruntime
+    except ImportError:  # (the NumPy API's tests run without it)
+        return
+    options = onnxruntime.SessionOptions
+    register = options.register_custom_ops_library
+    library = os.path.realpath(_kernels.__file__)
+
+    @functools.wraps(register)
+    def register_library(self, path: str) -> None:
+        if os.path.exists(path) and os.path.realpath(path) == library:
+            note()
+        return register(self, path)
+
+    options.register_custom_ops_library = register_library
+
+
+_watch_the_kernels()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    _RUNNING[0] = item
+    yield
+    _RUNNING[0] = None
+
+
+@pytest.fixture(autouse=True)
+def _kernels_need_every_variant(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that ran the kernels without kernel_isa: it would run on
+    one instruction-set variant only."""
+    yield
+    if request.node.nodeid in _UNSWEPT:
+        pytest.fail(
+            f"{request.node.nodeid} runs extql's kernels: request the fixture kernel_isa "
+            "(pytest.mark.usefixtures(\"kernel_isa\")) so that it runs on every "
+            "instruction-set variant", pytrace=False)
+
+
+@pytest.fixture(scope="module", params=ISAS)
 def kernel_isa(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Force one kernel variant (baseline, avx2, ...) for the module's tests."""
+    """Force one kernel variant (baseline, avx2, ...) for the module's tests:
+    a module that requests it runs once per variant."""
     _kernels.set_isa(request.param)
     yield request.param
     _kernels.set_isa(None)

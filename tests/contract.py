@@ -1,5 +1,8 @@
-"""An independent implementation of the numeric contract (DESIGN.md), in
-plain NumPy + ml_dtypes, written from the text and sharing no code with extql.
+"""An independent implementation of the numeric contract (the operator pages
+docs/operators/extended_quantize_linear.rst,
+docs/operators/extended_dequantize_linear.rst and docs/operators/types.rst),
+in plain NumPy + ml_dtypes, written from the text and sharing no code with
+extql.
 
 Tests compare every path of extql (NumPy API, onnxruntime kernel, fallbacks,
 reference ops) against these functions, bit for bit.

@@ -1,21 +1,25 @@
 """Shared pieces of the fuzzers: an independent statement of which inputs the
 contract accepts, and generators of awkward float32 values.
 
-``contract_error`` is written from DESIGN.md ("Bad input gets a clear
-error ..."), not from extql's validation code, so the fuzzers can tell a
-wrongly accepted input (a silently wrong answer) from a wrongly rejected
-one.  Types are given by name ("float32", "int8", ..., "bfloat16", or any
-other NumPy/ONNX type name, which is never valid).
+``contract_error`` is written from the operator pages ("Errors" in
+docs/operators/extended_quantize_linear.rst and
+docs/operators/extended_dequantize_linear.rst: bad input gets a clear error
+...), not from extql's validation code, so the fuzzers can tell a wrongly
+accepted input (a silently wrong answer) from a wrongly rejected one.  Types
+are given by name ("float32", "int8", ..., "bfloat16", or any other
+NumPy/ONNX type name, which is never valid).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from contract import TYPES
 
 Q = "ExtendedQuantizeLinear"
 DQ = "ExtendedDequantizeLinear"
 
-QTYPE_NAMES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16")
+#: The eight quantized types (tests/contract.py's table).
+QTYPE_NAMES = tuple(TYPES)
 #: The float types of quantize's x and scale and of dequantize's scale
 #: (the official operators' T1 / T2, float8e8m0 aside).
 REAL_TYPE_NAMES = ("float32", "float16", "bfloat16")

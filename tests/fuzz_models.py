@@ -13,7 +13,7 @@ intra-op threads, and a seed for the values (ties, NaN payloads,
 subnormals, huge and zero and negative scales ...).
 
 :func:`expectation` says, independently of extql's code (rules from
-DESIGN.md via fuzz_common.contract_error), whether the model must run
+the operator pages via fuzz_common.contract_error), whether the model must run
 ("ok": bit-exact against tests/contract.py), must fail with an error
 ("error": at session creation or at run), or may do either ("either": ONNX
 matters the contract does not decide, such as a second output or an opset

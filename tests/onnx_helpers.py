@@ -11,21 +11,26 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
+from contract import ALL_TYPES
 from onnx import TensorProto, helper, numpy_helper
 
 from extql import ort_io
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
-ONNX_OF = {
-    "int8": TensorProto.INT8,
-    "uint8": TensorProto.UINT8,
-    "int16": TensorProto.INT16,
-    "uint16": TensorProto.UINT16,
-    "int32": TensorProto.INT32,
-    "uint32": TensorProto.UINT32,
-    "float16": TensorProto.FLOAT16,
-    "bfloat16": TensorProto.BFLOAT16,
+#: ONNX's code (TensorProto) of every quantized type, by tests/contract.py's
+#: name (the types this onnx has), and of float32, float64 and int64: the
+#: tests' one table of type codes.
+ONNX_OF: dict[str, int] = {
+    **{name: getattr(TensorProto, name.upper()) for name in ALL_TYPES
+       if hasattr(TensorProto, name.upper())},
+    "float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "int64": TensorProto.INT64,
+}
+#: The same by NumPy dtype (ml_dtypes' for bfloat16, the sub-byte and small
+#: float types).
+ONNX_OF_DTYPE: dict[np.dtype, int] = {
+    (ALL_TYPES[name][0] if name in ALL_TYPES else np.dtype(name)): code
+    for name, code in ONNX_OF.items()
 }
 DOMAIN = "com.amd.quark"
 LEGACY = "com.vai.quantize"

@@ -18,7 +18,9 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
+from contract import ALL_TYPES, SMALLFLOAT_TYPES, SUBBYTE_TYPES
 from onnx import TensorProto, helper
+from onnx_helpers import ONNX_OF_DTYPE
 from packaging.version import Version
 
 import extql
@@ -32,31 +34,14 @@ Q = "ExtendedQuantizeLinear"
 DQ = "ExtendedDequantizeLinear"
 LEGACY = {Q: "VitisQuantizeLinear", DQ: "VitisDequantizeLinear"}
 
-ONNX_OF = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.int8): TensorProto.INT8,
-    np.dtype(np.uint8): TensorProto.UINT8,
-    np.dtype(np.int16): TensorProto.INT16,
-    np.dtype(np.uint16): TensorProto.UINT16,
-    np.dtype(np.int32): TensorProto.INT32,
-    np.dtype(np.uint32): TensorProto.UINT32,
-    np.dtype(np.float16): TensorProto.FLOAT16,
-    BF16: TensorProto.BFLOAT16,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-}
-#: The packed types by ml_dtypes' name (int2 / uint2 where onnx has them):
-#: int4, uint4, int2, uint2, float4e2m1.
-SUBBYTE = {"int4": TensorProto.INT4, "uint4": TensorProto.UINT4,
-           "float4_e2m1fn": TensorProto.FLOAT4E2M1,
-           **{n: getattr(TensorProto, n.upper()) for n in ("int2", "uint2")
-              if hasattr(TensorProto, n.upper())}}
-#: The float8 types by ml_dtypes' name (one byte each).
-FLOAT8 = {"float8_e4m3fn": TensorProto.FLOAT8E4M3FN,
-          "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
-          "float8_e5m2": TensorProto.FLOAT8E5M2,
-          "float8_e5m2fnuz": TensorProto.FLOAT8E5M2FNUZ}
-ONNX_OF.update({np.dtype(getattr(ml_dtypes, n)): c for n, c in {**SUBBYTE, **FLOAT8}.items()})
+#: ONNX's codes by NumPy dtype (tests/onnx_helpers.py's table).
+ONNX_OF = ONNX_OF_DTYPE
+#: The packed types (int4, uint4, int2, uint2, float4e2m1) and the float8
+#: types, by ml_dtypes' name, with their codes (the ones this onnx has).
+SUBBYTE = {dtype.name: code for dtype, code in ONNX_OF.items()
+           if dtype in [ALL_TYPES[n][0] for n in (*SUBBYTE_TYPES, "float4e2m1")]}
+FLOAT8 = {dtype.name: code for dtype, code in ONNX_OF.items()
+          if dtype in [ALL_TYPES[n][0] for n in SMALLFLOAT_TYPES if n.startswith("float8")]}
 DTYPE_OF = {v: k for k, v in ONNX_OF.items()}
 ORT_TYPE = {
     TensorProto.FLOAT: "tensor(float)",
@@ -300,3 +285,24 @@ def run_unaligned(sess: ort.InferenceSession, feeds: dict[str, np.ndarray],
     binding.bind_ortvalue_output(sess.get_outputs()[0].name, ov)
     sess.run_with_iobinding(binding)
     return out
+
+
+_CASTS: dict[tuple[int, int], bool] = {}
+
+
+def ort_casts_to(code: int, opset: int) -> bool:
+    """Whether this onnxruntime has a Cast from float32 to the type (the op
+    the fallback functions need for it)."""
+    if (code, opset) not in _CASTS:
+        model = helper.make_model(helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["q"], to=code),
+             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)], "cast",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
+            ir_version=11 if opset >= 23 else 10, opset_imports=[helper.make_opsetid("", opset)])
+        try:
+            session(model, register=False)
+            _CASTS[code, opset] = True
+        except Exception:  # noqa: BLE001 - onnxruntime's own exception types
+            _CASTS[code, opset] = False
+    return _CASTS[code, opset]

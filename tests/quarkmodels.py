@@ -1,6 +1,6 @@
 """Small models in the form AMD Quark 0.13's ONNX quantizer writes them.
 
-DESIGN.md ("Models as Quark writes them") lists that form; the builders here
+docs/differences.rst ("Models as Quark writes them") lists that form; the builders here
 follow it so that the tools are tested on what users have:
 
 * ai.onnx opset 17, IR version 8, and many extra opset imports;
@@ -27,13 +27,8 @@ from onnx import TensorProto, helper
 from extql.types import DOMAIN
 
 MS = "com.microsoft"
-ONNX_OF = {
-    "int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
-    "uint16": TensorProto.UINT16, "int32": TensorProto.INT32, "uint32": TensorProto.UINT32,
-    "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
-}
-#: Activation types a model can be built for.
-ACT_TYPES = list(ONNX_OF)
+#: Activation types a model can be built for: the eight.
+ACT_TYPES = list(TYPES)
 #: The extra opset imports Quark's models carry beside ai.onnx 17.
 EXTRA_IMPORTS = [
     ("ai.onnx.ml", 3), (MS, 1), ("ai.onnx.training", 1), ("ai.onnx.preview.training", 1),

@@ -34,6 +34,7 @@ REQUIRED = [
     "docs/conf.py",
     "extql/_typetable.py",
     "tools/gen_types_header.py",
+    "tools/gen_rules_header.py",
     "tools/gen_block_rules_header.py",
     "tools/gen_kernels.py",
     "tools/tempita.py",

@@ -208,12 +208,25 @@ static inline int extql_qtype_size(int code) {{
 
 
 def write_header(header: Path = HEADER, table: Path = TABLE) -> bool:
-    """Write the header when its text differs; True when it was written."""
+    """Write the header when its text differs; True when it was written.
+    The operator rules' header is written next to it (tools/gen_rules_header.py)."""
+    _load_tool("gen_rules_header").write_header(header.with_name("extql_rules.h"), table=table)
     text = header_text(load_rows(table), load_subbyte_rows(table), load_smallfloat_rows(table))
     if header.exists() and header.read_text() == text:
         return False
     header.write_text(text)
     return True
+
+
+def _load_tool(name: str):
+    """Another generator of tools/, by path (setup.py loads this one by path)."""
+    spec = importlib.util.spec_from_file_location(f"_extql_{name}", Path(__file__).with_name(
+        f"{name}.py"))
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"tools/{name}.py: cannot be read")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str]) -> int:

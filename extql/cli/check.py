@@ -32,8 +32,8 @@ def check_model(
     operator of a custom domain that neither extql nor onnxruntime implements
     (Quark's BFPQuantizeDequantize, for example) is a problem too.  What
     cannot be checked (unknown types) goes to ``notes``, not to the problems."""
-    from ..tools import check, graph
-    from ..tools.microsoft import unsupported_nodes
+    from ..onnx import check, graph
+    from ..onnx.microsoft import unsupported_nodes
 
     problems: list[str] = [f"unsupported operator {line}" for line in unsupported_nodes(model)]
     notes = [] if notes is None else notes
@@ -123,7 +123,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
-    from ..tools.graph import extended_nodes
+    from ..onnx.graph import extended_nodes
     from ..tools.lint import onnx_checker_problems
 
     total = len(extended_nodes(model, microsoft=True))

@@ -26,8 +26,8 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
     """Run the comparison for a model whose outputs with the library were
     ``native``; print and record it; return the exit status (1: a node differs).
     ``tmp`` is a directory for models too big to hand over as bytes."""
+    from ..onnx import graph
     from ..tools import compare as node_compare
-    from ..tools import graph
 
     nodes = node_compare.quantization_nodes(model)
     types = graph.infer_types(model)

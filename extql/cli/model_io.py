@@ -95,7 +95,7 @@ def require_external_data(path: str | os.PathLike, model) -> None:
 
 def _all_initializers(model) -> Iterator[Any]:
     """The initializers of the main graph and of every subgraph."""
-    from ..tools.graph import graphs
+    from ..onnx.graph import graphs
 
     for graph in graphs(model.graph):
         yield from graph.initializer
@@ -154,7 +154,7 @@ def name_unsupported(path, model, name: str) -> None:
     (Quark's BFPQuantizeDequantize, ...): a warning for the passes that leave
     such nodes as they are, a problem (exit 1) for ``inline``, whose output
     must run without any custom operator."""
-    from ..tools.microsoft import unsupported_nodes
+    from ..onnx.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported and name == "inline":

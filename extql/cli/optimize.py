@@ -56,7 +56,7 @@ def _transform(name: str, model, report: list[str], no_fuse: bool = False):
 
 def _count(model) -> int:
     """The quantization nodes of a model, the official ONNX ones included."""
-    from ..tools.graph import graphs, is_quantization_node
+    from ..onnx.graph import graphs, is_quantization_node
 
     return sum(
         1

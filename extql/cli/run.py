@@ -42,7 +42,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     log(args, f"loading {args.model} ...")
     model, _ = load_model(args.model)
     require_integrity(args.model, model)
-    from ..tools.microsoft import unsupported_nodes
+    from ..onnx.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported:

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "extql_rules.h"
 #include "extql_types.h"
 #include "ort_internal.h"
 
@@ -98,18 +99,13 @@ static int declared_type(const OrtApi *api, const OrtKernelInfo *info, int outpu
 /* The rules (the same as extql/numpy_api.py)                                */
 /* ------------------------------------------------------------------------ */
 
-/* Names of the inputs, as the operator documents call them. */
+/* Names of the inputs, as the operator documents call them (extql_rules.h). */
 const char *extql_input_name(int kind, int index) {
-  static const char *const q[3] = {"x", "y_scale", "y_zero_point"};
-  static const char *const dq[3] = {"x", "x_scale", "x_zero_point"};
+  static const char *const q[3] = EXTQL_QUANTIZE_INPUT_NAMES;
+  static const char *const dq[3] = EXTQL_DEQUANTIZE_INPUT_NAMES;
   return kind == OP_QUANTIZE ? q[index] : dq[index];
 }
 
-static int is_float_type(int type) {
-  return type == EXTQL_ORT_FLOAT || type == EXTQL_FLOAT16 || type == EXTQL_BFLOAT16;
-}
-
-#define EXTQL_FLOAT_NAMES "float32, float16, bfloat16"
 /* Every quantized type: the eight, the sub-byte ones, the small floats (the
  * order of extql.types.QUANTIZED, so the messages are the NumPy API's). */
 #define EXTQL_ALL_QTYPE_NAMES \
@@ -126,17 +122,18 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
                              int *out_type, int *prec) {
   char b1[32], b2[32];
   /* Quantize's scale may be int32, as the official operator allows. */
-  if (s_type != 0 && !is_float_type(s_type) && !(kind == OP_QUANTIZE && s_type == EXTQL_INT32))
+  if (s_type != 0 && !extql_is_real_type(s_type) &&
+      !(kind == OP_QUANTIZE && s_type == EXTQL_INT32))
     return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT, "%s must be one of %s, got %s",
                       extql_input_name(kind, 1),
-                      kind == OP_QUANTIZE ? EXTQL_FLOAT_NAMES ", int32" : EXTQL_FLOAT_NAMES,
+                      kind == OP_QUANTIZE ? EXTQL_REAL_NAMES ", int32" : EXTQL_REAL_NAMES,
                       extql_type_name(s_type, b1, sizeof b1));
   if (kind == OP_QUANTIZE) {
     /* int32 x: the official operator allows it; the kernels round it to
      * float32. */
-    if (x_type != 0 && !is_float_type(x_type) && x_type != EXTQL_INT32)
+    if (x_type != 0 && !extql_is_quantize_x_type(x_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
-                        "x must be one of " EXTQL_FLOAT_NAMES ", int32, got %s",
+                        "x must be one of " EXTQL_QUANTIZE_X_NAMES ", got %s",
                         extql_type_name(x_type, b1, sizeof b1));
     if (zp_type != 0 && !extql_is_qtype(zp_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
@@ -149,8 +146,8 @@ OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind, int
                         extql_type_name(zp_type, b2, sizeof b2));
     *out_type = zp_type != 0 ? zp_type : output_dtype != 0 ? output_dtype : EXTQL_UINT8;
     /* Without the attribute: the scale's type, float64 for an int32 scale
-     * (as ONNX's reference divides). */
-    *prec = precision != 0 ? precision : s_type == EXTQL_INT32 ? EXTQL_ORT_DOUBLE : s_type;
+     * (as ONNX's reference divides): extql_rules.h. */
+    *prec = precision != 0 ? precision : extql_default_precision(s_type);
   } else {
     if (x_type != 0 && !extql_is_qtype(x_type))
       return extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
@@ -326,14 +323,14 @@ static OrtStatus *read_int(const OrtApi *api, const OrtKernelInfo *info, const c
 /* The attribute axis: an int, default 1. */
 OrtStatus *extql_read_axis(const OrtApi *api, const OrtKernelInfo *info, const char *label,
                            int64_t *axis) {
-  return read_int(api, info, label, "axis", 1, axis);
+  return read_int(api, info, label, "axis", EXTQL_DEFAULT_AXIS, axis);
 }
 
 /* The attribute block_size: an int >= 0, default 0 (0: per tensor or per
  * axis; > 0: blocked quantization along axis). */
 OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
                                  const char *label, int64_t *block) {
-  EXTQL_TRY(read_int(api, info, label, "block_size", 0, block));
+  EXTQL_TRY(read_int(api, info, label, "block_size", EXTQL_DEFAULT_BLOCK_SIZE, block));
   if (*block < 0)
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute block_size must be >= 0, got %lld", (long long)*block);
@@ -345,7 +342,7 @@ OrtStatus *extql_read_block_size(const OrtApi *api, const OrtKernelInfo *info,
  * dequantize. */
 int extql_output_dtype_ok(int kind, int64_t code) {
   if (code <= 0 || code > 64) return 0;
-  return kind == OP_QUANTIZE ? extql_is_qtype((int)code) : is_float_type((int)code);
+  return kind == OP_QUANTIZE ? extql_is_qtype((int)code) : extql_is_output_type((int)code);
 }
 
 /* The attributes output_dtype (quantize: one of the quantized types;
@@ -355,11 +352,14 @@ int extql_output_dtype_ok(int kind, int64_t code) {
 OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
                                  const char *label, int kind, int *output_dtype,
                                  int *precision, int *saturate) {
-  int64_t out = 0, prec = 0, sat = 1;
+  int64_t out = EXTQL_DEFAULT_OUTPUT_DTYPE, prec = EXTQL_DEFAULT_PRECISION,
+          sat = EXTQL_DEFAULT_SATURATE;
   char b1[32];
-  EXTQL_TRY(read_int(api, info, label, "output_dtype", 0, &out));
-  if (kind == OP_QUANTIZE) EXTQL_TRY(read_int(api, info, label, "precision", 0, &prec));
-  if (kind == OP_QUANTIZE) EXTQL_TRY(read_int(api, info, label, "saturate", 1, &sat));
+  EXTQL_TRY(read_int(api, info, label, "output_dtype", EXTQL_DEFAULT_OUTPUT_DTYPE, &out));
+  if (kind == OP_QUANTIZE)
+    EXTQL_TRY(read_int(api, info, label, "precision", EXTQL_DEFAULT_PRECISION, &prec));
+  if (kind == OP_QUANTIZE)
+    EXTQL_TRY(read_int(api, info, label, "saturate", EXTQL_DEFAULT_SATURATE, &sat));
   if (sat != 0 && sat != 1)
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute saturate must be 0 or 1, got %lld", (long long)sat);
@@ -367,11 +367,11 @@ OrtStatus *extql_read_type_attrs(const OrtApi *api, const OrtKernelInfo *info,
   if (out != 0 && !extql_output_dtype_ok(kind, out))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
                       "the attribute output_dtype must be one of %s, got %s",
-                      kind == OP_QUANTIZE ? EXTQL_ALL_QTYPE_NAMES : EXTQL_FLOAT_NAMES,
+                      kind == OP_QUANTIZE ? EXTQL_ALL_QTYPE_NAMES : EXTQL_OUTPUT_NAMES,
                       out > 0 && out <= 64 ? extql_type_name((int)out, b1, sizeof b1) : "a code that is no type");
-  if (prec != 0 && (prec < 0 || prec > 64 || !(is_float_type((int)prec) || prec == EXTQL_ORT_DOUBLE)))
+  if (prec != 0 && (prec < 0 || prec > 64 || !extql_is_precision_type((int)prec)))
     return extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                      "the attribute precision must be one of " EXTQL_FLOAT_NAMES ", float64, got %s",
+                      "the attribute precision must be one of " EXTQL_PRECISION_NAMES ", got %s",
                       prec > 0 && prec <= 64 ? extql_type_name((int)prec, b1, sizeof b1) : "a code that is no type");
   *output_dtype = (int)out;
   *precision = (int)prec;

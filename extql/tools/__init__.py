@@ -1,16 +1,11 @@
 """extql's tools for ONNX models with quantization nodes, one module per concern.
 
-* :mod:`~extql.tools.graph` -- what they all share: finding the Extended
-  (and com.microsoft) Q/DQ nodes, the subgraph walk, static types, names;
-* :mod:`~extql.tools.check` -- the static checks of one node (``extql check``);
 * :mod:`~extql.tools.lint` -- whole-model integrity (type codes, dangling inputs);
 * :mod:`~extql.tools.attach` -- :func:`extql.attach_fallbacks`;
 * :mod:`~extql.tools.inline` -- :func:`extql.inline_fallbacks`;
 * :mod:`~extql.tools.lower` -- :func:`extql.lower_to_standard`;
 * :mod:`~extql.tools.fold` -- :func:`extql.fold_constants`;
 * :mod:`~extql.tools.optimize` -- :func:`extql.optimize`;
-* :mod:`~extql.tools.microsoft` -- onnxruntime's com.microsoft Q/DQ and
-  operators nobody implements;
 * :mod:`~extql.tools.compare` -- node-by-node comparison of the native and
   the fallback path (``extql run --compare-fallback``);
 * :mod:`~extql.tools.analyze` -- :func:`extql.analyze` (``extql analyze``),
@@ -19,8 +14,11 @@
   (:mod:`~extql.tools.analyze_whatif`) and report
   (:mod:`~extql.tools.analyze_report`, :mod:`~extql.tools.analyze_svg`).
 
-They need onnx; ``import extql`` does not load them.  The names below are
-also available here, loaded on first use.
+What they share -- finding the Extended (and com.microsoft) Q/DQ nodes,
+static types, the static checks of a node, onnxruntime's com.microsoft Q/DQ
+-- is the onnx layer's (:mod:`extql.onnx`).  They need onnx; ``import extql``
+does not load them.  The names below are also available here, loaded on
+first use.
 """
 
 from __future__ import annotations
@@ -28,18 +26,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# name -> submodule that defines it.
+# name -> module that defines it (relative to extql).
 _LAZY: dict[str, str] = {
-    "ExtNode": "graph",
-    "TypeInfo": "graph",
-    "extended_nodes": "graph",
-    "infer_types": "graph",
-    "model_opset": "graph",
-    "check_node": "check",
-    "attach_fallbacks": "attach",
-    "inline_fallbacks": "inline",
-    "lower_to_standard": "lower",
-    "fold_constants": "fold",
+    "ExtNode": ".onnx.graph",
+    "TypeInfo": ".onnx.graph",
+    "extended_nodes": ".onnx.graph",
+    "infer_types": ".onnx.graph",
+    "model_opset": ".onnx.graph",
+    "check_node": ".onnx.check",
+    "attach_fallbacks": ".tools.attach",
+    "inline_fallbacks": ".tools.inline",
+    "lower_to_standard": ".tools.lower",
+    "fold_constants": ".tools.fold",
 }
 
 __all__ = sorted(_LAZY)
@@ -47,7 +45,7 @@ __all__ = sorted(_LAZY)
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(importlib.import_module(_LAZY[name], "extql"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'extql.tools' has no attribute {name!r}")

@@ -11,23 +11,11 @@ import warnings
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
-from .. import fallbacks
-from ..types import (
-    DEFAULT_QTYPE,
-    E8M0_CODE,
-    E8M0_NAME,
-    FLOAT64_CODE,
-    INT32_CODE,
-    OP_NAMES,
-    QTYPES,
-    QUANTIZED_BY_ONNX,
-    is_float8,
-    type_opset,
-)
-from .check import raise_first_problem
-from .graph import (
+from .. import fallbacks, rules
+from ..onnx.check import raise_first_problem
+from ..onnx.graph import (
     ExtNode,
     TypeInfo,
     copy_model,
@@ -38,6 +26,18 @@ from .graph import (
     static_shape,
     type_name,
     zero_point_type,
+)
+from ..types import (
+    DEFAULT_QTYPE,
+    E8M0_CODE,
+    E8M0_NAME,
+    FLOAT64_CODE,
+    OP_NAMES,
+    QTYPES,
+    QUANTIZED_BY_ONNX,
+    default_precision,
+    is_float8,
+    type_opset,
 )
 
 __all__ = ["attach_fallbacks", "FUNCTION_IR_VERSION"]
@@ -94,38 +94,35 @@ def _scale_type(ext: ExtNode, types: dict[str, TypeInfo], what: str) -> int:
 
 def _precision(ext: ExtNode, types: dict[str, TypeInfo]) -> int:
     """A quantize node's ``precision``: its attribute, else what the
-    operator takes without one -- the scale's type, float32 for a
-    float8e8m0 scale (which widens to float32 exactly), float64 for an int32
-    scale (never a float type: that would round the scale, and the library
-    reads the attribute too)."""
+    operator takes without one (:func:`extql.rules.default_precision`) --
+    the scale's type, float32 for a float8e8m0 scale (which widens to
+    float32 exactly), float64 for an int32 scale (never a float type: that
+    would round the scale, and the library reads the attribute too)."""
     given = _attr(ext.node, "precision")
     if given is not None:
         return given
-    scale_type = _scale_type(ext, types, "the division's precision")
-    if scale_type == INT32_CODE:
-        return FLOAT64_CODE
-    return TensorProto.FLOAT if scale_type == E8M0_CODE else scale_type
+    return default_precision(_scale_type(ext, types, "the division's precision"))
 
 
 def _spell_out(ext: ExtNode, variant: str, types: dict[str, TypeInfo]) -> None:
     """Give the node every attribute its function reads, with the meaning
-    the node has: ``axis`` 1, ``block_size`` 0, quantize's ``precision``
-    (:func:`_precision`: the scale's type, float64 for an int32 scale) and
-    float8 ``saturate`` 1, dequantize's ``output_dtype`` (the scale's type).
+    the node has: ``axis`` and ``block_size`` (their defaults, 1 and 0),
+    quantize's ``precision`` (:func:`_precision`: the scale's type, float64
+    for an int32 scale) and float8 ``saturate`` (1), dequantize's
+    ``output_dtype`` (the scale's type).
     onnx.reference ignores a function's attribute defaults, and the function
     cannot read the scale's type itself.  ``saturate`` is dropped where it
     means nothing (every type but float8 saturates)."""
     node = ext.node
-    if _attr(node, "axis") is None:
-        _set_attr(node, "axis", 1)
-    if _attr(node, "block_size") is None:
-        _set_attr(node, "block_size", 0)
+    for name in ("axis", "block_size"):
+        if _attr(node, name) is None:
+            _set_attr(node, name, rules.DEFAULTS[name])
     if ext.quantize:
         if _attr(node, "precision") is None:
             _set_attr(node, "precision", _precision(ext, types))
         if is_float8(variant):
             if _attr(node, "saturate") is None:
-                _set_attr(node, "saturate", 1)
+                _set_attr(node, "saturate", rules.DEFAULTS["saturate"])
         else:
             _drop_attr(node, "saturate")
     elif not _attr(node, "output_dtype"):

@@ -1,7 +1,7 @@
 """Comparing the quantization nodes of a model between two paths, node by node.
 
 extql promises that the native kernels and the fallback functions give the
-same bits for the same inputs (DESIGN.md, "Numerics").  It does not promise
+same bits for the same inputs (docs/operators/index.rst).  It does not promise
 that a whole model does: onnxruntime optimises a graph with custom nodes and
 one with their standard-op decompositions differently (it folds a weight's
 DequantizeLinear, pre-packs weights, fuses the decomposition's Mul into a
@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .graph import ExtNode, TypeInfo, extended_nodes
+from ..onnx.graph import ExtNode, TypeInfo, extended_nodes
 
 __all__ = ["QuantNode", "quantization_nodes", "expose", "isolated_nodes", "compare_arrays"]
 

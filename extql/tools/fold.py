@@ -24,7 +24,19 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from .. import rules
 from ..numpy_api import dequantize_linear, quantize_linear
+from ..onnx.graph import (
+    Names,
+    array_to_tensor,
+    graphs,
+    is_quantization_node,
+    node_axis,
+    node_label,
+    subgraphs,
+    tensor_to_array,
+)
+from ..onnx.microsoft import int32_wraps
 from ..types import (
     BY_ONNX,
     FLOAT64_CODE,
@@ -36,17 +48,6 @@ from ..types import (
     QTYPES,
     qtype_of,
 )
-from .graph import (
-    Names,
-    array_to_tensor,
-    graphs,
-    is_quantization_node,
-    node_axis,
-    node_label,
-    subgraphs,
-    tensor_to_array,
-)
-from .microsoft import int32_wraps
 
 __all__ = ["fold_constants"]
 
@@ -125,8 +126,7 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
     x, scale = args[0], args[1]
     zp = args[2] if len(args) > 2 else None
     attrs = {a.name: a.i for a in node.attribute}
-    known = {"axis"} if node.domain == MS_DOMAIN else {
-        "axis", "block_size", "precision", "saturate", "output_dtype"}
+    known = set(rules.MICROSOFT_ATTRIBUTES if node.domain == MS_DOMAIN else rules.DEFAULTS)
     if set(attrs) - known:
         return None  # an attribute the operator does not define: left to the runtime
     assert x is not None and scale is not None

@@ -15,9 +15,7 @@ import onnx.inliner
 from onnx import helper, numpy_helper
 
 from .. import fallbacks
-from ..types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
-from .attach import attach_fallbacks
-from .graph import (
+from ..onnx.graph import (
     INFER_KEEP_BYTES,
     ExtNode,
     Names,
@@ -31,7 +29,9 @@ from .graph import (
     set_opset,
     static_shape,
 )
-from .microsoft import to_extended
+from ..onnx.microsoft import to_extended
+from ..types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
+from .attach import attach_fallbacks
 
 __all__ = ["inline_fallbacks"]
 
@@ -67,7 +67,7 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     com.microsoft QuantizeLinear / DequantizeLinear nodes (which AMD Quark
     writes for the 8/16-bit types) are replaced too, so the result needs no
     contrib operator either: they are first renamed to the Extended operators
-    where both mean the same bits (:func:`extql.tools.microsoft.to_extended`,
+    where both mean the same bits (:func:`extql.onnx.microsoft.to_extended`,
     which raises a ``ValueError`` naming any other).
     """
     with warnings.catch_warnings():

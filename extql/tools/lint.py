@@ -4,7 +4,7 @@ A model can be readable protobuf and still be no model onnxruntime will load:
 an element type code that no ONNX type has (one flipped bit does it), a node
 input that nothing produces (a zero point whose initializer was dropped), a
 name that is not UTF-8.  (Operators that neither extql nor onnxruntime
-implements are named by :func:`extql.tools.microsoft.unsupported_nodes`.)
+implements are named by :func:`extql.onnx.microsoft.unsupported_nodes`.)
 :func:`integrity_problems` finds these, each as one line naming the tensor
 or node, so that ``check`` reports them as the model's problems (exit 1),
 and ``run`` / ``attach`` / ``inline`` / ``lower`` refuse the model with
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import onnx
 from google.protobuf import descriptor
 
-from .graph import node_label
+from ..onnx.graph import node_label
 
 __all__ = [
     "integrity_problems",

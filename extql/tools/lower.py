@@ -12,10 +12,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .. import fallbacks
-from ..types import MS_DOMAIN, OP_NAMES, is_float8
-from .check import check_node
-from .graph import (
+from .. import fallbacks, rules
+from ..onnx.check import check_node
+from ..onnx.graph import (
     ExtNode,
     TypeInfo,
     constant_value,
@@ -28,6 +27,7 @@ from .graph import (
     type_name,
     zero_point_type,
 )
+from ..types import MS_DOMAIN, OP_NAMES, is_float8
 
 __all__ = ["lower_to_standard"]
 
@@ -202,9 +202,9 @@ def _redundant(ext: ExtNode, attr: onnx.AttributeProto, float8: bool = False) ->
     node whose type is not a float8 one (it means nothing there, and the
     official operator defines it only from opset 19)."""
     if attr.name == "saturate":
-        return not float8 or attr.i == 1
+        return not float8 or attr.i == rules.DEFAULTS["saturate"]
     if attr.name == "block_size":
-        return attr.i == 0
+        return attr.i == rules.DEFAULTS["block_size"]
     if attr.name == "precision":
         return attr.i == TensorProto.FLOAT
     if attr.name == "output_dtype":

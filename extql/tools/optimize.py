@@ -37,9 +37,9 @@ import warnings
 
 import onnx
 
+from ..onnx.graph import graphs, is_quantization_node
 from ..types import DEFAULT_QTYPE, DOMAIN, MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES
 from .fold import fold_constants
-from .graph import graphs, is_quantization_node
 from .lower import lower_to_standard
 
 __all__ = ["optimize"]

@@ -135,7 +135,7 @@ def test_info_works_without_the_onnx_extra(models):
 
 
 def test_an_unexpected_exception_is_one_line_and_status_2(models, capsys, monkeypatch):
-    from extql.tools import check
+    from extql.onnx import check
 
     def broken(*args, **kwargs):
         raise RuntimeError("something inside broke\nwith a second line")

@@ -10,11 +10,11 @@ import pytest
 from contract import TYPES, assert_same_bits, dequantize, quantize
 from onnx import TensorProto, helper
 from onnx_helpers import DOMAIN, make_model, qdq_model, run_ort, tensor, value_info
-from test_passes import X_KERNEL, assert_outputs, mixed_model
+from pass_models import X_KERNEL, assert_outputs, mixed_model
 
 import extql
 from extql import cli
-from extql.tools.graph import extended_nodes
+from extql.onnx.graph import extended_nodes
 
 
 def extql_cmd(capsys, *argv) -> tuple[int, str, str]:
@@ -64,6 +64,7 @@ def test_top_level_help_lists_the_commands(capsys):
 # check
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_check_good_model(mixed, capsys):
     path, _ = mixed
     code, out, _ = extql_cmd(capsys, "check", path)
@@ -115,6 +116,7 @@ def test_check_missing_opset_import(tmp_path, capsys):
     assert code == 1 and "no opset import for 'com.amd.quark'" in out
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_check_without_extended_nodes(tmp_path, capsys):
     model = make_model([helper.make_node("Relu", ["x"], ["y"])],
                        [value_info("x", TensorProto.FLOAT, [2])],
@@ -123,6 +125,7 @@ def test_check_without_extended_nodes(tmp_path, capsys):
     assert code == 0 and "no ExtendedQuantizeLinear" in out
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_check_unknown_types_are_notes_and_progress_is_shown(tmp_path, capsys):
     """A big model gets progress lines; a zero point of unknown type cannot be
     checked, which is said but is not a failure."""
@@ -246,6 +249,7 @@ def test_missing_external_data_is_explained(tmp_path, capsys):
 # run
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_run_compare_fallback_agrees(mixed, capsys):
     path, _ = mixed
     code, out, err = extql_cmd(capsys, "run", path, "--compare-fallback")
@@ -255,6 +259,7 @@ def test_run_compare_fallback_agrees(mixed, capsys):
     assert "output q6: float16[2, 3, 4]" in out
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_run_with_inputs_file_and_saved_outputs(tmp_path, capsys):
     model = qdq_model("bfloat16", [3, 5], np.float32(0.25),
                       np.asarray(TYPES["bfloat16"][0].type(1.5)), chain="dq")
@@ -279,6 +284,7 @@ def test_run_without_library(mixed, capsys):
     assert "output d0: float32[2, 3, 4]" in out
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
     """If native and fallback ever disagree on a node, run says where and exits 1."""
     from extql.cli import session
@@ -304,6 +310,7 @@ def test_run_reports_a_difference(tmp_path, capsys, monkeypatch):
     assert len(calls) == 4 and calls.count("extql_quantization_nodes") == 1
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_run_whole_model_difference_is_information(tmp_path, capsys, monkeypatch):
     """A whole-model difference with identical nodes is reported, exit 0."""
     from extql.cli import session
@@ -335,6 +342,7 @@ def test_run_rejects_unknown_inputs(mixed, tmp_path, capsys):
     assert code == 2 and "'nope'" in err and "not inputs of the model" in err
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_run_symbolic_dims(tmp_path, capsys):
     model = make_model(
         [helper.make_node("ExtendedQuantizeLinear", ["x", "s"], ["y"], domain=DOMAIN)],
@@ -347,6 +355,7 @@ def test_run_symbolic_dims(tmp_path, capsys):
     assert code == 0 and "output y: uint8[5, 3]" in out and "agree" in out
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_run_matches_the_contract(tmp_path, capsys):
     x = np.linspace(-300, 300, 24, dtype=np.float32).reshape(2, 3, 4)
     scale, zp = np.float32(0.75), np.uint16(100)

@@ -23,12 +23,12 @@ import pytest
 from contract import BF16, assert_same_bits, normal_with_specials
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, run, session, tensor
+from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, ort_casts_to, run, session, tensor
 from packaging.version import Version
 
 import extql
 from extql import fallbacks, ort_io
-from extql.fallback_bodies import overflow_from
+from extql.onnx.fallback_cores import overflow_from
 from extql.types import FLOAT_CODES, QUANTIZED, SMALLFLOAT, quantized_type_of, type_opset
 
 pytestmark = pytest.mark.fallback
@@ -70,27 +70,6 @@ def qdq_model(x, s, z, *, opset: int, q_attrs: dict, dq_attrs: dict,
          helper.make_tensor_value_info("y", y_code, x.shape)], inits)
     return helper.make_model(graph, ir_version=11 if opset >= 23 else 10, opset_imports=[
         helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, 1)])
-
-
-_CASTS: dict[tuple[int, int], bool] = {}
-
-
-def ort_casts_to(code: int, opset: int) -> bool:
-    """Whether this onnxruntime has a Cast from float32 to the type (the op
-    the fallback functions need for it)."""
-    if (code, opset) not in _CASTS:
-        model = helper.make_model(helper.make_graph(
-            [helper.make_node("Cast", ["x"], ["q"], to=code),
-             helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)], "cast",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]),
-            ir_version=11 if opset >= 23 else 10, opset_imports=[helper.make_opsetid("", opset)])
-        try:
-            session(model, register=False)
-            _CASTS[code, opset] = True
-        except Exception:  # noqa: BLE001 - onnxruntime's own exception types
-            _CASTS[code, opset] = False
-    return _CASTS[code, opset]
 
 
 def ort_runs(name: str, opset: int, *arrays: np.ndarray) -> bool:
@@ -167,6 +146,7 @@ GRANULARITIES = [("tensor", 1, 0), ("axis", 1, 0), ("axis", -1, 0), ("blocked", 
                  ("blocked", -1, 4), ("blocked", 0, 32)]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", NEW_TYPES)
 @pytest.mark.parametrize("granularity", GRANULARITIES, ids=lambda g: f"{g[0]}{g[1]}b{g[2]}")
 def test_new_types_every_granularity(name, granularity):
@@ -183,6 +163,7 @@ def test_new_types_every_granularity(name, granularity):
         assert "onnxruntime" in ran, "the newest onnxruntime runs every type's fallbacks but float4"
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", [n for n in NEW_TYPES if n.startswith("float8")])
 @pytest.mark.parametrize("saturate", [0, 1])
 def test_float8_saturate_around_the_range_end(name, saturate):
@@ -216,6 +197,7 @@ def test_overflow_threshold_is_where_rounding_leaves_the_range(name):
 REALS = [np.float32, np.float16, BF16]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("x_type", REALS, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("s_type", REALS, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("name", ["int8", "uint16", "int32", "float16", "bfloat16", "int4",
@@ -230,6 +212,7 @@ def test_float16_bfloat16_x_and_scales(x_type, s_type, name):
     check(x, s, z, axis=1, opset=max(21, type_opset(name)), levels=False)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("precision", REALS, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("s_type", REALS, ids=lambda t: np.dtype(t).name)
 def test_precision_attribute(precision, s_type):
@@ -243,6 +226,7 @@ def test_precision_attribute(precision, s_type):
               levels=False)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("dq_out", REALS, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("s_type", REALS, ids=lambda t: np.dtype(t).name)
 def test_dequantize_output_dtype(dq_out, s_type):
@@ -252,6 +236,7 @@ def test_dequantize_output_dtype(dq_out, s_type):
           levels=False)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_blocked_scales_from_graph_inputs_and_ragged_tails():
     """Blocked parameters that are graph inputs (the shapes known only at
     run time) and block sizes that leave a short last block."""
@@ -283,6 +268,7 @@ def test_a_bad_blocked_scale_fails_at_run_time():
         ReferenceEvaluator(model).run(None, feeds)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_a_nonzero_float8_zero_point_fails_at_run_time():
     """A float8 dequantize's zero point must be 0: another value (a graph
     input, unknown before the run) makes the fallback fail, never a
@@ -318,6 +304,7 @@ def test_attach_refuses_an_opset_that_cannot_express_the_type(name):
         extql.attach_fallbacks(model)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_quantize_output_dtype_without_a_zero_point():
     """output_dtype names the output type when there is no zero point: the
     node gets an explicit zero of that type."""
@@ -356,6 +343,7 @@ def test_several_variants_with_new_types_warn_about_runtimes_without_overload():
     assert {f.overload for f in out.functions} == {"int8", "int4"}
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_inline_fallbacks_with_blocked_and_float16():
     """inline_fallbacks leaves no Extended node and gives the same bits for
     the new features (blocked via the flat function, float16 statically)."""
@@ -375,6 +363,7 @@ def test_inline_fallbacks_with_blocked_and_float16():
                      extql.dequantize_linear(want_q, s, z, axis=1, block_size=32))
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_opset13_model_blocked_float32():
     """At ai.onnx opset 13 (Reshape without allowzero) blocked quantization
     of non-empty tensors still runs."""

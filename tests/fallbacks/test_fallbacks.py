@@ -10,12 +10,12 @@ import numpy as np
 import onnx
 import onnxscript
 import pytest
-from contract import FLOAT_TYPES, INT_TYPES, TYPES, assert_same_bits, case_rng, dequantize, quantize
+from contract import TYPES, assert_same_bits, case_rng, dequantize, quantize
+from fallback_cases import FORMS, quantized_x, random_scale, special_x, zero_points
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 from onnx_helpers import (
-    BF16,
     DOMAIN,
     LEGACY,
     ONNX_OF,
@@ -45,64 +45,11 @@ def run(runner: str, model: onnx.ModelProto, feeds: dict) -> dict:
     return run_reference(model, feeds)
 
 
-def special_x(shape, rng, qtype: str) -> np.ndarray:
-    """Random values around the type's range plus NaN (several payloads and
-    both signs), +-inf, ties, huge and tiny values."""
-    lo, hi = TYPES[qtype][1], TYPES[qtype][2]
-    span = min(float(hi) - float(lo), 1e6) if qtype in INT_TYPES else 1e5
-    x = np.asarray(rng.standard_normal(shape) * span, dtype=np.float32)
-    specials = np.array(
-        [0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFD55555, 0x7F800000, 0xFF800000],
-        np.uint32,
-    ).view(np.float32)
-    extra = np.array(
-        [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 127.5, 128.5, -128.5, 255.5, 32767.5,
-         65535.5, 1e30, -1e30, 3.4e38, -3.4e38, 65504.0, 65519.0, 65520.0, -65520.0,
-         2147483520.0, -2147483648.0, 4294967040.0, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11,
-         1.00390625, 1.01171875, 1e-40, -1e-45, 3.3895314e38, 3.3961776e38, 0.0, -0.0],
-        np.float32,
-    )
-    flat = x.reshape(-1)
-    vals = np.concatenate([specials, extra])
-    n = min(flat.size, vals.size)
-    idx = rng.permutation(flat.size)[:n]
-    flat[idx] = vals[:n]
-    return x
-
-
-def zero_points(qtype: str, n: int | None, rng) -> np.ndarray:
-    dt, lo, hi = TYPES[qtype]
-    shape = () if n is None else (n,)
-    if qtype in FLOAT_TYPES:
-        return (rng.standard_normal(shape) * 3).astype(np.float32).astype(dt)
-    lo_, hi_ = max(int(lo), -(2**31)), min(int(hi), 2**32 - 1)
-    return rng.integers(lo_, hi_, size=shape, endpoint=True, dtype=np.int64).astype(dt)
-
-
-# granularity forms: (x shape, scale shape or None=scalar, axis attribute)
-FORMS = {
-    "tensor-scalar": ((2, 3, 5), None, None),
-    "tensor-[1]": ((2, 3, 5), (1,), 1),
-    "axis-1": ((2, 3, 5), (3,), 1),
-    "axis-default": ((2, 3, 5), (3,), None),
-    "axis-neg": ((2, 3, 5), (5,), -1),
-    "axis-0": ((4, 3), (4,), 0),
-    "rank1": ((7,), None, 0),
-    "rank0": ((), None, None),
-}
-
-
-def _scale(shape, rng) -> np.ndarray:
-    if shape is None:
-        return np.float32(rng.choice([0.5, 1.0, 0.37, 3.0]))
-    return rng.choice(np.array([0.5, 1.0, 2.0, 0.37, 3.0, 1e-3], np.float32), size=shape)
-
-
 @functools.cache
 def _model(kind, qtype, form, with_zp, domain=DOMAIN):
     rng = case_rng(kind, qtype, form, with_zp)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     n = None if s_shape is None else s_shape[0]
     zp = zero_points(qtype, n, rng) if with_zp else None
     model = qdq_model(
@@ -130,23 +77,6 @@ def test_quantize_function(qtype, form, with_zp, runner):
     assert_same_bits(got, expected, f"{runner} quantize {qtype} {form}")
 
 
-def quantized_x(qtype: str, shape, rng) -> np.ndarray:
-    dt, lo, hi = TYPES[qtype]
-    if qtype in FLOAT_TYPES:
-        bits = rng.integers(0, 2**16, size=shape, dtype=np.uint16)
-        x = bits.view(np.float16) if qtype == "float16" else bits.view(BF16)
-        flat = x.reshape(-1)
-        specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, hi, lo], np.float32)
-        n = min(flat.size, specials.size)
-        flat[:n] = specials[:n].astype(dt)
-        return x
-    x = rng.integers(int(lo), int(hi), size=shape, endpoint=True, dtype=np.int64).astype(dt)
-    flat = x.reshape(-1)
-    n = min(flat.size, 2)
-    flat[:n] = np.array([lo, hi])[:n].astype(dt)
-    return x
-
-
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "nozp"])
 @pytest.mark.parametrize("form", list(FORMS))
@@ -154,7 +84,7 @@ def quantized_x(qtype: str, shape, rng) -> np.ndarray:
 def test_dequantize_function(qtype, form, with_zp, runner):
     rng = np.random.default_rng(2)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     n = None if s_shape is None else s_shape[0]
     zp = zero_points(qtype, n, rng) if with_zp else None
     model = extql.attach_fallbacks(
@@ -262,7 +192,7 @@ def test_random_granularity(qtype, shape, per_axis, axis_seed, seed, runner):
     axis = axis_seed % (2 * rank) - rank  # in [-rank, rank - 1]
     x = special_x(tuple(shape), rng, qtype)
     n = shape[axis] if per_axis else None
-    scale = np.asarray(_scale(None if n is None else (n,), rng), np.float32)
+    scale = np.asarray(random_scale(None if n is None else (n,), rng), np.float32)
     zp = zero_points(qtype, n, rng)
     model = _dynamic_model(qtype, rank, axis)
     feeds = {"x": x, "s": scale, "zp": zp}
@@ -352,7 +282,7 @@ def test_onnxscript_authoring_with_the_quark_opset():
         q = quark.ExtendedQuantizeLinear(x, s, zp)
         return quark.ExtendedDequantizeLinear(q, s, zp)
 
-    model = qdq.to_model_proto()
+    model = extql.to_model_proto(qdq)
     imports = [o if o.domain else helper.make_opsetid("", 21) for o in model.opset_import]
     del model.opset_import[:]
     model.opset_import.extend(imports)
@@ -379,7 +309,7 @@ def test_quark_opset_checks_types():
 
     # extql checks the types when onnxscript converts (tests/fallbacks/test_onnxscript.py).
     with pytest.raises(TypeError, match="ExtendedQuantizeLinear .*zero point 'zp'.* float"):
-        bad.to_model_proto()
+        extql.to_model_proto(bad)
     with pytest.raises(Exception, match="attribute"):
 
         @onnxscript.script(default_opset=op)

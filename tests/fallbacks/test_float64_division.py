@@ -46,8 +46,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 from onnxscript import BFLOAT16, FLOAT, FLOAT16, INT8, INT32, UINT8
 from onnxscript import opset21 as op
-from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, run, session, tensor
-from test_fallback_types import ort_casts_to
+from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, ort_casts_to, run, session, tensor
 
 import extql
 import extql.fallbacks
@@ -603,6 +602,7 @@ def test_inline_fallbacks(case, params):
             check_onnxruntime(inlined, feeds, expected, "inlined")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_fold_and_optimize_keep_the_float64_bits():
     """fold_constants computes a constant int32-scale / precision-11 node
     with the kernels (the contract's bits); lower_to_standard leaves such
@@ -680,7 +680,7 @@ def _script_inputs():
 def test_script_fallbacks_converted():
     """A call of precision float64 (an int32 scale, precision=11) calls the
     variant's float64 function, which the model carries; the others stay."""
-    model = float64_fallbacks.to_model_proto()
+    model = extql.to_model_proto(float64_fallbacks)
     onnx.checker.check_model(model, full_check=True)
     calls = [(n.op_type, {a.name: a.i for a in n.attribute}["precision"])
              for n in model.graph.node if n.domain == "ai.extql.fallbacks"]
@@ -720,7 +720,7 @@ def calls_the_helper(x: INT32[2, 6], s: INT32[6], zp: INT8[6]) -> INT8[2, 6]:
 def test_script_fallback_in_a_helper_function():
     """In a function of the user's, the scale's type is what its calls pass
     (its names are not the graph's): an int32 scale, precision float64."""
-    model = calls_the_helper.to_model_proto()
+    model = extql.to_model_proto(calls_the_helper)
     helper_fn = next(f for f in model.functions if f.name == "quantize_in_a_helper")
     (call,) = [n for n in helper_fn.node if n.domain == "ai.extql.fallbacks"]
     assert call.op_type == "ExtendedQuantizeLinear_int8-float64"
@@ -742,13 +742,13 @@ def test_script_fallback_with_a_scale_of_unknown_type_is_an_error():
 
     with pytest.raises(ValueError, match="ExtendedQuantizeLinear_int8: the type of its "
                                          "scale 's' is not known .*pass precision="):
-        untyped.to_model_proto()
+        extql.to_model_proto(untyped)
 
     @onnxscript.script(default_opset=op)
     def untyped_with_precision(x, s, zp):
         return q_int8(x, s, zp, precision=11)
 
-    model = untyped_with_precision.to_model_proto()
+    model = extql.to_model_proto(untyped_with_precision)
     assert [n.op_type for n in model.graph.node] == ["ExtendedQuantizeLinear_int8-float64"]
 
 
@@ -759,6 +759,7 @@ def quark_int32_scale(x: INT32[2, 6], s: INT32[6], zp: INT8[6], t: FLOAT[6]) -> 
         x, t, zp, precision=11)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_quark_ops_with_an_int32_scale():
     """quark.ExtendedQuantizeLinear with an int32 scale / precision 11:
     eagerly on the kernels, converted and attached through the fallbacks."""
@@ -769,7 +770,7 @@ def test_quark_ops_with_an_int32_scale():
     for i, (actual, expected) in enumerate(zip(quark_int32_scale(*feeds.values()), want,
                                                strict=True)):
         assert_same_bits(np.asarray(actual), expected, f"eager quark output {i}")
-    model = extql.attach_fallbacks(quark_int32_scale.to_model_proto())
+    model = extql.attach_fallbacks(extql.to_model_proto(quark_int32_scale))
     assert [n.overload for n in model.graph.node] == ["int8-float64"] * 2
     expected = dict(zip([o.name for o in model.graph.output], want, strict=True))
     check_reference(model, feeds, expected, "quark")

@@ -1,16 +1,18 @@
 """Authoring with onnxscript, end to end (docs/guide/onnxscript.rst).
 
 ``@onnxscript.script`` functions that use ``extql.quark`` (and the legacy
-``vai`` names, standard ops, the script fallbacks) are converted with plain
-``to_model_proto()`` and run in onnxruntime with the library at every
+``vai`` names, standard ops, the script fallbacks) are converted with
+``extql.to_model_proto`` and run in onnxruntime with the library at every
 optimisation level, through ``attach_fallbacks`` without it, and called
 eagerly on NumPy arrays; every route gives the contract's bits
 (tests/contract.py) and the NumPy API's.  The guide's code blocks run as
-written.
+written.  None of it changes an onnxscript object: importing and using
+extql leaves onnxscript as it was for everyone else in the process.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import runpy
 import subprocess
@@ -23,6 +25,7 @@ import onnx
 import onnxruntime as ort
 import onnxscript
 import onnxscript.evaluator
+import onnxscript.values
 import pytest
 from contract import assert_same_bits, dequantize, quantize
 from onnx_helpers import BF16, run_ort, run_reference
@@ -39,11 +42,10 @@ from onnxscript import (
     opset18,
 )
 from onnxscript import opset21 as op
-from onnxscript.values import OnnxFunction
 
 import extql
-import extql.eager
 import extql.fallbacks
+import extql.onnx.eager
 from extql import quark
 from extql.opset import vai
 
@@ -186,9 +188,9 @@ def _outputs(model: onnx.ModelProto, got: dict) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_plain_to_model_proto_loads_in_every_supported_onnxruntime(name):
+def test_the_model_loads_in_every_supported_onnxruntime(name):
     case = CASES[name]
-    model = case["fn"].to_model_proto()
+    model = extql.to_model_proto(case["fn"])
     onnx.checker.check_model(model, full_check=True)
     imports = {o.domain: o.version for o in model.opset_import}
     # ai.onnx 21 / IR 10: what onnxruntime 1.18 (the oldest supported) loads;
@@ -198,11 +200,12 @@ def test_plain_to_model_proto_loads_in_every_supported_onnxruntime(name):
     assert imports.get(extql.DOMAIN, 1) == 1
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("level", LEVELS, ids=lambda lv: lv.name)
 @pytest.mark.parametrize("name", list(CASES))
 def test_converted_model_runs_with_the_library(name, level):
     case = CASES[name]
-    model = case["fn"].to_model_proto()
+    model = extql.to_model_proto(case["fn"])
     options = extql.register(ort.SessionOptions())
     options.graph_optimization_level = level
     got = _outputs(model, run_ort(model, _feeds(case), options=options))
@@ -214,12 +217,13 @@ def test_converted_model_runs_with_the_library(name, level):
 @pytest.mark.parametrize("name", list(CASES))
 def test_converted_model_runs_without_the_library_after_attach(name):
     case = CASES[name]
-    model = extql.attach_fallbacks(case["fn"].to_model_proto())
+    model = extql.attach_fallbacks(extql.to_model_proto(case["fn"]))
     got = _outputs(model, run_ort(model, _feeds(case)))
     for actual, expected, what in zip(got, _expected(case), ("q", "dq"), strict=True):
         assert_same_bits(actual, expected, f"{name} {what} (onnxruntime, fallbacks)")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", list(CASES))
 def test_eager_call_gives_the_numpy_api_bits(name):
     case = CASES[name]
@@ -244,6 +248,7 @@ def _guide_source() -> str:
     return "\n".join(textwrap.dedent(block) for block in blocks)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_guide_code_blocks_run_as_written(tmp_path, capsys):
     # onnxscript reads a function's source from its file: the blocks are
     # written to one and run as a script.
@@ -260,6 +265,9 @@ def test_guide_code_blocks_run_as_written(tmp_path, capsys):
         assert_same_bits(ns[key], expected, f"guide: {key}")
     half = np.float32(0.5)
     assert_same_bits(ns["b"], quantize(x, half, np.array(0, BF16)), "guide: bfloat16")
+    relu_b = np.maximum(quantize(x, half, np.array(0, BF16)).astype(np.float32), 0)
+    assert ns["rb"].dtype == BF16
+    assert np.array_equal(ns["rb"].astype(np.float32), relu_b), "guide: a bfloat16 Relu"
     s = ns["s"]
     relu = np.maximum(x, np.float32(0))
     assert_same_bits(ns["r"], dequantize(quantize(relu, s), s), "guide: fallbacks in a script")
@@ -323,7 +331,7 @@ def axis_out_of_range(x: FLOAT[2, 3], s: FLOAT[3], zp: INT16[3]) -> INT16[2, 3]:
 )
 def test_conversion_reports_a_wrong_input_naming_the_operator(fn, error, pattern):
     with pytest.raises(error, match=pattern):
-        fn.to_model_proto()
+        extql.to_model_proto(fn)
 
 
 def test_unknown_types_are_left_to_run_time():
@@ -331,7 +339,7 @@ def test_unknown_types_are_left_to_run_time():
     def untyped(x, s, zp):
         return quark.ExtendedQuantizeLinear(x, s, zp)
 
-    model = untyped.to_model_proto()
+    model = extql.to_model_proto(untyped)
     assert [n.op_type for n in model.graph.node] == ["ExtendedQuantizeLinear"]
 
 
@@ -345,12 +353,28 @@ def standard_only(x: FLOAT[4]) -> FLOAT[4]:
 
 
 def test_models_without_extql_ops_are_untouched():
-    original = OnnxFunction.to_model_proto.__extql_original__
-    assert standard_only.to_model_proto() == original(standard_only)
+    assert extql.to_model_proto(standard_only) == standard_only.to_model_proto()
+
+
+def test_onnxscripts_own_conversion_is_onnxscripts():
+    """``fn.to_model_proto()`` is onnxscript's, unchanged: the ai.onnx opset
+    it picks for a function of extql ops only is the installed onnx's newest
+    (what extql.to_model_proto replaces), and it refuses a function that
+    calls a fallback, whose calls it would not spell out."""
+    plain = qdq_uint8_no_zero_point.to_model_proto()
+    imports = {o.domain: o.version for o in plain.opset_import}
+    assert imports[""] == onnx.defs.onnx_opset_version()
+    assert [n.op_type for n in plain.graph.node] == [
+        n.op_type for n in extql.to_model_proto(qdq_uint8_no_zero_point).graph.node]
+    with pytest.raises(TypeError, match=r"^extql fallback ExtendedQuantizeLinear_int16: .*"
+                                        r"extql\.to_model_proto\(fn\)"):
+        three_fallbacks.to_model_proto()
+    with pytest.raises(TypeError, match="expected an onnxscript function"):
+        extql.to_model_proto(lambda x: x)
 
 
 def test_an_explicit_opset_version_is_kept():
-    model = qdq_uint8_no_zero_point.to_model_proto(opset_version=17)
+    model = extql.to_model_proto(qdq_uint8_no_zero_point, opset_version=17)
     assert {o.domain: o.version for o in model.opset_import}[""] == 17
     assert model.ir_version == 10  # onnxscript's choice: never below 10
 
@@ -359,6 +383,7 @@ def test_an_explicit_opset_version_is_kept():
 # Eager details.
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_one_op_outside_a_function_returns_an_onnxscript_tensor():
     x = special_x((2, 3), 100.0, seed=1)
     s, zp = np.array(0.5, np.float32), np.array(3, np.int16)
@@ -368,6 +393,7 @@ def test_one_op_outside_a_function_returns_an_onnxscript_tensor():
     assert_same_bits(y.value, dequantize(q.value, s, zp), "one eager op (dequantize)")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_eager_scalars_are_zero_d_arrays():
     x = special_x((4, 6), 100.0, seed=2)
     s = np.array(0.5, np.float32)
@@ -395,17 +421,30 @@ def test_eager_bad_inputs_name_the_operator():
                                        axis=5)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_the_evaluator_wraps_another_one():
     """With onnx.reference for the standard ops, the Extended ops still run
     on the kernels."""
     case = CASES["int32 after Relu (opset21)"]
-    wrapped = extql.eager.Evaluator(onnxscript.evaluator.OnnxReferenceRuntimeEvaluator())
+    wrapped = extql.onnx.eager.Evaluator(onnxscript.evaluator.OnnxReferenceRuntimeEvaluator())
     with onnxscript.evaluator.default_as(wrapped):
         got = case["fn"](case["x"], case["s"], case["zp"])
     for actual, expected in zip(got, _expected(case), strict=True):
         assert_same_bits(actual, expected, "reference evaluator + kernels")
-    assert extql.eager.install() is onnxscript.evaluator.default()
-    assert isinstance(onnxscript.evaluator.default(), extql.eager.Evaluator)
+    assert not isinstance(onnxscript.evaluator.default(), extql.onnx.eager.Evaluator)
+
+
+@pytest.mark.usefixtures("kernel_isa")
+def test_the_evaluator_runs_a_plain_opsets_extended_ops():
+    """An ``Opset`` of com.amd.quark made with onnxscript's own class (its ops
+    are plain ``Op``): under the Evaluator its calls run on the kernels."""
+    plain = onnxscript.values.Opset(extql.DOMAIN, 1)
+    assert type(plain.ExtendedQuantizeLinear) is onnxscript.values.Op
+    x = special_x((3, 4), 300.0, seed=3)
+    s, zp = np.array(0.5, np.float32), np.array(-3, np.int16)
+    with onnxscript.evaluator.default_as(extql.onnx.eager.Evaluator()):
+        q = plain.ExtendedQuantizeLinear(x, s, zp)
+    assert_same_bits(q.value, quantize(x, s, zp), "plain opset under the Evaluator")
 
 
 # --------------------------------------------------------------------------
@@ -460,7 +499,7 @@ THREE = {
 @pytest.mark.fallback
 @pytest.mark.parametrize("runner", ["onnxruntime", "reference"])
 def test_fallbacks_called_from_a_script_run_anywhere(runner):
-    model = three_fallbacks.to_model_proto()
+    model = extql.to_model_proto(three_fallbacks)
     onnx.checker.check_model(model, full_check=True)
     names = sorted(f.name for f in model.functions)
     assert names == sorted(
@@ -486,7 +525,7 @@ def test_fallbacks_called_eagerly():
 
 
 def test_fallback_functions_take_the_model_opset():
-    model = fallback_at_opset18.to_model_proto()
+    model = extql.to_model_proto(fallback_at_opset18)
     onnx.checker.check_model(model, full_check=True)
     (fn,) = model.functions
     assert {o.domain: o.version for o in fn.opset_import} == {"": 18}
@@ -496,7 +535,7 @@ def test_fallback_functions_take_the_model_opset():
     assert_same_bits(got, quantize(x, t), "fallback at opset 18")
     with pytest.raises(ValueError, match="^extql fallback ExtendedQuantizeLinear_default: "
                                          "needs an ai.onnx opset >= 13"):
-        fallback_at_opset12.to_model_proto()
+        extql.to_model_proto(fallback_at_opset12)
 
 
 def test_fallback_repr_and_standalone_conversion():
@@ -526,7 +565,7 @@ def f(x: FLOAT[2, 3], s: FLOAT[3], zp: INT16[3]) -> INT16[2, 3]:
 
 x = np.array([[1.5, -2.5, 1e9], [np.nan, 0.25, -7.0]], np.float32)
 s, zp = np.array([0.5, 1.0, 2.0], np.float32), np.array([1, -1, 3], np.int16)
-model = f.to_model_proto()
+model = extql.to_model_proto(f)
 sess = ort.InferenceSession(model.SerializeToString(), extql.register(ort.SessionOptions()),
                            providers=["CPUExecutionProvider"])
 np.save("ort.npy", sess.run(None, {"x": x, "s": s, "zp": zp})[0])
@@ -547,3 +586,104 @@ def test_one_import_is_all_the_set_up(tmp_path):
     s, zp = np.array([0.5, 1.0, 2.0], np.float32), np.array([1, -1, 3], np.int16)
     for name in ("ort", "eager"):
         assert_same_bits(np.load(tmp_path / f"{name}.npy"), quantize(x, s, zp), name)
+
+
+# --------------------------------------------------------------------------
+# Nothing of onnxscript is changed, for anyone: importing every extql module
+# and using the authoring routes leaves every attribute of every onnxscript
+# module and class as it was (a fresh process; the onnxscript modules that
+# extql loads are imported first, so that each one is compared).
+
+WORKLOAD = """
+import importlib, pkgutil
+import numpy as np
+import extql, extql.opset, extql.tools, extql.fallbacks, extql.reference
+from extql import quark
+for info in pkgutil.walk_packages(extql.__path__, "extql."):
+    importlib.import_module(info.name)
+"""
+
+USE = """
+import onnxscript
+from onnxscript import FLOAT, INT16, opset21 as op
+
+q16 = extql.fallbacks.QUANTIZE["int16"]
+
+@onnxscript.script()
+def f(x: FLOAT[2, 3], s: FLOAT, zp: INT16) -> tuple[INT16[2, 3], FLOAT[2, 3]]:
+    q = quark.ExtendedQuantizeLinear(x, s, zp)
+    return q16(op.Relu(x), s, zp), quark.ExtendedDequantizeLinear(q, s, zp)
+
+x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+f(x, np.array(0.5, np.float32), np.array(1, np.int16))
+extql.to_model_proto(f)
+extql.fallbacks.QUANTIZE["bfloat16"](x, np.array(0.5, np.float32),
+                                     np.array(0, extql.types.QTYPES["bfloat16"].dtype))
+"""
+
+SNAPSHOT = """
+import json, sys
+
+def onnxscript_modules():
+    return sorted(m for m in sys.modules if m == "onnxscript" or m.startswith("onnxscript."))
+
+def snapshot():
+    # (module, attribute[, class attribute]) -> the object, for every
+    # onnxscript module loaded and every class defined in one.
+    out = {}
+    for name in onnxscript_modules():
+        module = sys.modules[name]
+        if module is None:
+            continue
+        out[(name,)] = module
+        for attr, value in list(vars(module).items()):
+            out[(name, attr)] = value
+            if isinstance(value, type) and value.__module__ == name:
+                for class_attr, class_value in list(vars(value).items()):
+                    out[(name, attr, class_attr)] = class_value
+    return out
+
+def changes(before, after):
+    return sorted(".".join(k) for k in set(before) | set(after)
+                  if k not in before or k not in after or before[k] is not after[k])
+"""
+
+
+def _run_file(path: Path, code: str) -> list:
+    """Run ``code`` as a script (onnxscript reads its functions' source from
+    the file); its last line of output, as JSON."""
+    path.write_text(code, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=300, cwd=path.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_and_using_extql_changes_no_onnxscript_object(tmp_path):
+    modules = _run_file(tmp_path / "probe.py", SNAPSHOT + WORKLOAD + USE
+                        + "print(json.dumps(onnxscript_modules()))\n")
+    assert "onnxscript._internal.evaluator" in modules
+    child = (SNAPSHOT + "import importlib\n"
+             + "".join(f"importlib.import_module({m!r})\n" for m in modules)
+             + "loaded = onnxscript_modules()\nbefore = snapshot()\n" + WORKLOAD
+             + "imported = changes(before, snapshot())\n" + USE
+             + "used = changes(before, snapshot())\n"
+             + "new = sorted(set(onnxscript_modules()) - set(loaded))\n"
+             + "print(json.dumps([imported, used, new]))\n")
+    imported, used, new = _run_file(tmp_path / "child.py", child)
+    assert imported == [], f"importing extql changed onnxscript: {imported}"
+    assert used == [], f"using extql's authoring routes changed onnxscript: {used}"
+    assert new == [], f"onnxscript modules the probe did not load: {new}"
+
+
+def test_the_snapshot_sees_a_patch(tmp_path):
+    """The comparison above, on a process that does patch onnxscript."""
+    child = (SNAPSHOT + "import onnxscript.evaluator, onnxscript.values\n"
+             "before = snapshot()\n"
+             "onnxscript.evaluator.set_default("
+             "onnxscript.evaluator.OnnxReferenceRuntimeEvaluator())\n"
+             "onnxscript.values.OnnxFunction.to_model_proto = lambda self: None\n"
+             "print(json.dumps(changes(before, snapshot())))\n")
+    found = _run_file(tmp_path / "patch.py", child)
+    assert "onnxscript._internal.evaluator._default_evaluator" in found
+    assert "onnxscript._internal.values.OnnxFunction.to_model_proto" in found

@@ -35,10 +35,14 @@ from contract import (
 )
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from onnx_helpers import ONNX_OF
 from packaging.version import Version
 
 import extql
 from extql import _kernels
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32 = np.float32
 ALL_TYPES = list(TYPES)
@@ -210,8 +214,7 @@ def _official_model(op: str, x_type: int, zp_type: int, out_type: int, axis: int
     return model
 
 
-OFFICIAL_TYPES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8,
-                  "int16": TensorProto.INT16, "uint16": TensorProto.UINT16}
+OFFICIAL_TYPES = {n: ONNX_OF[n] for n in ("int8", "uint8", "int16", "uint16")}
 
 
 @functools.cache
@@ -366,9 +369,8 @@ def _library_session(model: onnx.ModelProto, threads: int = 1) -> ort.InferenceS
                                 providers=["CPUExecutionProvider"])
 
 
-ORT_CODES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
-             "uint16": TensorProto.UINT16, "int32": TensorProto.INT32,
-             "uint32": TensorProto.UINT32, "float16": TensorProto.FLOAT16}
+ORT_CODES = {n: ONNX_OF[n] for n in ("int8", "uint8", "int16", "uint16", "int32", "uint32",
+                                     "float16")}
 
 
 @pytest.mark.parametrize("name", list(ORT_CODES))

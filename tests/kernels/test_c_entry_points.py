@@ -19,6 +19,9 @@ from extql import _kernels
 from extql._entrypoints import ENTRY_POINTS, ISAS
 from extql.types import QTYPES
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 LIB = capi.LIB
 ptr = capi.ptr
 F32 = 1

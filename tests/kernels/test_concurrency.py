@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 # tests/: the child process's driver script and the helpers it imports.
 TESTS = Path(__file__).resolve().parents[1]
 SECONDS = float(os.environ.get("EXTQL_STRESS_SECONDS", "1.5"))

@@ -20,8 +20,11 @@ from packaging.version import Version
 
 import extql
 import extql.reference
-from extql.tools.check import check_node
-from extql.tools.graph import extended_nodes, infer_types
+from extql.onnx.check import check_node
+from extql.onnx.graph import extended_nodes, infer_types
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 CODES = np.arange(256, dtype=np.uint8)

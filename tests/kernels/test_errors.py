@@ -7,6 +7,9 @@ import pytest
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 Q = "ExtendedQuantizeLinear"
 DQ = "ExtendedDequantizeLinear"

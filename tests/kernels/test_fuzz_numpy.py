@@ -37,6 +37,9 @@ from hypothesis import strategies as st
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 EXAMPLES = int(os.environ.get("EXTQL_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]

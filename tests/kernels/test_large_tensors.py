@@ -28,7 +28,7 @@ from contract import assert_same_bits, dequantize, quantize
 
 import extql
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("kernel_isa")]
 
 N = 2**31 + 4096
 INNER = 4096

@@ -22,6 +22,9 @@ from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 import extql
 from extql import _kernels
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 ALL_TYPES = list(TYPES)
 

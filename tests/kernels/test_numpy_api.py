@@ -18,6 +18,9 @@ from contract import (
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 ALL_TYPES = list(TYPES)
 F32 = np.float32
 

@@ -12,6 +12,9 @@ from contract import TYPES, assert_same_bits, dequantize, quantize
 
 import extql
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 Q, DQ = "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"
 # Above the 64K-element threshold, so the kernels run on several threads too.
 SHAPE = (4, 3, 9000)

@@ -16,9 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
-from test_vector_paths import NAN_BITS, SPECIAL, _misaligned, _random_f32, _zero_points
+from vector_inputs import NAN_BITS, SPECIAL, misaligned, random_f32, zero_points
 
 import extql
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32 = np.float32
 
@@ -41,16 +44,16 @@ def _lanes(values: np.ndarray, rows: int = 32) -> np.ndarray:
 def test_per_tensor_power_of_two_scales(name):
     rng = np.random.default_rng(31)
     x = np.concatenate([_lanes(np.concatenate([SPECIAL, NAN_BITS])).reshape(-1),
-                        _random_f32(rng, 4099)])
+                        random_f32(rng, 4099)])
     for s in POW2 + NEAR:
         # Ties of the scale, and values around each type's range in units of s.
         with np.errstate(over="ignore", under="ignore"):
             ties = ((np.arange(-40, 40) + F32(0.5)) * s).astype(F32)
         xs = np.concatenate([x, ties])
-        for zp in (None, _zero_points(name, rng, 1).reshape(())):
+        for zp in (None, zero_points(name, rng, 1).reshape(())):
             want = quantize(xs, s, zp, 1, None if zp is not None else np.uint8)
             for offset in (0, 1):
-                got = extql.quantize_linear(_misaligned(xs, offset), s, zp)
+                got = extql.quantize_linear(misaligned(xs, offset), s, zp)
                 assert_same_bits(got, want, f"quantize {name} s={s!r} zp={zp} offset={offset}")
 
 
@@ -61,9 +64,9 @@ def test_per_channel_power_of_two_scales(name):
     rng = np.random.default_rng(32)
     d = len(POW2) + len(NEAR)
     s = np.array(POW2 + NEAR, F32)
-    zp = _zero_points(name, rng, d)
+    zp = zero_points(name, rng, d)
     for shape, axis in (((d, 97), 0), ((2, d, 7, 9), 1)):
-        x = _random_f32(rng, int(np.prod(shape))).reshape(shape)
+        x = random_f32(rng, int(np.prod(shape))).reshape(shape)
         want = quantize(x, s, zp, axis)
         assert_same_bits(extql.quantize_linear(x, s, zp, axis=axis), want,
                          f"quantize {name} shape={shape}")
@@ -91,5 +94,5 @@ def test_nan_payloads_with_power_of_two_scales(name):
     zp = np.zeros((), TYPES[name][0])
     for s in (F32(1.0), F32(0.5), F32(2.0), F32(-4.0)):
         for offset in (0, 1, 3):
-            got = extql.quantize_linear(_misaligned(x, offset), s, zp)
+            got = extql.quantize_linear(misaligned(x, offset), s, zp)
             np.testing.assert_array_equal(got.view(np.uint16), want, err_msg=f"s={s}")

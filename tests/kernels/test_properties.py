@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import extql
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32 = np.dtype(np.float32)
 ANY_F32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)

@@ -16,34 +16,16 @@ import capi
 import numpy as np
 import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
+from vector_inputs import NAN_BITS, SPECIAL, misaligned, random_f32, zero_points
 
 import extql
 from extql.types import QTYPES
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 ALL_TYPES = list(TYPES)
-
-SPECIAL = np.array(
-    [
-        0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -2.5, 126.5, 127.5, 128.5, -128.5, -129.5, 254.5,
-        255.5, 32767.5, -32768.5, 65535.5, 65536.0, 2.0**24 + 2, 2.0**31, 2.0**31 - 128,
-        -(2.0**31), 2.0**32, 2.0**32 - 256, 1e-45, -1e-45, 1.17e-38, 1e30, -3.4e38,
-        65504.0, 65519.0, 65520.0, -65520.0, 6e-8, 3e-8, 2.9e-8, 3.3895313e38, 3.3961776e38,
-        np.nan, -np.nan, np.inf, -np.inf,
-    ],
-    dtype=F32,
-)
-NAN_BITS = np.array([0x7FC00000, 0xFFC00000, 0x7FC12345, 0xFFFFE000, 0x7F800001, 0xFF812345],
-                    np.uint32).view(F32)
-
-
-def _random_f32(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Arbitrary bit patterns, values near the type ranges, and ties."""
-    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(F32)
-    near = (rng.standard_normal(n) * rng.choice([1, 100, 3e4, 3e9], n)).astype(F32)
-    ties = (rng.integers(-70000, 70000, n) + F32(0.5)).astype(F32)
-    pick = rng.integers(0, 3, n)
-    return np.where(pick == 0, bits, np.where(pick == 1, near, ties)).astype(F32)
 
 
 def _scales(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -53,32 +35,11 @@ def _scales(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.where(rng.random(n) < 0.5, (rng.random(n) * 4 - 2).astype(F32), s).astype(F32)
 
 
-def _zero_points(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
-    dt, lo, hi = TYPES[name]
-    if name in FLOAT_TYPES:
-        with np.errstate(over="ignore"):
-            v = np.where(rng.random(n) < 0.8, rng.standard_normal(n) * 8, rng.standard_normal(n)
-                         * 1e6).astype(F32)
-            return v.astype(dt)
-    edge = rng.choice(np.array([lo, hi, 0, lo + 1, hi - 1], np.int64), n)
-    v = rng.integers(lo, hi, n, endpoint=True, dtype=np.int64)
-    return np.where(rng.random(n) < 0.3, edge, v).astype(dt)
-
-
 def _random_q(name: str, rng: np.random.Generator, n: int) -> np.ndarray:
     """Any bit pattern of the type (every float16 / bfloat16 class included)."""
     dt = TYPES[name][0]
     raw = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     return raw.astype(f"u{dt.itemsize}").view(dt)
-
-
-def _misaligned(a: np.ndarray, offset: int) -> np.ndarray:
-    """A C-contiguous copy of a that starts `offset` elements into a buffer."""
-    flat = a.reshape(-1)
-    buf = np.empty(flat.size + offset, a.dtype)
-    out = buf[offset:]
-    out[...] = flat
-    return out.reshape(a.shape)
 
 
 def _check(x, s, zp, axis, name, what):
@@ -100,7 +61,7 @@ def test_special_values_at_every_lane(name):
     # Row r holds SPECIAL rotated by r: value j lands at lane (j + r) % 32.
     x = np.stack([np.roll(np.resize(SPECIAL, 96), r) for r in range(32)]).astype(F32)
     for s in (F32(1.0), F32(0.37), F32(-3.0), F32(1e-30)):
-        for zp in (None, _zero_points(name, rng, 1).reshape(())):
+        for zp in (None, zero_points(name, rng, 1).reshape(())):
             _check(x.reshape(-1), s, zp, 1, name, f"{name} s={s} zp={zp} ({k} specials)")
 
 
@@ -108,14 +69,14 @@ def test_special_values_at_every_lane(name):
 def test_per_tensor_lengths_and_alignment(name):
     rng = np.random.default_rng(21)
     for n in list(range(0, 70)) + [95, 96, 97, 127, 128, 129, 1000, 4099]:
-        x = _random_f32(rng, n)
+        x = random_f32(rng, n)
         x[rng.integers(0, max(n, 1), min(n, 3))] = NAN_BITS[: min(n, 3)] if n else x[:0]
         s = _scales(rng, 1)[0]
-        zp = _zero_points(name, rng, 1).reshape(())
+        zp = zero_points(name, rng, 1).reshape(())
         for offset in (0, 1, 3):
-            xm = _misaligned(x, offset)
+            xm = misaligned(x, offset)
             _check(xm, s, zp, 1, name, f"{name} n={n} offset={offset}")
-            q = _misaligned(_random_q(name, rng, n), offset)
+            q = misaligned(_random_q(name, rng, n), offset)
             _check_dq(q, s, zp, 1, f"{name} n={n} offset={offset}")
         _check(x, s, None, 1, name, f"{name} n={n} no zp")
         _check_dq(_random_q(name, rng, n), s, None, 1, f"{name} n={n} no zp")
@@ -128,12 +89,12 @@ def test_per_axis_last_axis(name, d):
     element (the "cols" loops), runs of length d."""
     rng = np.random.default_rng(22 + d)
     rows = 5
-    x = _random_f32(rng, rows * d).reshape(rows, d)
+    x = random_f32(rng, rows * d).reshape(rows, d)
     s = _scales(rng, d)
-    zp = _zero_points(name, rng, d)
+    zp = zero_points(name, rng, d)
     for offset in (0, 1):
-        _check(_misaligned(x, offset), s, zp, 1, name, f"{name} d={d} offset={offset}")
-        q = _misaligned(_random_q(name, rng, rows * d).reshape(rows, d), offset)
+        _check(misaligned(x, offset), s, zp, 1, name, f"{name} d={d} offset={offset}")
+        q = misaligned(_random_q(name, rng, rows * d).reshape(rows, d), offset)
         _check_dq(q, s, zp, 1, f"{name} d={d} offset={offset}")
     _check(x, s, None, 1, name, f"{name} d={d} no zp")
     _check_dq(_random_q(name, rng, rows * d).reshape(rows, d), s, None, 1, f"{name} d={d}")
@@ -145,9 +106,9 @@ def test_per_axis_blocks(name, inner):
     """Per-axis along a leading axis: runs of `inner` elements share a scale."""
     rng = np.random.default_rng(23 + inner)
     d = 6
-    x = _random_f32(rng, 3 * d * inner).reshape(3, d, inner)
+    x = random_f32(rng, 3 * d * inner).reshape(3, d, inner)
     s = _scales(rng, d)
-    zp = _zero_points(name, rng, d)
+    zp = zero_points(name, rng, d)
     _check(x, s, zp, 1, name, f"{name} inner={inner}")
     _check(x, s, None, 1, name, f"{name} inner={inner} no zp")
     q = _random_q(name, rng, x.size).reshape(x.shape)
@@ -177,7 +138,7 @@ def test_quantize_nan_payloads_at_every_lane():
     quiet = u | 0x00400000  # the division quiets a signalling NaN
     sign16 = (u >> 16) & 0x8000
     for offset in (0, 1):
-        xm = _misaligned(x, offset)
+        xm = misaligned(x, offset)
         h = extql.quantize_linear(xm, F32(3), np.float16(1)).view(np.uint16)
         want_h = (sign16 | 0x7E00 | ((quiet >> 13) & 0x3FF)).astype(np.uint16)
         np.testing.assert_array_equal(h[isnan], want_h[isnan])
@@ -209,7 +170,7 @@ def test_dequantize_nan_payloads_at_every_lane(name):
     else:
         want = (h << 16) | 0x00400000
     for offset in (0, 1):
-        qm = _misaligned(q, offset)
+        qm = misaligned(q, offset)
         y = extql.dequantize_linear(qm, F32(2), np.array(0.5, F32).astype(dt))
         np.testing.assert_array_equal(y.view(np.uint32)[isnan], want[isnan])
         y2 = extql.dequantize_linear(qm.reshape(-1, 32), np.full(32, 2, F32),
@@ -253,12 +214,12 @@ def test_streaming_stores_give_the_same_bits(name, layout):
             shape, axis, pshape = (n_rows, d, inner), 1, (d,)
         size = int(np.prod(shape))
         s = _scales(rng, max(1, int(np.prod(pshape)))).reshape(pshape)
-        zp = _zero_points(name, rng, s.size).reshape(pshape)
+        zp = zero_points(name, rng, s.size).reshape(pshape)
         D = 1 if layout == "tensor" else d
         inn = size if layout == "tensor" else inner
         for offset in range(0, 8, 3):
-            x = _misaligned(_random_f32(rng, size).reshape(shape), offset)
-            y = _misaligned(np.zeros(shape, dt), (offset * 5) % 8)
+            x = misaligned(random_f32(rng, size).reshape(shape), offset)
+            y = misaligned(np.zeros(shape, dt), (offset * 5) % 8)
             for start, stop in [(0, size), (size // 3, size)]:
                 y[...] = 0
                 rc = _quantize_range(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), D,
@@ -267,8 +228,8 @@ def test_streaming_stores_give_the_same_bits(name, layout):
                 want = quantize(x, s, zp, axis)
                 assert_same_bits(y.reshape(-1)[start:], want.reshape(-1)[start:],
                                  f"stream quantize {name} {layout} n={size} [{start}:]")
-            q = _misaligned(_random_q(name, rng, size).reshape(shape), offset)
-            out = _misaligned(np.zeros(shape, F32), (offset * 3) % 8)
+            q = misaligned(_random_q(name, rng, size).reshape(shape), offset)
+            out = misaligned(np.zeros(shape, F32), (offset * 3) % 8)
             rc = _dequantize_range(code, _ptr(q), _ptr(s), _ptr(zp), _ptr(out), D,
                                                 inn, 0, size, _STREAM)
             assert rc == 0
@@ -286,10 +247,10 @@ def test_last_axis_ranges_wrap_around_the_axis(name):
     dt = TYPES[name][0]
     for d in (2, 3, 7, 8, 17, 31, 32, 33, 100, 1024, 1025):
         rows = max(3, 3000 // d)
-        x = _random_f32(rng, rows * d).reshape(rows, d)
+        x = random_f32(rng, rows * d).reshape(rows, d)
         q = _random_q(name, rng, rows * d).reshape(rows, d)
         s = _scales(rng, d)
-        for zp in (_zero_points(name, rng, d), None):
+        for zp in (zero_points(name, rng, d), None):
             want_q = quantize(x, s, zp, 1, None if zp is not None else dt)
             want_d = dequantize(q, s, zp, 1)
             size = rows * d
@@ -332,7 +293,7 @@ def test_32bit_saturation_edges(name):
         x = np.concatenate([x, x[::-1], np.roll(x, 3)])
         for s in (F32(1), F32(0.5), F32(-1), F32(2)):
             for offset in (0, 1):
-                xm = _misaligned(x, offset)
+                xm = misaligned(x, offset)
                 _check(xm, s, np.array(zp).astype(dt), 1, name, f"{name} zp={zp} s={s}")
 
 
@@ -359,7 +320,7 @@ def test_32bit_saturation_edges_per_axis(name):
     zp = zps.astype(dt)
     for s in (np.ones(d, F32), np.full(d, 0.5, F32), np.where(np.arange(d) % 2, 1, -1).astype(F32)):
         for offset in (0, 1):
-            _check(_misaligned(x, offset), s, zp, 1, name, f"{name} per axis s={s[:2]}")
+            _check(misaligned(x, offset), s, zp, 1, name, f"{name} per axis s={s[:2]}")
 
 
 @pytest.mark.parametrize("name", ["int16", "float16", "int32", "bfloat16"])
@@ -370,8 +331,8 @@ def test_streaming_to_an_unaligned_output(name):
     code = QTYPES[name].onnx
     dt = TYPES[name][0]
     n = 1000
-    x = _random_f32(rng, n)
-    s, zp = np.array(0.37, F32), _zero_points(name, rng, 1).reshape(())
+    x = random_f32(rng, n)
+    s, zp = np.array(0.37, F32), zero_points(name, rng, 1).reshape(())
     raw = np.zeros(4 * n + 64, np.uint8)
     addr = raw.ctypes.data
     start = (-addr) % 32 + 1  # 32-byte aligned + 1: misaligned for every element size > 1

@@ -13,6 +13,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 SHARED_Q = ["int8", "uint8", "int16", "uint16"]
 SHARED_DQ = SHARED_Q + ["int32"]

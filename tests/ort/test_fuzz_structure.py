@@ -22,6 +22,9 @@ import pytest
 from fuzz_models import Worker, WorkerDied, expectation, specs
 from hypothesis import HealthCheck, given, settings
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 CASES = int(os.environ.get("EXTQL_FUZZ_CASES", "300"))
 STATS: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 OP_NAMES = ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear", "VitisQuantizeLinear",

@@ -19,6 +19,9 @@ from extql.types import QTYPES
 from extql_bench import copy_library, data
 from extql_bench.models import Ort
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 OPERATORS = [
     ("com.amd.quark", "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"),
     ("com.vai.quantize", "VitisQuantizeLinear", "VitisDequantizeLinear"),

@@ -11,12 +11,15 @@ import onnx
 import onnxruntime as ort
 import pytest
 from contract import TYPES
+from fallback_cases import FORMS, quantized_x, random_scale, special_x, zero_points
 from onnx_helpers import DOMAIN, LEGACY, run_ort
-from test_fallbacks import FORMS, _scale, quantized_x, special_x, zero_points
-from test_passes import ALL, X_KERNEL, assert_outputs, canonical_nans, mixed_model
+from pass_models import ALL, X_KERNEL, assert_outputs, canonical_nans, mixed_model
 
 import extql
 from extql.types import OP_NAMES
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 
 def _ops_after_optimization(model: onnx.ModelProto, library: bool, tmp_path) -> set:
@@ -57,7 +60,7 @@ def test_native_and_fallback_agree(qtype, form):
 
     rng = np.random.default_rng(23)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     n = None if s_shape is None else s_shape[0]
     zp = None if qtype is None else zero_points(qtype, n, rng)
     ax = 1 if axis is None else axis

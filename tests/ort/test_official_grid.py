@@ -38,6 +38,9 @@ import extql
 from extql import ort_io
 from extql.types import QUANTIZED
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 ORT = Version(ort.__version__)
 ONNX_OPSET = onnx.defs.onnx_opset_version()
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)

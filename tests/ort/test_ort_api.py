@@ -15,6 +15,9 @@ from childproc import run_python
 import extql
 from extql import ort as extql_ort
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 
 def test_library_path_is_the_library_beside_the_extension():
     """The library onnxruntime registers is libextql_ort, beside the Python

@@ -16,6 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 Q, DQ = "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"
 F32 = np.float32
 

@@ -35,6 +35,9 @@ from ortutil import (
     value_info,
 )
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 SHAPE = (2, 3, 5)
 #: How x is declared: its dims as the graph input says them (None: no shape).

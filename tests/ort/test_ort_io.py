@@ -22,6 +22,9 @@ from ortutil import make_model, session, tensor, value_info
 from extql import ort_io
 from extql.cli import session as cli_session
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 Q, DQ = "ExtendedQuantizeLinear", "ExtendedDequantizeLinear"
 N = 1 << 16
 #: Every bfloat16 bit pattern (NaN payloads, infinities, subnormals, -0).

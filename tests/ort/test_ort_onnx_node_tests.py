@@ -45,6 +45,9 @@ from packaging.version import Version
 import extql
 import extql.ort_io
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 _ORT = Version(ort.__version__)
 #: The types beyond the eight.
 NEW = {np.dtype(dt) for dt, _, _ in (*SUBBYTE_TYPES.values(), *SMALLFLOAT_TYPES.values())}

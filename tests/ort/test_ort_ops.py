@@ -29,6 +29,9 @@ from ortutil import (
 import extql
 from extql import ort_io
 
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 TYPE_NAMES = list(TYPES)
 RNG = np.random.default_rng(1234)
 

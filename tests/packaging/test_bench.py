@@ -21,6 +21,7 @@ from extql_bench import anchors, config, copy_library, data, runner
 from extql_bench.models import Ort
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_quick_run_prints_every_table(capsys, tmp_path):
     out_json = tmp_path / "bench.json"
     out_md = tmp_path / "bench.md"
@@ -76,6 +77,7 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     assert "extql bench --quick" in md and "copy kernel" in md
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_options_select_what_runs(capsys):
     rc = cli.main(["bench", "--quick", "-q", "--tables", "ort", "--ops", "dq", "--types",
                    "uint16", "--granularity", "axis1", "--sizes", "4K", "--threads", "1", "2"])
@@ -110,6 +112,7 @@ def _rows(tmp_path, *options: str) -> list[dict]:
     return [r for r in json.loads(out.read_text())["results"] if r["extql"] == r["extql"]]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("gran", ["nchw", "nchw7", "nchw56", "block32", "block128"])
 def test_rows_are_exact(tmp_path, gran):
     """The NCHW middle-axis rows (axis 1 of (1, 64, H, W), (N, 256, 7, 7) and
@@ -133,6 +136,7 @@ def test_blocked_shapes():
         assert data.Data.zero_point(qt, gran, 1 << 16).shape == (16, 4096 // block)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_float16_rows_are_exact(tmp_path):
     """--float: quantize's x and scale, dequantize's scale and output in
     float16 / bfloat16, checked against the NumPy API (onnxruntime's own
@@ -161,6 +165,7 @@ def test_nchw_shapes():
     assert data.Data.zero_point(qt, "nchw").shape == (64,)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_fixed_nchw_shapes_come_nearest_the_size():
     """nchw7 / nchw56: (C, H, W) fixed, N the batch whose element count is
     nearest the size (at least 1); the inputs have that shape."""

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from contract import assert_same_bits, dequantize, quantize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +20,7 @@ def _python_blocks() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_numpy_example_runs_and_matches_the_contract():
     (block,) = [b for b in _python_blocks() if "quantize_linear" in b]
     namespace: dict = {}
@@ -50,6 +52,7 @@ def test_every_python_block_is_tested():
     assert sorted(map(id, (c[0] for c in claimed))) == sorted(map(id, blocks))
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_without_the_library_example_runs_and_its_models_do_what_it_says(tmp_path,
                                                                           monkeypatch):
     """The block runs as written in a directory holding a model.onnx (an

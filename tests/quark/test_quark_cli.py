@@ -79,6 +79,7 @@ def test_run_compare_fallback(models, name):
         assert proc.stderr.count("warning:") == 1
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", MODELS)
 def test_transforms(models, name, tmp_path):
     src = models[name]

@@ -27,9 +27,9 @@ from onnx_helpers import run_ort
 
 import extql
 import extql.reference
+from extql.onnx import graph
 from extql.ort_levels import LEVELS, SessionError, open_session
 from extql.tools import compare as node_compare
-from extql.tools import graph
 
 MODELS = qm.all_models()
 NAMES = sorted(MODELS)
@@ -106,6 +106,7 @@ def test_fixture_has_quarks_form(name):
                    if n.op_type.endswith("uantizeLinear"))
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_int32_models_need_a_lower_level():
     """onnxruntime rejects Quark's int32 models at its default level; the
     level is stepped down to one that loads, with a warning naming why."""
@@ -173,6 +174,7 @@ def _native_node_values(model, level):
     return nodes, types, values
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("name", NAMES)
 def test_quantization_nodes_every_path(name, level):
@@ -198,6 +200,7 @@ def test_quantization_nodes_every_path(name, level):
         assert_same_bits(inl[alias], values[orig], f"{name} inline {level} {orig}")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("name", NAMES)
 def test_whole_model_paths_are_close(name, level):

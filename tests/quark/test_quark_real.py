@@ -58,6 +58,7 @@ def test_the_corpus_is_there():
 _OLD_ORT = tuple(int(p) for p in ort.__version__.split(".")[:2]) < (1, 19)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", [
     pytest.param(n, marks=pytest.mark.xfail(
         _OLD_ORT and n.startswith("transformer") and "32" in n, strict=True,
@@ -69,6 +70,7 @@ def test_native_gives_quarks_library_bits(name):
     assert_same_bits(y[model.graph.output[0].name], quark_y, name)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", BLOCK_MODELS)
 def test_block_format_models_run_with_the_library_alone(name):
     """Every custom node of the model is onnxruntime's own (com.microsoft)
@@ -88,6 +90,7 @@ def test_block_format_models_run_with_the_library_alone(name):
     assert_same_bits(y, quark_y, name)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", RUNNABLE)
 def test_check_and_other_paths(name):
     model, feeds, quark_y = _load(name)

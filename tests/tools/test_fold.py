@@ -10,37 +10,17 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from contract import TYPES, assert_same_bits, dequantize, quantize
+from fold_models import if_model, options, rng_values
 from onnx import TensorProto, helper, numpy_helper
 from onnx_helpers import DOMAIN, LEGACY, NAMES, ONNX_OF, make_model, run_ort, tensor, value_info
+from ortutil import LEVELS
 
 import extql
-from extql.tools.graph import array_to_tensor, tensor_to_array
+from extql.onnx.graph import array_to_tensor, tensor_to_array
 
 MS = "com.microsoft"
-LEVELS = [
-    ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-    ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-    ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-    ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-]
-
-
-def options(level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL, library=True):
-    so = ort.SessionOptions()
-    so.graph_optimization_level = level
-    if library:
-        extql.register(so)
-    return so
-
-
-def rng_values(rng, dtype_name, shape):
-    dt, lo, hi = TYPES[dtype_name]
-    if dtype_name in ("float16", "bfloat16"):
-        return (rng.standard_normal(shape) * 100).astype(np.float32).astype(dt)
-    return rng.integers(max(lo, -(2**20)), min(hi, 2**20) + 1, size=shape).astype(dt)
 
 
 def initializer_value(model, name):
@@ -63,6 +43,7 @@ GRANULARITIES = [
 ]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", list(TYPES))
 @pytest.mark.parametrize("gran", GRANULARITIES, ids=[g[0] for g in GRANULARITIES])
 def test_dequantize_weight_folds_to_contract_bits(qtype, gran):
@@ -93,6 +74,7 @@ def test_dequantize_weight_folds_to_contract_bits(qtype, gran):
         assert_same_bits(got, want)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", list(TYPES))
 @pytest.mark.parametrize("gran", GRANULARITIES, ids=[g[0] for g in GRANULARITIES])
 def test_quantize_dequantize_chain_of_a_float_weight_folds(qtype, gran):
@@ -118,6 +100,7 @@ def test_quantize_dequantize_chain_of_a_float_weight_folds(qtype, gran):
     assert ops(folded) == [("", "Identity")]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_quantize_without_zero_point_gives_uint8_and_legacy_domain_folds():
     rng = np.random.default_rng(3)
     w = (rng.standard_normal((6,)) * 50).astype(np.float32)
@@ -133,6 +116,7 @@ def test_quantize_without_zero_point_gives_uint8_and_legacy_domain_folds():
     assert LEGACY not in {o.domain for o in folded.opset_import}
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_constant_nodes_and_graph_output_keep_their_name():
     w = np.arange(-3, 3, dtype=np.int8)
     nodes = [
@@ -168,6 +152,7 @@ def test_non_constant_inputs_and_overridable_initializers_are_not_folded():
     assert folded == model  # nothing to do: the model comes back unchanged
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_input_model_is_not_modified_and_unrelated_nodes_stay():
     rng = np.random.default_rng(4)
     w = rng.integers(-128, 128, (3, 4)).astype(np.int8)
@@ -197,6 +182,7 @@ def test_input_model_is_not_modified_and_unrelated_nodes_stay():
         assert_same_bits(run_ort(folded, {"x": x}, options=options(level))["y"], want)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_fallback_functions_of_folded_operators_are_removed():
     w = np.arange(6, dtype=np.uint8)
     nodes = [helper.make_node("ExtendedDequantizeLinear", ["w", "s", "zp"], ["wf"],
@@ -215,36 +201,10 @@ def test_fallback_functions_of_folded_operators_are_removed():
                      x + dequantize(w, np.float32(2), np.uint8(3)))
 
 
-def _if_model(outer_w: np.ndarray) -> onnx.ModelProto:
-    """An If whose branches dequantize an outer-scope weight and a weight of
-    their own."""
-    def branch(name, scale):
-        nodes = [
-            helper.make_node("ExtendedDequantizeLinear", ["w", scale], [f"{name}_a"],
-                             domain=DOMAIN),
-            helper.make_node("ExtendedDequantizeLinear", [f"{name}_w", scale], [f"{name}_b"],
-                             domain=DOMAIN),
-            helper.make_node("Add", [f"{name}_a", f"{name}_b"], [f"{name}_c"]),
-            helper.make_node("Add", [f"{name}_c", "x"], [f"{name}_out"]),
-        ]
-        return helper.make_graph(
-            nodes, name, [], [value_info(f"{name}_out", TensorProto.FLOAT, (5,))],
-            [tensor(f"{name}_w", np.arange(5, dtype=np.int8) * (2 if name == "then" else -3))],
-        )
-
-    node = helper.make_node("If", ["cond"], ["y"], then_branch=branch("then", "s"),
-                            else_branch=branch("else", "s2"))
-    return make_model(
-        [node],
-        [value_info("cond", TensorProto.BOOL, ()), value_info("x", TensorProto.FLOAT, (5,))],
-        [value_info("y", TensorProto.FLOAT, (5,))],
-        [tensor("w", outer_w), tensor("s", np.float32(0.5)), tensor("s2", np.float32(3.0))],
-    )
-
-
+@pytest.mark.usefixtures("kernel_isa")
 def test_subgraphs_fold_with_outer_scope_constants():
     w = np.int8([-128, -1, 0, 1, 127])
-    model = _if_model(w)
+    model = if_model(w)
     folded = extql.fold_constants(model)
     onnx.checker.check_model(folded, full_check=True)
     for attr in folded.graph.node[0].attribute:
@@ -289,6 +249,7 @@ def _ms_model(op, x, scale, zp, axis, out_elem):
 MS_CASES = [(t, True) for t in MS_TYPES] + [("uint8", False)]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize(("qtype", "with_zp"), MS_CASES, ids=[f"{t}-zp{z}" for t, z in MS_CASES])
 @pytest.mark.parametrize("gran", GRANULARITIES, ids=[g[0] for g in GRANULARITIES])
 def test_com_microsoft_nodes_fold_to_onnxruntime_bits(qtype, with_zp, gran):
@@ -312,6 +273,7 @@ def test_com_microsoft_nodes_fold_to_onnxruntime_bits(qtype, with_zp, gran):
     assert_same_bits(initializer_value(folded, "q"), want_dq)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_com_microsoft_int32_dequantize_folds_unless_onnxruntime_would_wrap():
     x = np.int32([-(2**31), -5, 0, 7, 2**31 - 1])
     scale = np.float32(0.125)

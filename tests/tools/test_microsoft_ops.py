@@ -15,23 +15,21 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import assert_same_bits
+from contract import ALL_TYPES, assert_same_bits
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from onnx_helpers import run_ort
+from onnx_helpers import ONNX_OF, run_ort
 
 import extql
 import extql.reference
 from extql.cli.check import check_model
-from extql.tools import microsoft
-from extql.tools.graph import extended_nodes
+from extql.onnx import microsoft
+from extql.onnx.graph import extended_nodes
 
 MS = "com.microsoft"
-TYPES = {
-    "int8": (np.int8, TensorProto.INT8), "uint8": (np.uint8, TensorProto.UINT8),
-    "int16": (np.int16, TensorProto.INT16), "uint16": (np.uint16, TensorProto.UINT16),
-    "int4": (ml_dtypes.int4, TensorProto.INT4), "uint4": (ml_dtypes.uint4, TensorProto.UINT4),
-}
+#: The types of onnxruntime's com.microsoft Q/DQ: (NumPy dtype, ONNX code).
+TYPES = {n: (ALL_TYPES[n][0].type, ONNX_OF[n])
+         for n in ("int8", "uint8", "int16", "uint16", "int4", "uint4")}
 
 
 def _onnxruntime_has_int4() -> bool:
@@ -97,6 +95,7 @@ def _case(qtype, form, with_zp, rng):
     return x_shape, scale, zp, axis, code, info
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("qtype", ORT_TYPES)
@@ -140,6 +139,7 @@ def test_reference_quantize_refuses_what_onnxruntime_refuses(x, x_type):
                         "(int32|bfloat16)", str(info.value.__cause__ or info.value))
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("with_zp", [True, False], ids=["zp", "no-zp"])
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("qtype", [*ORT_TYPES, "int32"])

@@ -19,9 +19,10 @@ import onnx
 import onnxruntime as ort
 import pytest
 from contract import TYPES, assert_same_bits
+from fold_models import if_model, options, rng_values
 from onnx import TensorProto, helper
 from onnx_helpers import DOMAIN, make_model, tensor, value_info
-from test_fold import LEVELS, options, rng_values
+from ortutil import LEVELS
 
 import extql
 
@@ -147,6 +148,7 @@ def quant_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
 X = np.random.default_rng(7).standard_normal((1, 3, 12, 12)).astype(np.float32)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("activation", ["int8", "uint8", "uint16", "int16"])
 def test_extended_model_runs_with_the_official_models_bits(activation):
     if ORT_NO_QLINEARMATMUL_21 and activation in ("int8", "uint8"):
@@ -177,6 +179,7 @@ def test_int8_weight_dequantizers_that_fusion_needs_stay():
         n.op_type for n in official.graph.node)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("activation", ["int8", "uint16"])
 def test_every_quantization_nodes_output_is_kept(activation):
     """Without graph rewrites every output (quantization nodes and the final
@@ -242,6 +245,7 @@ def _elem(qtype: str) -> int:
     return ONNX_OF[qtype]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", list(TYPES))
 @pytest.mark.parametrize("per_channel", [False, True], ids=["tensor", "channel"])
 @pytest.mark.parametrize("opset", [17, 21])
@@ -269,6 +273,7 @@ def test_all_types_keep_their_bits_at_every_level(qtype, per_channel, opset):
             assert_same_bits(got[name], want[name], f"{name} at level {level}")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("activation", ["int8", "uint16", "int16"])
 def test_quark_form_model_keeps_its_bits(activation):
     """com.microsoft Q/DQ, opset 17, IR 8, as Quark writes them."""
@@ -292,10 +297,9 @@ def test_quark_form_model_keeps_its_bits(activation):
         assert_same_bits(got, want, f"level {level}")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_subgraph_nodes_are_optimized():
-    from test_fold import _if_model
-
-    model = _if_model(np.int8([-128, -1, 0, 1, 127]))
+    model = if_model(np.int8([-128, -1, 0, 1, 127]))
     optimized = extql.optimize(model)
     for attr in optimized.graph.node[0].attribute:
         assert not [n for n in attr.g.node if n.domain == DOMAIN]
@@ -329,6 +333,7 @@ def extql_process(*args: str) -> subprocess.CompletedProcess[str]:
                               text=True, cwd=cwd, timeout=300)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("command", ["optimize", "fold"])
 def test_cli_writes_the_model(tmp_path, command):
     if ORT_NO_QLINEARMATMUL_21 and command == "optimize":
@@ -381,6 +386,7 @@ def test_cli_exit_codes(tmp_path, command):
         assert lines[0].startswith(f"extql {command}: error:")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_fallback_functions_of_remaining_nodes_are_kept_and_input_unchanged():
     model = extql.attach_fallbacks(typed_model("bfloat16", per_channel=True))
     before = model.SerializeToString()
@@ -398,6 +404,7 @@ def test_fallback_functions_of_remaining_nodes_are_kept_and_input_unchanged():
         assert_same_bits(got[name], want[name], name)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("activation", ["int8", "uint16"])
 @pytest.mark.parametrize("form", ["extended", "quark"])
 def test_without_fusion_every_quantization_node_keeps_its_bits(activation, form):
@@ -424,6 +431,7 @@ def test_without_fusion_every_quantization_node_keeps_its_bits(activation, form)
             assert_same_bits(got[name], want[name], f"{name} at level {level}")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_cli_no_fuse(tmp_path):
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
     model = renamed(official_qdq("int8"))

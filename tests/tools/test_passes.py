@@ -10,12 +10,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
+from fallback_cases import FORMS, quantized_x, random_scale, special_x, zero_points
 from onnx import TensorProto, helper
 from onnx_helpers import (
     DOMAIN,
     LEGACY,
-    NAMES,
-    ONNX_OF,
     make_model,
     ort_float16_cast_keeps_payload,
     ort_honours_overload,
@@ -25,17 +24,17 @@ from onnx_helpers import (
     tensor,
     value_info,
 )
-from test_fallbacks import FORMS, _scale, quantized_x, special_x, zero_points
+from pass_models import ALL, X_KERNEL, X, assert_outputs, canonical_nans, mixed_model
 
 import extql
 from extql import fallbacks
-from extql.tools import graph, lower
+from extql.onnx import graph
+from extql.tools import lower
 
 # These run models through the fallback functions with the library not
 # registered: `tox -e fallback` runs them with the library refused.
 pytestmark = pytest.mark.fallback
 
-ALL = list(TYPES)
 ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
 #: onnxruntime resolves model-local functions by (domain, name, overload)
 #: since microsoft/onnxruntime#28275; before, by (domain, name): the last one.
@@ -44,65 +43,6 @@ HONOURS_OVERLOAD = ort_honours_overload()
 ORT_MAX_OPSET = 21 if ORT_VERSION < (1, 20) else 23
 
 
-def mixed_model(types, *, opset=21, domain=DOMAIN, shape=(2, 3, 4)):
-    """One Q->DQ chain per entry of ``types`` (None: no zero point) from the same x,
-    alternating per-axis and per-tensor; returns (model, expectation function)."""
-    qname, dqname = NAMES[domain]
-    rng = np.random.default_rng(len(types))
-    nodes, inits, outs, params = [], [], [], []
-    for i, t in enumerate(types):
-        per_axis = i % 2 == 0
-        scale = np.asarray(_scale((shape[1],) if per_axis else None, rng), np.float32)
-        zp = None if t is None else zero_points(t, shape[1] if per_axis else None, rng)
-        inits.append(tensor(f"s{i}", scale))
-        zin = []
-        if zp is not None:
-            inits.append(tensor(f"zp{i}", zp))
-            zin = [f"zp{i}"]
-        nodes.append(helper.make_node(qname, ["x", f"s{i}", *zin], [f"q{i}"], domain=domain,
-                                      name=f"Q{i}"))
-        nodes.append(helper.make_node(dqname, [f"q{i}", f"s{i}", *zin], [f"d{i}"],
-                                      domain=domain, name=f"DQ{i}", axis=1))
-        qt = ONNX_OF[t] if t else TensorProto.UINT8
-        outs += [value_info(f"q{i}", qt, shape), value_info(f"d{i}", TensorProto.FLOAT, shape)]
-        params.append((scale, zp))
-    model = make_model(nodes, [value_info("x", TensorProto.FLOAT, shape)], outs, inits,
-                       opset=opset, domains=(domain,))
-
-    def expected(x):
-        out = {}
-        for i, (scale, zp) in enumerate(params):
-            q = quantize(x, scale, zp, axis=1)
-            out[f"q{i}"] = q
-            out[f"d{i}"] = dequantize(q, scale, zp, axis=1)
-        return out
-
-    return model, expected
-
-
-def assert_outputs(got, expected, what):
-    assert set(got) == set(expected), what
-    for name in expected:
-        assert_same_bits(got[name], expected[name], f"{what}: {name}")
-
-
-X = special_x((2, 3, 4), np.random.default_rng(7), "int16")
-
-
-def canonical_nans(x: np.ndarray) -> np.ndarray:
-    """x with every NaN replaced by the payload-free quiet NaN of its sign.
-
-    For the paths computed by the extql kernels (reference.OPS): the kernels
-    keep the top payload bits of a NaN when quantizing to bfloat16 (see
-    test_reference_ops_bfloat16_nan_payload), so payload NaNs are tested there
-    only."""
-    bits = x.view(np.uint32).copy()
-    nan = np.isnan(x)
-    bits[nan] = (bits[nan] & 0x80000000) | 0x7FC00000
-    return bits.view(np.float32)
-
-
-X_KERNEL = canonical_nans(X)
 #: Whether onnxruntime's float16 Cast keeps NaN payloads (1.18 drops them:
 #: the fallbacks then give sign | 0x7E00 for every float16 NaN, see
 #: test_fallbacks.test_float16_nan_payload_and_sign).
@@ -246,6 +186,7 @@ def test_attach_static_problem_is_a_clear_error():
         extql.attach_fallbacks(model)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("qtype", ["int8", "bfloat16", "uint32"])
 def test_attach_legacy_names(qtype):
     model, expected = mixed_model([qtype, None], domain=LEGACY)
@@ -344,7 +285,7 @@ def test_inline_mixed_types(domain):
 def test_inline_every_form(qtype, form):
     rng = np.random.default_rng(11)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     zp = zero_points(qtype, None if s_shape is None else s_shape[0], rng)
     model = qdq_model(qtype, x_shape, scale, zp, axis=axis)
     inlined = extql.inline_fallbacks(model)
@@ -408,7 +349,7 @@ LOWERED_DQ = ["int8", "uint8", "int16", "uint16"]
 def test_lower_is_exact_in_onnxruntime(qtype, form):
     rng = np.random.default_rng(13)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     zp = None if qtype is None else zero_points(qtype, None if s_shape is None else s_shape[0],
                                                  rng)
     model = qdq_model(qtype, x_shape, scale, zp, axis=axis)
@@ -437,7 +378,7 @@ def test_lower_is_exact_in_onnxruntime(qtype, form):
 def test_lower_int32_dequantize(zero, form):
     rng = np.random.default_rng(17)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     n = None if s_shape is None else s_shape[0]
     zp = {"absent": None, "zeros": np.zeros(() if n is None else (n,), np.int32),
           "nonzero": zero_points("int32", n, rng)}[zero]
@@ -526,6 +467,7 @@ def test_lower_keeps_functions_still_used():
 # reference.OPS
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("domain", [DOMAIN, LEGACY])
 def test_reference_ops_mixed(domain):
     model, expected = mixed_model([*ALL, None], domain=domain)
@@ -533,6 +475,7 @@ def test_reference_ops_mixed(domain):
     assert_outputs(got, expected(X_KERNEL), "reference.OPS")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_reference_ops_bfloat16_nan_payload():
     x = np.array([0x7FC12345, 0xFFD55555], np.uint32).view(np.float32)
     zp = np.zeros((), TYPES["bfloat16"][0])
@@ -541,12 +484,13 @@ def test_reference_ops_bfloat16_nan_payload():
     assert got["y"].view(np.uint16).tolist() == [0x7FC0, 0xFFC0]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("qtype", ALL)
 def test_reference_ops_every_form(qtype, form):
     rng = np.random.default_rng(19)
     x_shape, s_shape, axis = FORMS[form]
-    scale = np.asarray(_scale(s_shape, rng), np.float32)
+    scale = np.asarray(random_scale(s_shape, rng), np.float32)
     zp = zero_points(qtype, None if s_shape is None else s_shape[0], rng)
     model = qdq_model(qtype, x_shape, scale, zp, axis=axis)
     x = canonical_nans(special_x(x_shape, rng, qtype))

@@ -3,7 +3,7 @@
 :func:`check_node` is shared by ``extql check`` (which reports every
 problem), the graph passes (which refuse a model on the first, see
 :func:`raise_first_problem`) and the onnxscript conversion hook
-(:mod:`extql.script_export`).  Extended / Vitis nodes are held to extql's
+(:mod:`extql.onnx.script_export`).  Extended / Vitis nodes are held to extql's
 operator documents, com.microsoft QuantizeLinear / DequantizeLinear to
 onnxruntime's types for them.
 """
@@ -11,19 +11,20 @@ onnxruntime's types for them.
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto
 
+from .. import rules
 from ..types import (
-    E8M0_CODE,
-    E8M0_NAME,
     FLOAT_NAMES,
     MS_DEQUANTIZE_TYPES,
     MS_FLOAT_NAMES,
     MS_QUANTIZE_TYPES,
+    OUTPUT_CODES,
     PRECISION_CODES,
     QUANTIZE_SCALE_CODES,
+    QUANTIZE_X_CODES,
     QUANTIZED_BY_ONNX,
     SCALE_CODES,
+    code_of,
 )
 from .graph import ExtNode, TypeInfo, type_name
 
@@ -40,10 +41,11 @@ def raise_first_problem(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
         raise ValueError(f"{ext.label}: {problems[0]}")
 
 
-#: The float types of quantize's x and precision and dequantize's output
-#: (ONNX codes -> names).
+#: The float types of quantize's x and the scales (ONNX codes -> names).
 REAL_CODES: dict[int, str] = FLOAT_NAMES
 REAL_NAMES = ", ".join(REAL_CODES.values())
+#: The scale types with which a dequantize needs ``output_dtype``.
+_NEEDS_OUTPUT_DTYPE: dict[int, str] = {code_of(n): n for n in rules.OUTPUT_DTYPE_REQUIRED}
 
 
 def _code_name(code: int) -> str:
@@ -57,7 +59,7 @@ def _code_name(code: int) -> str:
 def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     """Every problem of one Extended (or com.microsoft Q/DQ) node that the
     static types/shapes prove.  com.microsoft nodes are held to onnxruntime's
-    types for them (:mod:`extql.tools.microsoft`), the Extended ones to extql's.
+    types for them (:mod:`extql.onnx.microsoft`), the Extended ones to extql's.
 
     Checks the input count, the types of x, the scale and the zero point, the
     scale's rank, the zero point's shape against the scale's, the axis range
@@ -72,11 +74,9 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     if len(node.output) != 1:
         problems.append(f"has {len(node.output)} outputs, expected 1")
     if ext.microsoft:
-        known: tuple[str, ...] = ("axis",)
-    elif ext.quantize:
-        known = ("axis", "block_size", "output_dtype", "precision", "saturate")
+        known = rules.MICROSOFT_ATTRIBUTES
     else:
-        known = ("axis", "block_size", "output_dtype")
+        known = rules.attribute_names(rules.QUANTIZE if ext.quantize else rules.DEQUANTIZE)
     for attr in node.attribute:
         if attr.name not in known:
             problems.append(
@@ -92,10 +92,10 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
             problems.append(f"attribute 'precision' must be one of "
                             f"{', '.join(PRECISION_CODES.values())}, it is {_code_name(attr.i)}")
         elif attr.name == "output_dtype" and attr.i not in (
-                QUANTIZED_BY_ONNX if ext.quantize else REAL_CODES):
+                QUANTIZED_BY_ONNX if ext.quantize else OUTPUT_CODES):
             problems.append(
                 f"attribute 'output_dtype' must be one of "
-                f"{_QUANTIZED_NAMES if ext.quantize else REAL_NAMES}"
+                f"{_QUANTIZED_NAMES if ext.quantize else ', '.join(OUTPUT_CODES.values())}"
                 f", it is {_code_name(attr.i)}")
     x_name, s_name = node.input[0], node.input[1]
     z_name = node.input[2] if ext.has_zero_point else None
@@ -116,7 +116,7 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
     float_names = " or ".join(floats.values()) if len(floats) < 3 else "one of " + REAL_NAMES
     if ext.quantize:
         # The Extended quantize also takes int32 x, as the official one does.
-        x_types = floats if ext.microsoft else {**floats, TensorProto.INT32: "int32"}
+        x_types = floats if ext.microsoft else QUANTIZE_X_CODES
         if x is not None and x.elem_type not in x_types:
             x_names = float_names if ext.microsoft else "one of " + ", ".join(x_types.values())
             problems.append(f"x {x_name!r} must be {x_names}, it is {tname(x.elem_type)}")
@@ -140,10 +140,10 @@ def check_node(ext: ExtNode, types: dict[str, TypeInfo]) -> list[str]:
             f"{float_names if ext.microsoft else 'one of ' + ', '.join(scales.values())}, "
             f"it is {tname(s.elem_type)}"
         )
-    if (s is not None and s.elem_type == E8M0_CODE and not ext.quantize
+    if (s is not None and s.elem_type in _NEEDS_OUTPUT_DTYPE and not ext.quantize
             and not any(a.name == "output_dtype" and a.i for a in node.attribute)):
-        problems.append(f"a {E8M0_NAME} scale {s_name!r} needs the attribute output_dtype (the "
-                        "output cannot have the scale's type)")
+        problems.append(f"a {_NEEDS_OUTPUT_DTYPE[s.elem_type]} scale {s_name!r} needs the "
+                        "attribute output_dtype (the output cannot have the scale's type)")
     if (ext.microsoft and ext.quantize and x is not None and s is not None
             and x.elem_type in floats and s.elem_type in floats and x.elem_type != s.elem_type):
         problems.append(

@@ -1,5 +1,7 @@
-"""Quantize with an int32 scale, and with the attribute precision float64,
-through the NumPy API (the kernels' float64 stage).
+"""Quantize with an int32 scale, and with the attribute precision float64, on
+every path: the NumPy API (the kernels' float64 stage) and extql's onnxruntime
+library (every optimisation level, one and two threads, the scale and zero
+point as initializers or inputs, the legacy name).
 
 The official QuantizeLinear takes an int32 scale (opsets 19 / 21 bind it to
 an int32 x; from 23 the scale's type T2 includes int32), and ONNX's
@@ -36,74 +38,91 @@ from contract import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from int32_cases import I32, SPECIAL_S, int32_problems, int32_scales, make_x
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
-from test_int32_input import int32_problems
+from paths import (
+    LEVEL_IDS,
+    LIBRARY,
+    LIBRARY_LAYOUTS,
+    LIBRARY_TYPES,
+    NUMPY,
+    dequantize_via,
+    quantize_via,
+)
 
 import extql
 
-I32 = np.iinfo(np.int32)
-# x values where the float64 quotient matters: the int32 ends, 2^24 +- 1,
-# odd values above 2^24 (halves after a division by 2), small ties.
-SPECIAL_X = np.array([0, 1, -1, 5, -5, 7, 2**24 - 1, 2**24 + 1, 2**25 + 1, 2**25 + 3,
-                      2**30 + 2**22 + 1, 16777729, I32.max, I32.min, I32.max - 1, -(2**31 - 3)],
-                     np.int64).astype(np.int32)
-# int32 scales: 1, -1, small odd ones, a power of two, one above 2^24 and
-# one far above (inexact in float32), 0 (division by zero).
-SPECIAL_S = np.array([1, -1, 2, 3, -3, 7, 1000, 1024, 65537, 2**24 + 1, 2**30 + 3, -(2**31),
-                      I32.max, 0], np.int64).astype(np.int32)
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = [pytest.mark.usefixtures("kernel_isa"), pytest.mark.usefixtures("kernel_isa")]
+
 X_TYPES = {"int32": np.dtype(np.int32), "float32": np.dtype(np.float32),
            "float16": np.dtype(np.float16), "bfloat16": BF16}
 LAYOUTS = [((2, 6, 3, 5), 1, 0, "tensor"), ((2, 6, 3, 5), 1, 0, "axis"),
            ((2, 6, 3, 5), 1, 4, "blocked"), ((6, 40), -1, 0, "axis")]
 
 
-def make_x(rng: np.random.Generator, shape, xtype: np.dtype) -> np.ndarray:
-    """x of a type (int32 over its whole range, floats of a spread of
-    3000) with the special values first (tests/ort uses it too)."""
-    n = int(np.prod(shape))
-    if xtype == np.int32:
-        x = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
-        x[: SPECIAL_X.size] = SPECIAL_X
-        return x.astype(np.int32).reshape(shape)
-    x = rng.standard_normal(n) * 3000
-    x[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 2.5]
-    with np.errstate(over="ignore"):
-        return x.astype(np.float32).astype(xtype).reshape(shape)
+
+CONTRACT_CASES = [
+    pytest.param(NUMPY, name, xname, layout, precision, None,
+                 id=f"numpy-{name}-{xname}-{layout_id}-{precision_id}")
+    for precision, precision_id in [(None, "default"), (np.float64, "float64"),
+                                    (np.float32, "float32"), (BF16, "bfloat16")]
+    for layout, layout_id in zip(LAYOUTS, ["tensor", "nchw-axis", "blocked", "last-axis"],
+                                 strict=True)
+    for xname in X_TYPES for name in ALL_TYPES
+] + [
+    pytest.param(LIBRARY, name, xname, layout, precision, level,
+                 id=f"library-{name}-{xname}-{layout[3]}-{precision_id}-{level_id}")
+    for layout in LIBRARY_LAYOUTS for name in LIBRARY_TYPES
+    for xname in ("int32", "float32", "float16")
+    for precision, precision_id in [(None, "float64"), (BF16, "bfloat16")]
+    for level_id, level in LEVEL_IDS.items()
+]
 
 
-def int32_scales(rng: np.random.Generator, pshape) -> np.ndarray:
-    """int32 scales of the shape, drawn from SPECIAL_S (0 included)."""
-    return rng.choice(SPECIAL_S, pshape).astype(np.int32)
-
-
-@pytest.mark.parametrize("name", list(ALL_TYPES))
-@pytest.mark.parametrize("xname", list(X_TYPES))
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS,
-                         ids=["tensor", "nchw-axis", "blocked", "last-axis"])
-@pytest.mark.parametrize("precision", [None, np.float64, np.float32, BF16],
-                         ids=["default", "float64", "float32", "bfloat16"])
-def test_int32_scale_matches_the_contract(name, xname, shape, axis, block, kind, precision):
-    rng = case_rng("int32-scale", name, xname, kind, str(precision))
+@pytest.mark.parametrize(("path", "name", "xname", "layout", "precision", "level"),
+                         CONTRACT_CASES)
+def test_int32_scale_matches_the_contract(path, name, xname, layout, precision, level):
+    shape, axis, block, kind = layout
+    rng = case_rng("int32-scale", path, name, xname, kind, str(precision))
     x = make_x(rng, shape, X_TYPES[xname])
     pshape = param_shape(shape, axis, block, kind)
     s = int32_scales(rng, pshape)
     z = zero_points(rng, name, pshape, bound=1000)
-    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=precision)
+    y = quantize_via(path, x, s, z, axis=axis, block_size=block, precision=precision,
+                     level=level, threads=2 if kind == "blocked" else 1,
+                     params="input" if kind == "axis" else "const")
     want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
                     axis=axis, precision=precision)
-    assert_same_bits(y, want, f"{xname} x, int32 scale, {kind}, precision {precision} -> {name}")
+    assert_same_bits(y, want, f"{path}: {xname} x, int32 scale, {kind}, precision {precision} "
+                              f"-> {name}")
 
 
-@pytest.mark.parametrize("name", list(ALL_TYPES))
-@pytest.mark.parametrize("xname", list(X_TYPES))
-@pytest.mark.parametrize("sname", ["float32", "float16", "bfloat16", "float8e8m0"])
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS[:3],
-                         ids=["tensor", "nchw-axis", "blocked"])
-def test_precision_float64_with_float_scales(name, xname, sname, shape, axis, block, kind):
-    """precision float64 with a float scale: the same float64 stage (the
-    scale exact in float64); a float8e8m0 scale as the float32 it widens to."""
-    rng = case_rng("float64-precision", name, xname, sname, kind)
+# precision as a dtype and as its ONNX code (the NumPy API takes both).
+FLOAT64_CASES = [
+    pytest.param(NUMPY, name, xname, sname, layout, (np.float64, TensorProto.DOUBLE), False,
+                 id=f"numpy-{name}-{xname}-{sname}-{layout[3]}")
+    for layout in LAYOUTS[:3] for sname in ["float32", "float16", "bfloat16", "float8e8m0"]
+    for xname in X_TYPES for name in ALL_TYPES
+] + [
+    pytest.param(LIBRARY, name, "float32", sname, LIBRARY_LAYOUTS[1], (TensorProto.DOUBLE,),
+                 legacy, id=f"library-{name}-{sname}-{'vitis' if legacy else 'extended'}")
+    for legacy in (False, True) for name in ["int8", "uint16", "int32", "float16", "bfloat16"]
+    for sname in ["float32", "float16", "bfloat16"]
+]
+
+
+@pytest.mark.parametrize(("path", "name", "xname", "sname", "layout", "precisions", "legacy"),
+                         FLOAT64_CASES)
+def test_precision_float64_with_float_scales(path, name, xname, sname, layout, precisions,
+                                             legacy):
+    """precision float64 with a float scale (np.float64 or its ONNX code,
+    TensorProto.DOUBLE): the same float64 stage (the scale exact in float64);
+    a float8e8m0 scale as the float32 it widens to; the Extended and the
+    legacy name."""
+    shape, axis, block, kind = layout
+    rng = case_rng("float64-precision", path, name, xname, sname, kind)
     x = make_x(rng, shape, X_TYPES[xname])
     pshape = param_shape(shape, axis, block, kind)
     mag = rng.choice(np.array([2.0 ** -20, 1 / 3, 0.75, 3.0, 2.0 ** 10, 1e5]), pshape)
@@ -116,25 +135,42 @@ def test_precision_float64_with_float_scales(name, xname, sname, shape, axis, bl
             s = s.astype(X_TYPES[sname] if sname != "float32" else np.float32)
         wide = s
     z = zero_points(rng, name, pshape, bound=1000)
-    for precision in (np.float64, TensorProto.DOUBLE):
-        y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=precision)
-        want = quantize(x, full_param(wide, shape, axis, block), full_param(z, shape, axis, block),
-                        axis=axis, precision=np.float64)
-        assert_same_bits(y, want, f"{xname} x, {sname} scale, precision float64 -> {name}")
+    want = quantize(x, full_param(wide, shape, axis, block), full_param(z, shape, axis, block),
+                    axis=axis, precision=np.float64)
+    for precision in precisions:
+        y = quantize_via(path, x, s, z, axis=axis, block_size=block, precision=precision,
+                         legacy=legacy)
+        assert_same_bits(y, want, f"{path}: {xname} x, {sname} scale, precision {precision} "
+                                  f"-> {name}")
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_large_tensor_split_between_threads(threads):
+SPLIT_CASES = [pytest.param(NUMPY, threads, "given", id=f"numpy-{threads}-threads")
+               for threads in (1, 2)] + [
+    pytest.param(LIBRARY, threads, zp_form, id=f"library-{threads}-threads-zero-point-{zp_form}")
+    for threads in (1, 2) for zp_form in ("absent", "empty")]
+
+
+@pytest.mark.parametrize(("path", "threads", "zp_form"), SPLIT_CASES)
+def test_a_large_tensor_split_between_threads(path, threads, zp_form):
+    """A tensor large enough to be split between threads: an int16 zero
+    point per channel, or none (uint8 output; its input absent or an empty
+    name)."""
     rng = np.random.default_rng(11)
-    x = rng.integers(I32.min, I32.max, (4, 64, 96, 96), endpoint=True).astype(np.int32)
-    s = int32_scales(rng, (64,))
-    z = rng.integers(-30000, 30000, 64).astype(np.int16)
+    if zp_form == "given":
+        x = rng.integers(I32.min, I32.max, (4, 64, 96, 96), endpoint=True).astype(np.int32)
+        s = int32_scales(rng, (64,))
+        z = rng.integers(-30000, 30000, 64).astype(np.int16)
+    else:
+        x = rng.integers(-4000, 4000, (8, 64, 28, 28), endpoint=True).astype(np.int32)
+        s, z = np.int32(7), None
     extql.set_num_threads(threads)
     try:
-        y = extql.quantize_linear(x, s, z, axis=1)
+        y = quantize_via(path, x, s, z, axis=1, threads=threads, zp_form=zp_form)
     finally:
         extql.set_num_threads(None)
-    assert_same_bits(y, quantize(x, s, z, axis=1), f"{threads} threads")
+    assert y.dtype == (np.uint8 if z is None else np.int16)
+    assert_same_bits(y, quantize(x, s, z, axis=1), f"{path}, {threads} threads, zero point "
+                                                   f"{zp_form}")
 
 
 def test_float64_gives_other_bits_than_float32():
@@ -254,10 +290,28 @@ def test_errors_name_the_operator(kwargs, error, message):
     assert message in str(info.value)
 
 
-def test_dequantize_takes_no_int32_scale():
-    with pytest.raises(TypeError, match="ExtendedDequantizeLinear: x_scale must be one of "
-                                        "float32, float16, bfloat16, float8e8m0, got int32"):
-        extql.dequantize_linear(np.zeros(3, np.int8), np.int32(2), np.int8(0))
+# (the library takes no float8e8m0 scale: docs/differences.rst)
+DEQUANTIZE_SCALE_MESSAGES = {
+    NUMPY: "^ExtendedDequantizeLinear: x_scale must be one of float32, float16, bfloat16, "
+           "float8e8m0, got int32",
+    LIBRARY: "ExtendedDequantizeLinear.*x_scale must be one of float32, float16, bfloat16, "
+             "got int32",
+}
+
+
+@pytest.mark.parametrize("path", [NUMPY, LIBRARY])
+def test_dequantize_takes_no_int32_scale(path):
+    with pytest.raises(Exception, match=DEQUANTIZE_SCALE_MESSAGES[path]) as info:
+        dequantize_via(path, np.zeros((2, 3), np.int8), np.int32(2), np.int8(0))
+    if path == NUMPY:
+        assert info.type is TypeError
+
+
+def test_the_library_names_a_precision_of_no_float_type():
+    with pytest.raises(Exception, match="ExtendedQuantizeLinear.*the attribute precision must be "
+                                        "one of float32, float16, bfloat16, float64, got int32"):
+        quantize_via(LIBRARY, np.zeros((2, 3), np.float32), np.float32(2), np.int8(0),
+                     precision=TensorProto.INT32)
 
 
 _LIB = capi.LIB

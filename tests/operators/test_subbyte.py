@@ -1,8 +1,16 @@
 """The sub-byte types int4 / uint4 (QuantizeLinear-21) and int2 / uint2
-(QuantizeLinear-25) through the NumPy API and the kernels' packed layout,
-against the contract (tests/contract.py), ONNX's reference implementation and
-onnxruntime's own QuantizeLinear / DequantizeLinear, bit for bit, on both
-kernel variants (conftest.py runs this module once per variant).
+(QuantizeLinear-25) on every path -- the NumPy API and the kernels' packed
+layout, and extql's onnxruntime library (packed ONNX tensors bound from
+Python or inside the graph, where onnxruntime's own DequantizeLinear reads
+what extql wrote; every optimisation level, one and two threads, float32 /
+float16 x and scale, per tensor, per axis (NCHW) and blocked (the LLM weight
+case), tensors large enough to be split) -- against the contract
+(tests/contract.py), ONNX's reference implementation and onnxruntime's own
+QuantizeLinear / DequantizeLinear, bit for bit, on every kernel variant
+(conftest.py).
+
+onnxruntime takes int4 in a custom operator from 1.21 (extql registers the
+types there); int2 / uint2 in none (the session fails, naming the type).
 
 In NumPy the types are ml_dtypes' (one element per byte, in its low bits);
 in ONNX tensors they are packed 8 / bits per byte, element k of a byte in its
@@ -26,14 +34,20 @@ from contract import (
     dequantize,
     expand_blocks,
     normal_with_specials,
+    param_shape,
     quantize,
 )
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ortutil import DOMAIN, DQ, LEVELS, Q, session
 from packaging.version import Version
+from paths import LIBRARY, NUMPY, dequantize_via, quantize_via
 
 import extql
 from extql import _kernels
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 NAMES = list(SUBBYTE_TYPES)
@@ -43,6 +57,18 @@ CODE = {name: getattr(TensorProto, name.upper(), None) for name in NAMES}
 FIRST_OPSET = {"int4": 21, "uint4": 21, "int2": 25, "uint2": 25}
 ONNX_OPSET = onnx.defs.onnx_opset_version()
 ORT_VERSION = Version(ort.__version__)
+RUNS_INT4 = ORT_VERSION >= Version("1.21")
+#: The tests that run int4 in the library (the last one checks the releases
+#: before 1.21).
+needs_int4 = pytest.mark.skipif(not RUNS_INT4, reason="onnxruntime < 1.21: no int4 custom ops; "
+                                "test_int4_from_onnxruntime_1_21 checks the failure")
+#: The library's cases of the contract tests: int4 / uint4 graph inputs and
+#: outputs (packed by extql.ort_io), the parameters initializers or inputs.
+LIBRARY_CASES = [
+    pytest.param(LIBRARY, "float32", name, ((3, 8, 5), 1, 0, "axis"), params, marks=needs_int4,
+                 id=f"library-{name}-{params}")
+    for name in ("int4", "uint4") for params in ("const", "input")
+]
 
 SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 3.5, 7.5, -8.5, 15.5, 1e30, -1e30,
                     np.inf, -np.inf, np.nan, 1e-40, 2049.0], np.float32)
@@ -73,13 +99,7 @@ def pack(values: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype=F32):
-    a = axis % len(shape)
-    if kind == "tensor":
-        pshape: tuple[int, ...] = ()
-    elif kind == "axis":
-        pshape = (shape[a],)
-    else:
-        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    pshape = param_shape(shape, axis, block, kind)
     s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 0.1, 1.0], np.float32), pshape)
          * (1 + rng.random(pshape))).astype(np.float32).astype(s_dtype)
     dt, lo, hi = SUBBYTE_TYPES[name]
@@ -108,37 +128,51 @@ def _seed(*parts) -> int:
 # NumPy API against the contract
 
 
-@pytest.mark.parametrize("x_type", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-def test_quantize_against_contract(x_type, name, shape, axis, block, kind):
+QUANTIZE_CASES = [
+    pytest.param(NUMPY, x_type, name, layout, "const",
+                 id=f"numpy-{layout[0]}-{layout[2]}-{name}-{x_type}")
+    for layout in LAYOUTS for name in NAMES for x_type in ["float32", "float16", "bfloat16"]
+] + LIBRARY_CASES
+
+
+@pytest.mark.parametrize(("path", "x_type", "name", "layout", "params"), QUANTIZE_CASES)
+def test_quantize_against_contract(path, x_type, name, layout, params):
+    shape, axis, block, kind = layout
     dtype = {"float32": F32, "float16": F16, "bfloat16": BF16}[x_type]
-    rng = np.random.default_rng(_seed(x_type, name, shape, block))
+    rng = np.random.default_rng(_seed(path, x_type, name, shape, block, params))
     s, z = _params(rng, name, shape, axis, block, kind, dtype)
-    x = _x(rng, shape, dtype)
-    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block)
+    x = _x(rng, shape, dtype, spread=60.0 if path == LIBRARY else 6.0)
+    # (saturate, meaningless for these types, is given to the library's node)
+    y = quantize_via(path, x, s, z, axis=axis, block_size=block, params=params, threads=2,
+                     saturate=False if path == LIBRARY else None)
     assert y.dtype == SUBBYTE_TYPES[name][0]
     want = quantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
                     axis=axis % len(shape))
-    assert_same_bits(y, want, f"Q {x_type} -> {name} {kind}")
+    assert_same_bits(y, want, f"{path}: Q {x_type} -> {name} {kind}")
     # ml_dtypes' layout: the value in the low bits, the others 0.
     assert not (y.view(np.uint8) >> BITS[name]).any()
 
 
-@pytest.mark.parametrize("s_type", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-def test_dequantize_against_contract(s_type, name, shape, axis, block, kind):
+DEQUANTIZE_CASES = [
+    pytest.param(NUMPY, s_type, name, layout, "const",
+                 id=f"numpy-{layout[0]}-{layout[2]}-{name}-{s_type}")
+    for layout in LAYOUTS for name in NAMES for s_type in ["float32", "float16", "bfloat16"]
+] + LIBRARY_CASES
+
+
+@pytest.mark.parametrize(("path", "s_type", "name", "layout", "params"), DEQUANTIZE_CASES)
+def test_dequantize_against_contract(path, s_type, name, layout, params):
+    shape, axis, block, kind = layout
     dtype = {"float32": F32, "float16": F16, "bfloat16": BF16}[s_type]
-    rng = np.random.default_rng(_seed(s_type, name, shape, block, "dq"))
+    rng = np.random.default_rng(_seed(path, s_type, name, shape, block, "dq", params))
     s, z = _params(rng, name, shape, axis, block, kind, dtype)
     dt, lo, hi = SUBBYTE_TYPES[name]
     x = rng.integers(lo, hi, shape, endpoint=True).astype(dt)
-    y = extql.dequantize_linear(x, s, z, axis=axis, block_size=block)
+    y = dequantize_via(path, x, s, z, axis=axis, block_size=block, params=params, threads=2)
     assert y.dtype == dtype
     want = dequantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
                       axis=axis % len(shape))
-    assert_same_bits(y, want, f"DQ {name} s {s_type} {kind}")
+    assert_same_bits(y, want, f"{path}: DQ {name} s {s_type} {kind}")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -348,3 +382,166 @@ def _along_x(v: np.ndarray, shape, axis: int) -> np.ndarray:
     view = [1] * len(shape)
     view[axis] = v.shape[0]
     return v.reshape(view)
+
+
+# --------------------------------------------------------------------------
+# Through the library, the packed tensors inside the graph
+
+LIBRARY_CODE = {"int4": TensorProto.INT4, "uint4": TensorProto.UINT4}
+F_CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16}
+LIBRARY_SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, -2.5, 7.5, -8.5, 1e30, np.inf, -np.inf, np.nan],
+                   np.float32)
+# (x shape, axis, block size, granularity)
+LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 8, 5, 7), 1, 0, "axis"),
+                   ((16, 256), 1, 32, "blocked"), ((8, 300), 1, 128, "blocked"),
+                   ((600, 512), 1, 32, "blocked-large")]
+
+
+def _session(model, level, threads: int) -> ort.InferenceSession:
+    return session(model, threads=threads, level=level)
+
+
+def _tensor(name: str, value: np.ndarray) -> onnx.TensorProto:
+    value = np.asarray(value)
+    if value.dtype.name in LIBRARY_CODE:
+        return helper.make_tensor(name, LIBRARY_CODE[value.dtype.name], value.shape,
+                                  value.astype(np.int64).reshape(-1))
+    return onnx.numpy_helper.from_array(value, name)
+
+
+def _library_params(rng, name, shape, axis, block, f_dtype):
+    """Scale and zero point: per tensor (axis None), per axis or blocked."""
+    if axis is None:
+        pshape: tuple[int, ...] = ()
+    else:
+        a = axis % len(shape)
+        pshape = (shape[a],) if not block else shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    s = ((rng.random(pshape) + 0.05) * 0.7).astype(np.float32).astype(f_dtype)
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    return np.asarray(s), np.asarray(rng.integers(lo, hi, pshape, endpoint=True).astype(dt))
+
+
+
+
+def _chain_model(name, shape, f_dtype, s, z, axis, block, opset=21):
+    """x -> Extended quantize -> q; q -> Extended dequantize -> y and
+    q -> the official DequantizeLinear -> y_official (which reads extql's
+    packed bytes)."""
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    nodes = [helper.make_node(Q, ["x", "s", "z"], ["q"], domain=DOMAIN, **attrs),
+             helper.make_node(DQ, ["q", "s", "z"], ["y"], domain=DOMAIN, **attrs),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y_official"], **attrs)]
+    code = F_CODE[np.dtype(f_dtype)]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", code, shape)],
+        [helper.make_tensor_value_info("y", code, shape),
+         helper.make_tensor_value_info("y_official", code, shape)],
+        [_tensor("s", s), _tensor("z", z)])
+    return helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, 1)])
+
+
+def _dq_model(name, xq, s, z, axis, block):
+    """An Extended dequantize of a packed int4 initializer (written by onnx)."""
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    node = helper.make_node(DQ, ["xq", "s", "z"], ["y"], domain=DOMAIN, **attrs)
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("y", F_CODE[s.dtype], xq.shape)],
+        [_tensor("xq", xq), _tensor("s", s), _tensor("z", z)])
+    return helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, 1)])
+
+
+@needs_int4
+@pytest.mark.parametrize("level", LEVELS, ids=["disabled", "basic", "extended", "all"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("f_type", ["float32", "float16"])
+@pytest.mark.parametrize("name", list(LIBRARY_CODE))
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LIBRARY_LAYOUTS)
+def test_quantize_dequantize_in_the_library(level, threads, f_type, name, shape, axis, block,
+                                            kind):
+    rng = np.random.default_rng(zlib.crc32(repr((name, shape, f_type)).encode()))
+    f_dtype = np.dtype(f_type)
+    s, z = _library_params(rng, name, shape, axis if kind != "tensor" else None, block, f_dtype)
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    x.reshape(-1)[: LIBRARY_SPECIAL.size] = LIBRARY_SPECIAL
+    with np.errstate(over="ignore"):
+        x = x.astype(f_dtype)
+    a = axis % len(shape)
+    sess = _session(_chain_model(name, shape, f_dtype, s, z, axis, block), level, threads)
+    y, y_official = sess.run(None, {"x": x})
+    se, ze = _expanded(s, shape, axis, block), _expanded(z, shape, axis, block)
+    q = quantize(x, se, ze, axis=a)
+    want = dequantize(q, se, ze, axis=a)
+    assert_same_bits(y, want, f"{name} {kind} {f_type} level {level} t={threads}")
+    assert_same_bits(y_official, want, f"official DQ of extql's {name} {kind}")
+
+
+@needs_int4
+@pytest.mark.parametrize("name", list(LIBRARY_CODE))
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LIBRARY_LAYOUTS)
+def test_the_library_dequantizes_onnx_packed_initializers(name, shape, axis, block, kind):
+    """A packed initializer as onnx writes it (odd element counts too)."""
+    rng = np.random.default_rng(7)
+    shape = shape[:-1] + (shape[-1] + 1,) if not block else shape
+    s, z = _library_params(rng, name, shape, axis if kind != "tensor" else None, block,
+                   np.dtype(np.float32))
+    dt, lo, hi = SUBBYTE_TYPES[name]
+    xq = rng.integers(lo, hi, shape, endpoint=True).astype(dt)
+    y = _session(_dq_model(name, xq, s, z, axis, block), LEVELS[0], 2).run(None, {})[0]
+    a = axis % len(shape)
+    want = dequantize(xq, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
+                      axis=a)
+    assert_same_bits(y, want, f"DQ {name} {kind} initializer")
+    assert_same_bits(y, extql.dequantize_linear(xq, s, z, axis=axis, block_size=block),
+                     "the NumPy API")
+
+
+@pytest.mark.skipif(Version(ort.__version__) < Version("1.19"),
+                    reason="onnxruntime < 1.19 has no int4 QuantizeLinear")
+def test_lowered_int4_runs_as_the_official_operators():
+    """lower_to_standard turns int4 Extended nodes at opset 21 into the
+    official operators, which give the same bits."""
+    rng = np.random.default_rng(3)
+    shape, axis, block = (16, 256), 1, 32
+    s, z = _library_params(rng, "int4", shape, axis, block, np.dtype(np.float32))
+    model = _chain_model("int4", shape, np.float32, s, z, axis, block)
+    lowered = extql.lower_to_standard(model)
+    assert [n.op_type for n in lowered.graph.node] == ["QuantizeLinear", "DequantizeLinear",
+                                                       "DequantizeLinear"]
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    x.reshape(-1)[: LIBRARY_SPECIAL.size] = LIBRARY_SPECIAL
+    y, y_official = ort.InferenceSession(lowered.SerializeToString(),
+                                         providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    se, ze = _expanded(s, shape, axis, block), _expanded(z, shape, axis, block)
+    want = dequantize(quantize(x, se, ze, axis=axis), se, ze, axis=axis)
+    assert_same_bits(y, want, "lowered")
+    assert_same_bits(y_official, want, "lowered")
+
+
+def test_int2_is_not_taken_by_onnxruntime_custom_operators():
+    """onnxruntime's custom operators take no int2 tensor: the session fails
+    and names the type (extql's NumPy API and reference ops run int2)."""
+    rng = np.random.default_rng(5)
+    s, z = _library_params(rng, "int2", (4, 8), None, 0, np.dtype(np.float32))
+    model = _chain_model("int2", (4, 8), np.float32, s, z, 1, 0, opset=25)
+    model.ir_version = 11
+    for init in model.graph.initializer:
+        if init.name == "z":
+            init.CopyFrom(helper.make_tensor("z", TensorProto.INT2, [], [int(z)]))
+    # (Releases before 1.20 cannot load the IR version int2 needs at all.)
+    with pytest.raises(Exception, match=r"tensor\(int2\)|Unsupported model IR version"):
+        _session(model, LEVELS[0], 1)
+
+
+def test_int4_from_onnxruntime_1_21():
+    """From 1.21 onnxruntime's custom operators take int4 (extql registers it
+    there); before, the session fails naming the type."""
+    s, z = np.float32(0.5), np.asarray(1).astype(SUBBYTE_TYPES["int4"][0])
+    model = _chain_model("int4", (4, 8), np.float32, s, z, 1, 0)
+    if RUNS_INT4:
+        y, _ = _session(model, LEVELS[0], 1).run(None, {"x": np.ones((4, 8), np.float32)})
+        assert y.tolist() == [[1.0] * 8] * 4
+    else:
+        with pytest.raises(Exception, match=r"int4"):
+            _session(model, LEVELS[0], 1)

@@ -1,9 +1,11 @@
 """float16 / bfloat16 inputs, scales and outputs (the official operators'
-T1 / T2 types) and the attributes ``precision`` and ``output_dtype``,
-through the NumPy API, against the contract (tests/contract.py), ONNX's
+T1 / T2 types) and the attributes ``precision`` and ``output_dtype``, on
+every path -- the NumPy API and extql's onnxruntime library (every
+optimisation level, one and two threads, scales and zero points as
+initializers or inputs, per tensor, per axis (NCHW) and blocked) -- against
+the contract (tests/contract.py), and through the NumPy API against ONNX's
 reference implementation and onnxruntime's own QuantizeLinear /
-DequantizeLinear, bit for bit, on both kernel variants (conftest.py runs
-this module once per variant).
+DequantizeLinear, bit for bit, on every kernel variant (conftest.py).
 
 Quantize divides in the precision of the scale's type (or ``precision``):
 in float16 / bfloat16, x and the scale are rounded to it and their quotient
@@ -27,13 +29,20 @@ from contract import (
     dequantize,
     expand_blocks,
     normal_with_specials,
+    param_shape,
     quantize,
 )
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ortutil import DQ, LEVELS, Q, node_model, run_unaligned, session
 from packaging.version import Version
+from paths import LEVEL_IDS, LIBRARY, LIBRARY_LAYOUTS, NUMPY, dequantize_via, quantize_via
 
 import extql
+from extql import ort_io
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 REALS = list(REAL_TYPES)
@@ -69,13 +78,7 @@ def _x(rng: np.random.Generator, shape, dtype: np.dtype, spread: float) -> np.nd
 def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype: np.dtype):
     """Scale (of s_dtype: both signs, values that are not exact in float16 /
     bfloat16) and a zero point of the type name, of the layout's shape."""
-    a = axis % len(shape)
-    if kind == "tensor":
-        pshape: tuple[int, ...] = ()
-    elif kind == "axis":
-        pshape = (shape[a],)
-    else:
-        pshape = shape[:a] + (-(-shape[a] // block),) + shape[a + 1:]
+    pshape = param_shape(shape, axis, block, kind)
     s = (rng.choice(np.array([0.37, 1 / 3, 2.0, -0.5, 3e-3, 0.1], np.float32), pshape)
          * (1 + rng.random(pshape))).astype(np.float32).astype(s_dtype)
     dt, lo, hi = TYPES[name]
@@ -93,37 +96,73 @@ def _expanded(v: np.ndarray, shape, axis: int, block: int) -> np.ndarray:
     return expand_blocks(v, a, block, shape[a])
 
 
-@pytest.mark.parametrize("x_type", REALS)
-@pytest.mark.parametrize("s_type", REALS)
-@pytest.mark.parametrize("precision", [None, *REALS])
-@pytest.mark.parametrize("name", ALL_TYPES)
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-def test_quantize_against_contract(x_type, s_type, precision, name, shape, axis, block, kind):
-    rng = case_rng(x_type, s_type, precision, name, shape)
+
+QUANTIZE_CASES = [
+    pytest.param(NUMPY, x_type, s_type, precision, name, layout, None,
+                 id=f"numpy-{layout[0]}-{layout[2]}-{name}-{precision}-{s_type}-{x_type}")
+    for layout in LAYOUTS for name in ALL_TYPES for precision in [None, *REALS]
+    for s_type in REALS for x_type in REALS
+] + [
+    pytest.param(LIBRARY, x_type, s_type, precision, name, layout, level,
+                 id=f"library-{layout[3]}-{name}-{x_type}-{s_type}-{precision}-{level_id}")
+    for layout in LIBRARY_LAYOUTS for name in ["int8", "uint16", "int32", "float16"]
+    for x_type, s_type, precision in [
+        ("float16", "float16", None), ("bfloat16", "bfloat16", None),
+        ("float32", "float16", None), ("float16", "float32", None),
+        ("float32", "float32", "bfloat16"), ("float16", "float16", "float32")]
+    for level_id, level in LEVEL_IDS.items()
+]
+
+
+@pytest.mark.parametrize(("path", "x_type", "s_type", "precision", "name", "layout", "level"),
+                         QUANTIZE_CASES)
+def test_quantize_against_contract(path, x_type, s_type, precision, name, layout, level):
+    shape, axis, block, kind = layout
+    rng = case_rng(path, x_type, s_type, precision, name, shape, kind)
     s, z = _params(rng, name, shape, axis, block, kind, REAL_TYPES[s_type])
     x = _x(rng, shape, REAL_TYPES[x_type], 1e10 if name in ("int32", "uint32") else 300.0)
     prec = None if precision is None else REAL_TYPES[precision]
-    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=prec)
+    y = quantize_via(path, x, s, z, axis=axis, block_size=block, precision=prec, level=level,
+                     threads=2 if kind == "blocked" else 1,
+                     params="input" if kind == "axis" else "const")
     want = quantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
                     axis=axis % len(shape), precision=prec)
-    assert_same_bits(y, want, f"Q x {x_type} s {s_type} precision {precision} -> {name} {kind}")
+    assert_same_bits(y, want, f"{path}: Q x {x_type} s {s_type} precision {precision} -> "
+                              f"{name} {kind}")
 
 
-@pytest.mark.parametrize("s_type", REALS)
-@pytest.mark.parametrize("output_dtype", [None, *REALS])
-@pytest.mark.parametrize("name", ALL_TYPES)
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-def test_dequantize_against_contract(s_type, output_dtype, name, shape, axis, block, kind):
-    rng = case_rng(s_type, output_dtype, name, shape)
+DEQUANTIZE_CASES = [
+    pytest.param(NUMPY, s_type, output_dtype, name, layout, None,
+                 id=f"numpy-{layout[0]}-{layout[2]}-{name}-{output_dtype}-{s_type}")
+    for layout in LAYOUTS for name in ALL_TYPES for output_dtype in [None, *REALS]
+    for s_type in REALS
+] + [
+    # (the library's output_dtype only repeats the scale's type before
+    # onnxruntime 1.24: docs/differences.rst)
+    pytest.param(LIBRARY, s_type, s_type if layout[3] == "axis" else None, name, layout, level,
+                 id=f"library-{layout[3]}-{name}-{s_type}-{level_id}")
+    for layout in LIBRARY_LAYOUTS for name in ["int8", "uint8", "int16", "int32", "bfloat16"]
+    for s_type in ["float16", "bfloat16", "float32"]
+    for level_id, level in LEVEL_IDS.items()
+]
+
+
+@pytest.mark.parametrize(("path", "s_type", "output_dtype", "name", "layout", "level"),
+                         DEQUANTIZE_CASES)
+def test_dequantize_against_contract(path, s_type, output_dtype, name, layout, level):
+    """The output has the scale's type, or output_dtype's."""
+    shape, axis, block, kind = layout
+    rng = case_rng(path, s_type, output_dtype, name, shape, kind)
     s, z = _params(rng, name, shape, axis, block, kind, REAL_TYPES[s_type])
     x = extql.quantize_linear(_x(rng, shape, F32, 1e9 if "32" in name else 300.0),
                               np.float32(0.25), z.reshape(-1)[:1].reshape(()))
     out = None if output_dtype is None else REAL_TYPES[output_dtype]
-    y = extql.dequantize_linear(x, s, z, axis=axis, block_size=block, output_dtype=out)
+    y = dequantize_via(path, x, s, z, axis=axis, block_size=block, output_dtype=out,
+                       level=level, threads=1)
     assert y.dtype == (REAL_TYPES[s_type] if out is None else out)
     want = dequantize(x, _expanded(s, shape, axis, block), _expanded(z, shape, axis, block),
                       axis=axis % len(shape), output_dtype=out)
-    assert_same_bits(y, want, f"DQ {name} s {s_type} -> {output_dtype} {kind}")
+    assert_same_bits(y, want, f"{path}: DQ {name} s {s_type} -> {output_dtype} {kind}")
 
 
 def test_float16_division_rounds_in_float16():
@@ -154,24 +193,59 @@ def test_dequantize_output_overflows_to_inf_and_keeps_nan():
     assert y.dtype == BF16 and np.isinf(y.astype(np.float32)[:2]).all()
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize(("x_type", "s_type"), [("float16", "float16"), ("bfloat16", "bfloat16"),
-                                                ("float32", "float16"), ("float16", "float32")])
-def test_large_tensors_split_and_streamed(threads, x_type, s_type):
-    """Tensors split across threads, outputs large enough to be streamed."""
+SPLIT_CASES = [
+    pytest.param(NUMPY, threads, x_type, s_type, (64, 70000), False,
+                 id=f"numpy-{threads}-{x_type}-{s_type}")
+    for threads in (1, 2) for x_type, s_type in [("float16", "float16"), ("bfloat16", "bfloat16"),
+                                                 ("float32", "float16"), ("float16", "float32")]
+] + [pytest.param(LIBRARY, 2, "float16", "float16", (8, 64, 56, 56), True,
+                  id="library-2-float16-float16-nchw")]
+
+
+@pytest.mark.parametrize(("path", "threads", "x_type", "s_type", "shape", "per_axis"),
+                         SPLIT_CASES)
+def test_large_tensors_split_and_streamed(path, threads, x_type, s_type, shape, per_axis):
+    """Tensors split across threads (the NumPy API's, the session's),
+    outputs large enough to be streamed; a quantize and its dequantize."""
     rng = np.random.default_rng(9)
-    shape = (64, 70000)
-    x = _x(rng, shape, REAL_TYPES[x_type], 300.0)
-    s = np.array([0.37], REAL_TYPES[s_type])
+    x = _x(rng, shape, REAL_TYPES[x_type], 30.0 if per_axis else 300.0)
+    if per_axis:
+        s = (rng.random(shape[1]) * 0.3 + 0.01).astype(REAL_TYPES[s_type])
+        z = rng.integers(-5, 5, shape[1]).astype(np.int8)
+    else:
+        s, z = np.array([0.37], REAL_TYPES[s_type]), np.int16(3)
     old = extql.get_num_threads()
     extql.set_num_threads(threads)
     try:
-        y = extql.quantize_linear(x, s, np.int16(3))
-        back = extql.dequantize_linear(y, s, np.int16(3))
+        y = quantize_via(path, x, s, z, axis=1, level=LEVELS[-1], threads=threads)
+        back = dequantize_via(path, y, s, z, axis=1, level=LEVELS[-1], threads=threads)
     finally:
         extql.set_num_threads(old)
-    assert_same_bits(y, quantize(x, s, np.int16(3)))
-    assert_same_bits(back, dequantize(y, s, np.int16(3)))
+    assert_same_bits(y, quantize(x, s, z, axis=1), f"{path}: quantize")
+    assert back.dtype == REAL_TYPES[s_type]
+    assert_same_bits(back, dequantize(y, s, z, axis=1), f"{path}: dequantize")
+
+
+# (bfloat16 buffers can be bound from Python from onnxruntime 1.20 on.)
+@pytest.mark.parametrize(("op", "s_type"), [(Q, "float16"), (DQ, "float16")] + (
+    [(Q, "bfloat16")] if ort_io.has_typed_ortvalues() else []))
+def test_unaligned_float16_buffers_in_the_library(op, s_type):
+    """float16 / bfloat16 x, scale and output at odd addresses: the shim
+    stages them through aligned copies and converts the staged scale."""
+    rng = np.random.default_rng(12)
+    fdt = REAL_TYPES[s_type]
+    x = (rng.standard_normal((3, 200)) * 40).astype(np.float32).astype(fdt)
+    s = np.array([0.37, 1.1, 3.3], np.float32).astype(fdt)
+    z = np.array([1, -2, 5], np.int16)
+    if op == DQ:
+        x = quantize(x, s, z, axis=0)
+        want = dequantize(x, s, z, axis=0)
+    else:
+        want = quantize(x, s, z, axis=0)
+    model, _, out_dtype = node_model(op, x, s, z, axis=0, params="input")
+    out = run_unaligned(session(model, threads=1, level=LEVELS[-1]), {"x": x, "s": s, "z": z},
+                        out_dtype, x.shape)
+    assert_same_bits(out, want, f"{op} {s_type} unaligned")
 
 
 # ---------------------------------------------------------------------------

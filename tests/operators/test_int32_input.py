@@ -1,8 +1,14 @@
 """Quantize of int32 ``x`` (the official QuantizeLinear's T1 includes
-int32), through the NumPy API, against the contract (tests/contract.py),
-ONNX's reference implementation and, where it has a kernel, onnxruntime's
-own QuantizeLinear, on both kernel variants (conftest.py runs this module
-once per variant).
+int32) on every path -- the NumPy API, extql's onnxruntime library (every
+optimisation level, one and two threads, scales and zero points as
+initializers or inputs, per tensor / per axis on NCHW / blocked, the zero
+point given, absent or an empty name, the attribute precision) and the
+fallback functions without the library (onnxruntime at every level and
+onnx.reference, at Quark's opset 17 and at 21) -- against the contract
+(tests/contract.py), and through the NumPy API against ONNX's reference
+implementation and, where it has a kernel, onnxruntime's own
+QuantizeLinear, on every kernel variant (conftest.py).  Plus what the tools
+say of such a node (check, lower_to_standard).
 
 The contract: x is rounded to nearest even into float32 -- what ONNX's Cast
 does in onnxruntime and ml_dtypes, and what onnx.reference does when the
@@ -31,27 +37,31 @@ from contract import (
     zero_points,
 )
 from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
+from int32_cases import CONVERSION_X, I32, REALS, int32_problems
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ortutil import ONNX_OF, Q, node_model, run, session, tensor
+from packaging.version import Version
+from paths import (
+    FALLBACK,
+    FALLBACK_REFERENCE,
+    LEVEL_IDS,
+    LIBRARY,
+    LIBRARY_LAYOUTS,
+    LIBRARY_TYPES,
+    NUMPY,
+    quantize_via,
+)
 
 import extql
+from extql.cli.check import check_model
 
-I32 = np.iinfo(np.int32)
-REALS = list(REAL_TYPES)
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 CODE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
         BF16: TensorProto.BFLOAT16}
 
-# Where the conversion and the division matter: the ends of int32, float32's
-# exact range (2^24) and its first inexact values, a float32 tie, odd values
-# (ties after a division by 2), the double-rounding case above.
-SPECIAL = np.array(
-    [0, 1, -1, 2, 3, 5, -5, 7, 127, 128, -128, 255, 256, 32767, 32768, 65504, 65519, 65520,
-     2**24 - 1, 2**24, 2**24 + 1, 2**24 + 3, -(2**24 + 1), 2**25 + 2, 2**30 + 2**22 + 1,
-     -(2**30 + 2**22 + 1), 12582914, I32.max, I32.max - 64, I32.min, I32.min + 1],
-    np.int64,
-).astype(np.int32)
 
 LAYOUTS = [
     ((3, 50), 1, 0, "tensor"),
@@ -62,14 +72,14 @@ LAYOUTS = [
 
 
 def _x(rng: np.random.Generator, shape, wide: bool) -> np.ndarray:
-    """int32 values of the whole range (wide) or small ones, with SPECIAL."""
+    """int32 values of the whole range (wide) or small ones, with CONVERSION_X."""
     n = int(np.prod(shape))
     if wide:
         v = rng.integers(I32.min, I32.max, n, endpoint=True, dtype=np.int64)
     else:
         v = rng.integers(-700, 700, n, endpoint=True, dtype=np.int64)
-    k = min(n // 3, SPECIAL.size)
-    v[rng.choice(n, k, replace=False)] = SPECIAL[:k]
+    k = min(n // 3, CONVERSION_X.size)
+    v[rng.choice(n, k, replace=False)] = CONVERSION_X[:k]
     return v.astype(np.int32).reshape(shape)
 
 
@@ -83,22 +93,58 @@ def _params(rng, name: str, shape, axis: int, block: int, kind: str, s_dtype):
         return np.asarray(s.astype(s_dtype)), zero_points(rng, name, pshape)
 
 
-@pytest.mark.parametrize("s_type", REALS)
-@pytest.mark.parametrize("precision", [None, *REALS])
-@pytest.mark.parametrize("name", list(ALL_TYPES))
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-@pytest.mark.parametrize("wide", [True, False])
-def test_quantize_int32_against_contract(s_type, precision, name, shape, axis, block, kind,
-                                         wide):
-    rng = case_rng(s_type, precision, name, shape, wide)
+# onnxruntime binds bfloat16 from 1.20 (fallback models keep it at their edge).
+BF16_IN_ORT = Version(ort.__version__) >= Version("1.20")
+
+CONTRACT_CASES = [
+    pytest.param(NUMPY, s_type, precision, name, layout, wide, None, None,
+                 id=f"numpy-{wide}-{layout[0]}-{layout[3]}-{name}-{precision}-{s_type}")
+    for wide in (True, False) for layout in LAYOUTS for name in ALL_TYPES
+    for precision in [None, *REALS] for s_type in REALS
+] + [
+    pytest.param(LIBRARY, s_type, precision, name, layout, name.endswith("32"), level, None,
+                 id=f"library-{layout[3]}-{name}-{s_type}-{precision}-{level_id}")
+    for layout in LIBRARY_LAYOUTS for name in LIBRARY_TYPES
+    for s_type, precision in [("float32", None), ("float16", None), ("bfloat16", None),
+                              ("float32", "bfloat16"), ("float32", "float16"),
+                              ("float16", "float32")]
+    for level_id, level in LEVEL_IDS.items()
+] + [
+    pytest.param(path, s_type, precision, name, ((2, 3, 5, 7), 1, 0, kind),
+                 name.endswith("32"), level, opset, marks=pytest.mark.fallback,
+                 id=f"{path}-{kind}-{name}-{s_type}-{precision}-opset{opset}-{level_id}")
+    for kind in ("tensor", "axis") for name in ["int8", "uint16", "int32", "uint32", "bfloat16"]
+    for s_type, precision in [("float32", None), ("float16", None), ("bfloat16", None),
+                              ("float32", "bfloat16")]
+    for opset in (17, 21)
+    for path, level, level_id in [*((FALLBACK, lv, i) for i, lv in LEVEL_IDS.items()
+                                    if name != "bfloat16" or BF16_IN_ORT),
+                                  (FALLBACK_REFERENCE, None, "reference")]
+]
+
+
+@pytest.mark.parametrize(("path", "s_type", "precision", "name", "layout", "wide", "level",
+                          "opset"), CONTRACT_CASES)
+def test_quantize_int32_against_contract(path, s_type, precision, name, layout, wide, level,
+                                         opset):
+    """The contract's bits: the NumPy API (every type, layout and precision),
+    the library (every level; its layouts), the fallback functions without
+    the library (the fallback's Cast to float32 is the contract's
+    conversion)."""
+    shape, axis, block, kind = layout
+    rng = case_rng(path, s_type, precision, name, shape, kind, wide)
     s, z = _params(rng, name, shape, axis, block, kind, REAL_TYPES[s_type])
     x = _x(rng, shape, wide)
     prec = None if precision is None else REAL_TYPES[precision]
-    y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=prec)
+    y = quantize_via(path, x, s, z, axis=axis, block_size=block, precision=prec, level=level,
+                     threads=2 if kind == "blocked" else 1,
+                     params="input" if path == LIBRARY and kind == "axis" else "const",
+                     opset=opset)
     assert y.dtype == z.dtype and y.shape == x.shape
     want = quantize(x, full_param(s, shape, axis, block), full_param(z, shape, axis, block),
                     axis=axis % len(shape), precision=prec)
-    assert_same_bits(y, want, f"Q int32 x, s {s_type} precision {precision} -> {name} {kind}")
+    assert_same_bits(y, want, f"{path}: Q int32 x, s {s_type} precision {precision} -> {name} "
+                              f"{kind}")
 
 
 def test_int32_x_is_rounded_to_float32_first():
@@ -221,7 +267,7 @@ def test_quantize_int32_against_the_official_operator(opset, s_type, precision, 
     shape = (3, 60)
     s, z = _params(rng, name, shape, 1, 0, "axis", REAL_TYPES[s_type])
     x = _x(rng, shape, wide=False)
-    x[0, :len(SPECIAL)] = SPECIAL
+    x[0, :len(CONVERSION_X)] = CONVERSION_X
     code = helper.np_dtype_to_tensor_dtype(z.dtype)
     prec = REAL_TYPES[precision]
     model = _official_in(opset, CODE[np.dtype(s.dtype)], code, CODE[prec], axis=1)
@@ -284,43 +330,6 @@ def test_quantize_int32_without_precision_divides_in_the_scales_type():
     assert ReferenceEvaluator(model).run(None, feeds)[0].tolist() == [16385]
 
 
-# Scales: any float32 (NaN, +-inf, +-0, subnormals), with the interesting
-# ones drawn often.
-SCALES = st.one_of(
-    st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
-    st.sampled_from([float(np.float32(v))  # (float32 values: hypothesis takes exact ones only)
-                     for v in (0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 1e-45, 1e-38, 3e38, 1 / 3, 1024.0)]),
-)
-
-
-@st.composite
-def int32_problems(draw):
-    """(x int32, scale, zero point, axis, precision, saturate) with
-    consistent shapes: per tensor or per axis, any output type."""
-    name = draw(st.sampled_from(list(ALL_TYPES)))
-    dt, lo, hi = ALL_TYPES[name]
-    rank = draw(st.integers(0, 3))
-    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=rank, max_size=rank)))
-    per_axis = rank > 0 and draw(st.booleans())
-    axis = draw(st.integers(-rank, rank - 1)) if per_axis else 0
-    pshape = (shape[axis],) if per_axis else ()
-    values = st.one_of(st.integers(I32.min, I32.max), st.sampled_from(SPECIAL.tolist()))
-    x = draw(arrays(np.int64, shape, elements=values)).astype(np.int32)
-    s_type = draw(st.sampled_from(REALS))
-    with np.errstate(over="ignore", under="ignore"):
-        scale = draw(arrays(np.float32, pshape, elements=SCALES)).astype(REAL_TYPES[s_type])
-    if name in ("float16", "bfloat16"):
-        zp = draw(arrays(np.float32, pshape, elements=st.floats(-1e5, 1e5, width=32)))
-        with np.errstate(over="ignore"):  # (beyond 65504: an infinite float16 zero point)
-            zp = zp.astype(dt)
-    elif name.startswith("float"):
-        zp = np.zeros(pshape, dt)
-    else:
-        zp = draw(arrays(np.int64, pshape, elements=st.integers(int(lo), int(hi)))).astype(dt)
-    precision = draw(st.sampled_from([None, *REALS]))
-    return x, scale, zp, axis, precision, draw(st.booleans()), name
-
-
 @settings(max_examples=400, deadline=None)
 @given(int32_problems())
 def test_int32_quantize_property(problem):
@@ -331,3 +340,47 @@ def test_int32_quantize_property(problem):
     got = extql.quantize_linear(x, scale, zp, axis=axis, precision=prec, saturate=saturate)
     want = quantize(x, scale, zp, axis, precision=prec, saturate=saturate)
     assert_same_bits(got, want, f"{name} axis={axis} precision={precision} saturate={saturate}")
+
+
+@pytest.mark.parametrize("zp_form", ["absent", "empty"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int32_quantize_without_zero_point_in_the_library(zp_form, threads):
+    """uint8 output (no zero point): onnxruntime types it from the
+    registrations; a tensor large enough to be split between threads."""
+    rng = np.random.default_rng(6)
+    x = rng.integers(-400, 400, (8, 64, 28, 28), endpoint=True).astype(np.int32)
+    s = np.float32(1.5)
+    model, feeds, dtype = node_model(Q, x, s, None, zp_form=zp_form)
+    assert np.dtype(dtype) == np.uint8
+    (y,) = run(session(model, threads=threads), feeds, [dtype], [x.shape])
+    assert_same_bits(y, quantize(x, s), f"int32 x, zero point {zp_form}")
+
+
+def _fallback_model(x, s, z, opset: int, **attrs) -> onnx.ModelProto:
+    node = helper.make_node("ExtendedQuantizeLinear", ["x", "s", "z"], ["y"],
+                            domain="com.amd.quark", **attrs)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.INT32, x.shape)],
+        [helper.make_tensor_value_info("y", ONNX_OF[z.dtype], x.shape)],
+        initializer=[tensor("s", s), tensor("z", z)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("com.amd.quark", 1)])
+    model.ir_version = 8
+    return extql.attach_fallbacks(model)
+
+
+def test_tools_on_an_int32_quantize():
+    """check accepts int32 x (and names the types it takes for others);
+    lower_to_standard leaves the node, saying why."""
+    x = np.zeros((2, 3), np.int32)
+    model = _fallback_model(x, np.float32(2), np.int8(0), 21)
+    assert check_model(model) == (1, [])
+    report: list[str] = []
+    lowered = extql.lower_to_standard(model, report=report)
+    assert [n.op_type for n in lowered.graph.node] == ["ExtendedQuantizeLinear"]
+    assert any("x is int32" in r and "no kernel" in r for r in report), report
+    bad = _fallback_model(x, np.float32(2), np.int8(0), 21)
+    bad.graph.input[0].type.tensor_type.elem_type = TensorProto.INT64
+    _, problems = check_model(bad)
+    assert any("must be one of float32, float16, bfloat16, int32, it is int64" in p
+               for p in problems), problems

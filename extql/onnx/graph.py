@@ -22,7 +22,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from .. import rules
 from ..types import EXTENDED_OPS, MS_DOMAIN, MS_QDQ, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
+from .schemas import register_schemas
 
 __all__ = [
     "ExtNode",
@@ -62,20 +64,21 @@ _BF16 = QTYPES["bfloat16"]
 
 
 def node_axis(node: onnx.NodeProto) -> int:
-    """The node's ``axis`` (1 when absent: the default of the Extended and the
-    com.microsoft operators alike)."""
+    """The node's ``axis`` (when absent, its default: 1, of the Extended and
+    the com.microsoft operators alike)."""
     for attr in node.attribute:
         if attr.name == "axis":
             return int(attr.i)
-    return 1
+    return rules.DEFAULTS["axis"]
 
 
 def node_block_size(node: onnx.NodeProto) -> int:
-    """The node's ``block_size`` (0 when absent: per tensor or per axis)."""
+    """The node's ``block_size`` (when absent, its default: 0, per tensor or
+    per axis)."""
     for attr in node.attribute:
         if attr.name == "block_size" and attr.type == onnx.AttributeProto.INT:
             return int(attr.i)
-    return 0
+    return rules.DEFAULTS["block_size"]
 
 
 def node_label(node: onnx.NodeProto) -> str:
@@ -168,7 +171,7 @@ def extended_nodes(model: onnx.ModelProto, *, microsoft: bool = False) -> list[E
     """Every ExtendedQuantizeLinear/ExtendedDequantizeLinear (and legacy Vitis)
     node of the model, subgraphs included, in graph order; with
     ``microsoft``, the com.microsoft QuantizeLinear / DequantizeLinear nodes
-    too (see :mod:`extql.tools.microsoft`)."""
+    too (see :mod:`extql.onnx.microsoft`)."""
     out = []
     for graph in graphs(model.graph):
         for node in graph.node:
@@ -222,13 +225,13 @@ INFER_KEEP_BYTES = 1 << 16
 def infer_types(model: onnx.ModelProto) -> dict[str, TypeInfo]:
     """Element type and shape of every value that can be known, by name.
 
-    Runs onnx shape inference (which knows the Extended operators once
-    :mod:`extql.opset` has registered their schemas) on a copy of the model and
-    collects graph inputs, outputs, value_info, initializers and Constant
-    outputs of the main graph and all subgraphs.  Inference errors are not
-    fatal: what was known before is kept.
+    Runs onnx shape inference (which knows the Extended operators: their
+    schemas are registered first, :mod:`extql.onnx.schemas`) on a copy of
+    the model and collects graph inputs, outputs, value_info, initializers
+    and Constant outputs of the main graph and all subgraphs.  Inference
+    errors are not fatal: what was known before is kept.
     """
-    from .. import opset  # noqa: F401  (registers the schemas)
+    register_schemas()
 
     # Inference needs the initializers' types and shapes, not their contents:
     # large ones are emptied for the call (models over 2 GiB cannot be

@@ -3,7 +3,7 @@
 AMD Quark ends quantization by rewriting every Extended Q/DQ node of type
 int8, uint8, int16 or uint16 (and int32 dequantize with a zero point of 0)
 into onnxruntime's contrib operators ``com.microsoft::QuantizeLinear`` /
-``DequantizeLinear`` (DESIGN.md, "Models as Quark writes them").  A real
+``DequantizeLinear`` (docs/differences.rst, "Models as Quark writes them").  A real
 Quark model mixes them with Extended nodes, so extql treats them as
 first-class:
 
@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from ..numpy_api import dequantize_linear
 from ..types import (
     DEFAULT_QTYPE,
     DOMAIN,
@@ -232,8 +233,6 @@ def reference_dequantize_int32(
     32 bits (the Extended operator computes it exactly instead); the float
     part is the kernels' (:func:`extql.dequantize_linear` of the wrapped
     difference)."""
-    from ..numpy_api import dequantize_linear
-
     x = np.asarray(x, np.int32)
     if zero_point is None:
         return dequantize_linear(x, scale, None, axis=axis)

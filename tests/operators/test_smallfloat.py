@@ -1,10 +1,18 @@
 """The small float types -- float8e4m3fn, float8e4m3fnuz, float8e5m2,
-float8e5m2fnuz (QuantizeLinear-19) and float4e2m1 (QuantizeLinear-23) --
-through the NumPy API and the kernels' packed float4 layout, against the
-contract (tests/contract.py: ml_dtypes' conversion, which is ONNX's table),
-ONNX's reference implementation and onnxruntime's own operators, bit for
-bit, with and without ``saturate``, on both kernel variants (conftest.py
-runs this module once per variant).
+float8e5m2fnuz (QuantizeLinear-19) and float4e2m1 (QuantizeLinear-23) -- on
+every path: the NumPy API and the kernels' packed float4 layout, and extql's
+onnxruntime library (every optimisation level, one and two threads, per
+tensor, per axis (NCHW) and blocked, tensors large enough to be split; the
+quantized tensors bound from Python, or inside the graph where onnxruntime
+reads what extql wrote with its own DequantizeLinear), against the contract
+(tests/contract.py: ml_dtypes' conversion, which is ONNX's table), ONNX's
+reference implementation and onnxruntime's own operators, bit for bit, with
+and without ``saturate``, on every kernel variant (conftest.py).
+
+onnxruntime's custom operators take float8 in every supported release and
+float4e2m1 from 1.24 (extql registers it there); float8 tensors cross the
+Python API from 1.20 (typed OrtValues), so before that the quantized tensors
+stay inside the graph.
 
 Every code of each type, every midpoint between neighbours and the floats
 next to the midpoints are converted: the rounding is to nearest even, once,
@@ -20,13 +28,26 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from contract import BF16, SMALLFLOAT_TYPES, assert_same_bits, dequantize, expand_blocks, quantize
+from contract import (
+    BF16,
+    SMALLFLOAT_TYPES,
+    assert_same_bits,
+    dequantize,
+    expand_blocks,
+    param_shape,
+    quantize,
+)
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
+from ortutil import DOMAIN, DQ, LEVELS, Q, session
 from packaging.version import Version
+from paths import LIBRARY, NUMPY, dequantize_via, quantize_via
 
 import extql
 from extql import _kernels, ort_io
+
+# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 NAMES = list(SMALLFLOAT_TYPES)
@@ -36,6 +57,9 @@ FIRST_OPSET = {**{n: 19 for n in FLOAT8}, "float4e2m1": 23}
 ONNX_OPSET = onnx.defs.onnx_opset_version()
 ORT_VERSION = Version(ort.__version__)
 REALS = {"float32": F32, "float16": F16, "bfloat16": BF16}
+#: The types this onnxruntime's custom operators take.
+LIBRARY_NAMES = [n for n in NAMES if n != "float4e2m1" or ORT_VERSION >= Version("1.24")]
+LIBRARY_FLOAT8 = [n for n in LIBRARY_NAMES if n.startswith("float8")]
 
 LAYOUTS = [
     ((3, 51), 1, 0, "tensor"),
@@ -116,12 +140,33 @@ def test_float8_takes_no_zero_point():
                                    z4).tolist() == [0.0, 1.0]
 
 
-@pytest.mark.parametrize("x_type", list(REALS))
-@pytest.mark.parametrize("precision", [None, "float16"])
-@pytest.mark.parametrize("name", NAMES)
-@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LAYOUTS)
-def test_granularities_against_contract(x_type, precision, name, shape, axis, block, kind):
-    rng = np.random.default_rng(zlib.crc32(repr((x_type, precision, name, shape, block)).encode()))
+GRANULARITY_CASES = [
+    pytest.param(NUMPY, x_type, precision, name, layout, (True, False), "const",
+                 id=f"numpy-{layout[0]}-{layout[2]}-{name}-{precision}-{x_type}")
+    for layout in LAYOUTS for name in NAMES for precision in [None, "float16"]
+    for x_type in REALS
+] + [
+    # (float8 tensors cross onnxruntime's Python API from 1.20: before, the
+    # library's tests below keep them inside the graph)
+    pytest.param(LIBRARY, "float32", None, name, ((3, 8, 5), 1, 0, "axis"), (False,), params,
+                 marks=pytest.mark.skipif(not ort_io.has_typed_ortvalues(),
+                                          reason="float8 tensors cross the Python API from "
+                                                 "onnxruntime 1.20"),
+                 id=f"library-{name}-{params}")
+    for name in LIBRARY_NAMES for params in ("const", "input")
+]
+
+
+@pytest.mark.parametrize(("path", "x_type", "precision", "name", "layout", "saturates", "params"),
+                         GRANULARITY_CASES)
+def test_granularities_against_contract(path, x_type, precision, name, layout, saturates,
+                                        params):
+    """Quantize (with and without saturate) and the dequantize of its
+    output: the NumPy API per tensor, per axis and blocked; the library's
+    graph outputs and inputs (quantize's y, dequantize's x and zero point)."""
+    shape, axis, block, kind = layout
+    rng = np.random.default_rng(zlib.crc32(repr((path, x_type, precision, name, shape, block,
+                                                 params)).encode()))
     a = axis % len(shape)
     pshape = {"tensor": (), "axis": (shape[a],),
               "blocked": shape[:a] + (-(-shape[a] // max(block, 1)),) + shape[a + 1:]}[kind]
@@ -135,13 +180,14 @@ def test_granularities_against_contract(x_type, precision, name, shape, axis, bl
         x = x.astype(REALS[x_type])
     prec = None if precision is None else REALS[precision]
     full = (lambda v: expand_blocks(v, a, block, shape[a])) if block else (lambda v: v)
-    for saturate in (True, False):
-        y = extql.quantize_linear(x, s, z, axis=axis, block_size=block, precision=prec,
-                                  saturate=saturate)
+    for saturate in saturates:
+        y = quantize_via(path, x, s, z, axis=axis, block_size=block, precision=prec,
+                         saturate=saturate, params=params, threads=2)
+        assert y.dtype == z.dtype
         want = quantize(x, full(s), full(z), axis=a, precision=prec, saturate=saturate)
-        assert_same_bits(y, want, f"Q {x_type} -> {name} {kind} saturate={saturate}")
-    d = extql.dequantize_linear(y, s, z, axis=axis, block_size=block)
-    assert_same_bits(d, dequantize(y, full(s), full(z), axis=a), f"DQ {name} {kind}")
+        assert_same_bits(y, want, f"{path}: Q {x_type} -> {name} {kind} saturate={saturate}")
+    d = dequantize_via(path, y, s, z, axis=axis, block_size=block, params=params, threads=2)
+    assert_same_bits(d, dequantize(y, full(s), full(z), axis=a), f"{path}: DQ {name} {kind}")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -258,7 +304,8 @@ def test_against_the_official_operators(opset, name, saturate, shape, axis, bloc
 
 
 def _full(v: np.ndarray, shape, axis: int, block: int) -> np.ndarray:
-    """A parameter broadcastable against x: blocked ones expanded."""
+    """A parameter broadcastable against x: blocked ones expanded, 1-D ones
+    along the axis."""
     if block:
         return expand_blocks(v, axis, block, shape[axis])
     if v.ndim == 1:
@@ -266,3 +313,147 @@ def _full(v: np.ndarray, shape, axis: int, block: int) -> np.ndarray:
         view[axis] = v.shape[0]
         return v.reshape(view)
     return v
+
+
+# --------------------------------------------------------------------------
+# Through the library, the quantized tensors inside the graph
+
+LIBRARY_SPECIAL = np.array([0.0, -0.0, 0.5, 1.5, -2.5, 300.0, 470.0, 1e5, -1e5, 1e30, np.inf,
+                            -np.inf, np.nan, 1e-9], np.float32)
+LIBRARY_LAYOUTS = [((2, 3, 5, 7), 1, 0, "tensor"), ((2, 8, 5, 7), 1, 0, "axis"),
+                   ((16, 256), 1, 32, "blocked"), ((600, 512), 1, 32, "blocked-large")]
+
+
+def _session(model, level, threads: int) -> ort.InferenceSession:
+    return session(model, threads=threads, level=level)
+
+
+def _chain_model(name, shape, s, z, axis, block, saturate):
+    """x -> Extended quantize -> q; q -> Extended dequantize -> y, and (for
+    float8) q -> the official DequantizeLinear -> y_official."""
+    attrs = {"axis": axis} | ({"block_size": block} if block else {})
+    nodes = [helper.make_node(Q, ["x", "s", "z"], ["q"], domain=DOMAIN, saturate=int(saturate),
+                              **attrs),
+             helper.make_node(DQ, ["q", "s", "z"], ["y"], domain=DOMAIN, **attrs)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)]
+    opset = 21 if name.startswith("float8") else 23  # (float4e2m1: opset 23)
+    if name.startswith("float8") and (not block or ORT_VERSION >= Version("1.20")):
+        # (onnxruntime's own blocked DequantizeLinear arrives in 1.20.)
+        nodes.append(helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y_official"],
+                                      **attrs))
+        outputs.append(helper.make_tensor_value_info("y_official", TensorProto.FLOAT, shape))
+    z_t = helper.make_tensor("z", CODE[name], z.shape, ort_io.pack(z).tobytes()
+                             if name == "float4e2m1" else z.view(np.uint8).tobytes(), raw=True)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                          shape)],
+                              outputs, [onnx.numpy_helper.from_array(s, "s"), z_t])
+    return helper.make_model(graph, ir_version=10 if opset < 23 else 11, opset_imports=[
+        helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, 1)])
+
+
+def _blocks_expanded(v, shape, axis, block):
+    """A blocked parameter expanded to x's shape (others as they are)."""
+    return expand_blocks(v, axis % len(shape), block, shape[axis % len(shape)]) if block else v
+
+
+def _library_params(rng, name, shape, axis, block, kind):
+    pshape = param_shape(shape, axis, block, kind)
+    s = np.asarray(((rng.random(pshape) + 0.05) * 0.7).astype(np.float32))
+    z = np.asarray(np.zeros(pshape, np.float32) if name != "float4e2m1"
+                   else rng.choice([0.0, 0.5, -1.0], pshape)).astype(SMALLFLOAT_TYPES[name][0])
+    return s, z
+
+
+@pytest.mark.parametrize("level", LEVELS, ids=["disabled", "basic", "extended", "all"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("saturate", [True, False])
+@pytest.mark.parametrize("name", LIBRARY_NAMES)
+@pytest.mark.parametrize(("shape", "axis", "block", "kind"), LIBRARY_LAYOUTS)
+def test_quantize_dequantize_in_the_library(level, threads, saturate, name, shape, axis, block,
+                                            kind):
+    rng = np.random.default_rng(zlib.crc32(repr((name, shape, saturate)).encode()))
+    s, z = _library_params(rng, name, shape, axis, block, kind)
+    x = (rng.standard_normal(shape) * 60).astype(np.float32)
+    x.reshape(-1)[: LIBRARY_SPECIAL.size] = LIBRARY_SPECIAL
+    outs = _session(_chain_model(name, shape, s, z, axis, block, saturate), level,
+                    threads).run(None, {"x": x})
+    a = axis % len(shape)
+    se, ze = _blocks_expanded(s, shape, axis, block), _blocks_expanded(z, shape, axis, block)
+    want = dequantize(quantize(x, se, ze, axis=a, saturate=saturate), se, ze, axis=a)
+    assert_same_bits(outs[0], want, f"{name} {kind} saturate={saturate} level {level}")
+    if len(outs) > 1:
+        assert_same_bits(outs[1], want, f"official DQ of extql's {name} {kind}")
+
+
+@pytest.mark.parametrize("name", LIBRARY_FLOAT8)
+def test_the_library_refuses_a_nonzero_float8_zero_point(name):
+    """As the official DequantizeLinear: a failed status naming the rule."""
+    dt = SMALLFLOAT_TYPES[name][0]
+    xq = np.array([1, 2, 3], np.float32).astype(dt)
+    node = helper.make_node(DQ, ["xq", "s", "z"], ["y"], domain=DOMAIN)
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [helper.make_tensor("xq", CODE[name], [3], xq.view(np.uint8).tobytes(), raw=True),
+         helper.make_tensor("s", TensorProto.FLOAT, [], [1.0]),
+         helper.make_tensor("z", CODE[name], [], np.asarray(1.0).astype(dt).view(np.uint8)
+                            .tobytes(), raw=True)])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, 1)])
+    with pytest.raises(Exception, match=f"x_zero_point of {name} must be 0"):
+        _session(model, LEVELS[0], 1).run(None, {})
+
+
+def test_the_library_takes_saturate_0_or_1():
+    s, z = np.float32(1), np.zeros((), ml_dtypes.float8_e4m3fn)
+    model = _chain_model("float8e4m3fn", (4,), np.asarray(s), np.asarray(z), 0, 0, True)
+    for attr in model.graph.node[0].attribute:
+        if attr.name == "saturate":
+            attr.i = 2
+    with pytest.raises(Exception, match="saturate must be 0 or 1, got 2"):
+        _session(model, LEVELS[0], 1)
+
+
+@pytest.mark.parametrize("name", LIBRARY_FLOAT8)
+def test_lowered_float8_runs_as_the_official_operators(name):
+    """lower_to_standard turns float8 Extended nodes with saturate = 1 into
+    the official operators (the same bits in onnxruntime) and leaves those
+    with saturate = 0, saying why."""
+    rng = np.random.default_rng(3)
+    shape, axis = (16, 256), 1
+    # (Blocked: from onnxruntime 1.20; per axis runs on every release.)
+    block, kind = (32, "blocked") if ORT_VERSION >= Version("1.20") else (0, "axis")
+    s, z = _library_params(rng, name, shape, axis, block, kind)
+    x = (rng.standard_normal(shape) * 60).astype(np.float32)
+    x.reshape(-1)[: LIBRARY_SPECIAL.size] = LIBRARY_SPECIAL
+    model = _chain_model(name, shape, s, z, axis, block, True)
+    lowered = extql.lower_to_standard(model)
+    assert [n.op_type for n in lowered.graph.node] == ["QuantizeLinear", "DequantizeLinear",
+                                                       "DequantizeLinear"]
+    y, y_official = ort.InferenceSession(lowered.SerializeToString(),
+                                         providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    se, ze = _blocks_expanded(s, shape, axis, block), _blocks_expanded(z, shape, axis, block)
+    want = dequantize(quantize(x, se, ze, axis=axis), se, ze, axis=axis)
+    assert_same_bits(y, want, "lowered")
+    assert_same_bits(y_official, want, "lowered")
+    report: list[str] = []
+    kept = extql.lower_to_standard(_chain_model(name, shape, s, z, axis, block, False),
+                                   report=report)
+    assert kept.graph.node[0].op_type == Q
+    assert any("saturate = 0" in line for line in report)
+
+
+@pytest.mark.parametrize("name", ["float8e4m3fn", "float4e2m1"])
+def test_fallbacks_give_the_library_bits(name):
+    """The chain model with the fallback functions attached, in
+    onnx.reference (onnxruntime runs them in tests/fallbacks), gives the
+    NumPy API's bits (tests/fallbacks/test_fallback_types.py covers every
+    type and form)."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(1)
+    s, z = _library_params(rng, name, (4, 8), 1, 0, "tensor")
+    x = (rng.standard_normal((4, 8)) * 100).astype(np.float32)
+    got = ReferenceEvaluator(extql.attach_fallbacks(
+        _chain_model(name, (4, 8), s, z, 1, 0, True))).run(None, {"x": x})
+    want = extql.dequantize_linear(extql.quantize_linear(x, s, z), s, z)
+    assert_same_bits(np.asarray(got[0]), want, f"fallback {name}")

@@ -1,17 +1,16 @@
-"""``to_model_proto()`` of onnxscript functions that use extql's operators.
+"""Models from onnxscript functions that use extql's operators.
 
-onnxscript gives a model an ``ai.onnx`` opset import even when no node uses
-that domain, and then takes the newest opset the installed onnx knows (with
-the IR version that goes with it: opset 28 / IR 14 with onnx 1.23), whatever
-``default_opset`` the function was scripted with.  onnxruntime refuses such a
-model ("Unsupported model IR version").  A function whose body is only
-``extql.quark`` calls is exactly that case.
-
-:func:`install` (called when :mod:`extql.opset` is imported, which
-``from extql import quark`` and the script fallbacks do) wraps
-``onnxscript.OnnxFunction.to_model_proto`` so that, for a model with extql
-operators in it (Extended / Vitis nodes, or calls of the script fallbacks of
-:data:`extql.fallbacks.QUANTIZE` / ``DEQUANTIZE``):
+:func:`to_model_proto` (also :func:`extql.to_model_proto`) converts a
+``@onnxscript.script`` function as its own ``to_model_proto()`` does, and
+then makes the model one every supported onnxruntime loads.  onnxscript gives
+a model an ``ai.onnx`` opset import even when no node uses that domain, and
+then takes the newest opset the installed onnx knows (with the IR version
+that goes with it: opset 28 / IR 14 with onnx 1.23), whatever
+``default_opset`` the function was scripted with; an onnxruntime older than
+the installed onnx refuses such a model ("Unsupported model IR version").  A
+function whose body is only ``extql.quark`` calls is exactly that case.  For
+a model with extql operators in it (Extended / Vitis nodes, or calls of the
+script fallbacks of :data:`extql.fallbacks.QUANTIZE` / ``DEQUANTIZE``):
 
 * when no node of the model uses ``ai.onnx`` and the call gave no
   ``opset_version``, the model imports ``ai.onnx`` :data:`MODEL_OPSET` (21,
@@ -19,41 +18,47 @@ operators in it (Extended / Vitis nodes, or calls of the script fallbacks of
   otherwise onnxscript's choice stands (the opset the function's standard
   ops come from);
 * the fallback function definitions import the model's ``ai.onnx`` version,
-  as ONNX requires of model-local functions, and their calls spell out
-  ``axis`` and an omitted zero point (for onnx.reference); a quantize call
-  of precision float64 (``precision=11``, or an int32 scale without
-  ``precision``) is pointed at the variant's precision-float64 function,
-  which the model then carries;
+  as ONNX requires of model-local functions, and their calls spell out the
+  attributes the definitions read (for onnx.reference, and for the
+  precision of the division, which follows the scale's type) and an omitted
+  zero point; a quantize call of precision float64 (``precision=11``, or an
+  int32 scale without ``precision``) is pointed at the variant's
+  precision-float64 function, which the model then carries;
 * every Extended node is type-checked against the operator schemas (x, the
   scale and the zero point types, shapes and axis where known): a wrong type
   raises ``TypeError``, another problem ``ValueError``, naming the operator
   node, at conversion instead of at run time.
 
 Models without extql operators are returned exactly as onnxscript makes them.
+Nothing of onnxscript is changed: ``fn.to_model_proto()`` stays onnxscript's
+own (it refuses a function that calls a fallback, whose calls it would not
+spell out, see :class:`~extql.onnx.fallback_scripts.FallbackFunction`).
 """
 
 from __future__ import annotations
 
-import functools
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import onnx
 from onnxscript.values import OnnxFunction
 
-from .tools.graph import walk_nodes
-from .types import DOMAIN, E8M0_CODE, FLOAT64_CODE, INT32_CODE, LEGACY_DOMAIN, is_float8
+from .. import rules
+from ..types import DOMAIN, FLOAT64_CODE, LEGACY_DOMAIN, OUTPUT_CODES, default_precision, is_float8
+from .check import check_node
+from .fallback_protos import (
+    FALLBACK_DOMAIN,
+    FLOAT64,
+    MODEL_OPSET,
+    fallback_proto,
+    float64_overload,
+    function_name,
+    variant_opset,
+)
+from .fallback_scripts import exporting
+from .graph import extended_nodes, infer_types, walk_nodes
 
-__all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "install", "check_model", "finish_model"]
-
-#: The ``ai.onnx`` opset given to models whose nodes do not pin one: the
-#: newest that onnxruntime 1.18 (the oldest extql supports) loads, and the
-#: one the fallback functions are written for.
-MODEL_OPSET = 21
-#: Domain of the fallback functions that script functions call
-#: (:mod:`extql.fallback_scripts`).
-FALLBACK_DOMAIN = "ai.extql.fallbacks"
+__all__ = ["MODEL_OPSET", "FALLBACK_DOMAIN", "to_model_proto", "check_model", "finish_model"]
 
 _EXTQL_DOMAINS = frozenset((DOMAIN, LEGACY_DOMAIN, FALLBACK_DOMAIN))
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -74,8 +79,6 @@ def _default_opset(model: onnx.ModelProto) -> int | None:
 
 def _restamp_fallbacks(model: onnx.ModelProto) -> None:
     """Give the fallback functions the model's ai.onnx version."""
-    from .fallbacks import variant_opset
-
     version = _default_opset(model)
     for fn in model.functions:
         if fn.domain != FALLBACK_DOMAIN:
@@ -131,21 +134,19 @@ def _function_input_types(model: onnx.ModelProto,
 def _explicit_calls(model: onnx.ModelProto) -> None:
     """Spell out what fallback calls leave to defaults, for onnx.reference,
     which ignores a function's attribute defaults and wants every input:
-    ``axis=1`` and ``block_size=0`` where not given (the same meaning),
-    quantize's ``precision`` (the scale's type: float64 for an int32 scale,
-    float32 for a float8e8m0 one) and dequantize's ``output_dtype`` (the
-    scale's type where the types say it, else float32, the functions'
-    default; float32 for a float8e8m0 scale), float8's ``saturate=1``, and
-    an empty name for an omitted zero point (the "default" variants ignore
-    it).  The scale's type is the
+    ``axis`` and ``block_size`` where not given (their defaults, the same
+    meaning), quantize's ``precision`` (:func:`extql.rules.default_precision`
+    of the scale's type: float64 for an int32 scale, float32 for a
+    float8e8m0 one) and dequantize's ``output_dtype`` (the scale's type
+    where the types say it is a float type, else float32, the functions'
+    default), float8's ``saturate``, and an empty name for an omitted zero
+    point (the "default" variants ignore it).  The scale's type is the
     static one: the main graph's, or in a model-local function what its
     calls pass (:func:`_function_input_types`).  A quantize call without
     ``precision`` whose scale's type is not known is a ``ValueError``: its
     precision, float or float64, cannot be chosen.  Quantize calls of
     precision float64 then call the variant's precision-float64 function
     (see :func:`_call_float64`)."""
-    from .tools.graph import infer_types
-
     if not any(node.domain == FALLBACK_DOMAIN for node in _all_nodes(model)):
         return
     types = infer_types(model)
@@ -166,7 +167,7 @@ def _explicit_calls(model: onnx.ModelProto) -> None:
             else:
                 info = types.get(scale)
                 scale_type = info.elem_type if info is not None else 0
-            defaults = {"axis": 1, "block_size": 0}
+            defaults = {name: rules.DEFAULTS[name] for name in ("axis", "block_size")}
             if quantize:
                 if "precision" not in given and not scale_type:
                     raise ValueError(
@@ -176,12 +177,12 @@ def _explicit_calls(model: onnx.ModelProto) -> None:
                         "scale): annotate the scale's type or pass precision= (1 float32, "
                         "10 float16, 16 bfloat16, 11 float64)"
                     )
-                defaults["precision"] = (FLOAT64_CODE if scale_type == INT32_CODE
-                                         else 1 if scale_type == E8M0_CODE else scale_type)
+                defaults["precision"] = default_precision(scale_type)
                 if is_float8(variant):
-                    defaults["saturate"] = 1
+                    defaults["saturate"] = rules.DEFAULTS["saturate"]
             else:
-                defaults["output_dtype"] = 1 if scale_type in (0, E8M0_CODE) else scale_type
+                defaults["output_dtype"] = (scale_type if scale_type in OUTPUT_CODES
+                                            else onnx.TensorProto.FLOAT)
             for name, value in defaults.items():
                 if name not in given:
                     node.attribute.append(onnx.helper.make_attribute(name, value))
@@ -196,9 +197,6 @@ def _call_float64(model: onnx.ModelProto) -> None:
     (``ExtendedQuantizeLinear_<variant>-float64``), added to the model with
     the model's ai.onnx version: the per-variant functions of the float
     precisions divide in float32.  Functions that no call uses any more go."""
-    from .fallback_scripts import fallback_proto, function_name
-    from .fallbacks import FLOAT64, float64_overload
-
     needed: set[str] = set()
     for node in _all_nodes(model):
         if node.domain != FALLBACK_DOMAIN or not node.op_type.startswith("ExtendedQuantize"):
@@ -230,9 +228,6 @@ def check_model(model: onnx.ModelProto) -> None:
     """Raise on the first problem that the static types prove in an Extended
     node: ``TypeError`` for a wrong input type, ``ValueError`` otherwise; the
     message names the operator and the node (``extql check`` finds the same)."""
-    from .tools.check import check_node
-    from .tools.graph import extended_nodes, infer_types
-
     nodes = extended_nodes(model)
     if not nodes:
         return
@@ -262,28 +257,22 @@ def _has_default_domain_node(model: onnx.ModelProto) -> bool:
     return any(node.domain in _DEFAULT_DOMAINS for node in _all_nodes(model))
 
 
-def _wrap(original):
-    @functools.wraps(original)
-    def to_model_proto(self: OnnxFunction, **kwargs: Any) -> onnx.ModelProto:
-        model = original(self, **kwargs)
+def to_model_proto(function: OnnxFunction, **kwargs: Any) -> onnx.ModelProto:
+    """The model of a ``@onnxscript.script`` function, as described above:
+    ``function.to_model_proto(**kwargs)`` (onnxscript's own), then, when
+    the model uses extql's operators, the ``ai.onnx`` opset every supported
+    onnxruntime loads where no node pins one, the fallback calls spelled out
+    and every Extended node type-checked (:func:`finish_model`)."""
+    if not isinstance(function, OnnxFunction):
+        raise TypeError(
+            "extql.to_model_proto: expected an onnxscript function (made with "
+            f"@onnxscript.script()), got {type(function).__name__}"
+        )
+    with exporting():
+        model = function.to_model_proto(**kwargs)
         if not _uses_extql(model):
             return model
-        pinned = "opset_version" in kwargs or "opset_version" in (self.kwargs or {})
+        pinned = "opset_version" in kwargs or "opset_version" in (function.kwargs or {})
         if not pinned and not _has_default_domain_node(model):
-            model = original(self, **kwargs, opset_version=MODEL_OPSET)
-        return finish_model(model)
-
-    to_model_proto.__extql_original__ = original  # type: ignore[attr-defined]
-    return to_model_proto
-
-
-_lock = threading.Lock()
-
-
-def install() -> None:
-    """Wrap ``OnnxFunction.to_model_proto`` as described above (idempotent)."""
-    with _lock:
-        current = OnnxFunction.to_model_proto
-        if hasattr(current, "__extql_original__"):
-            return
-        OnnxFunction.to_model_proto = _wrap(current)  # type: ignore[method-assign]
+            model = function.to_model_proto(**kwargs, opset_version=MODEL_OPSET)
+    return finish_model(model)
