@@ -64,7 +64,8 @@ FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 _RUNNING: list[pytest.Item | None] = [None]
 _UNSWEPT: set[str] = set()
 #: The kernels' entry points that compute (the NumPy API's calls).
-_COMPUTING = ("quantize", "quantize_f64", "dequantize", "convert_scales", "unpack")
+_COMPUTING = ("quantize", "quantize_f64", "dequantize", "convert_scales", "unpack",
+              "block_quantize_dequantize")
 
 
 def _watch_the_kernels() -> None:
@@ -94,7 +95,9 @@ def _watch_the_kernels() -> None:
         return
     options = onnxruntime.SessionOptions
     register = options.register_custom_ops_library
-    library = os.path.realpath(_kernels.__file__)
+    import extql
+
+    library = os.path.realpath(extql.get_library_path())
 
     @functools.wraps(register)
     def register_library(self, path: str) -> None:

@@ -4,7 +4,7 @@
  *
  *   com.amd.quark.bench  QuantizeCopy, DequantizeCopy, BlockCopy
  *
- * built by benchmarks/extql_bench/copy_library.py from this file and the
+ * built by extql_bench/copy_library.py from this file and the
  * shim's own files (extql/src/ort_*.c but ort_library.c).  So the ops take
  * the same inputs, check them with the same code and split the work the same
  * way on the session's thread pool as extql's operators, but run the copy

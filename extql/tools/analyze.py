@@ -48,7 +48,7 @@ from .analyze_metrics import CosineSums, ErrorSums, block_clipped_count, clipped
 from .analyze_points import Point, constant_names, find_points, value_names
 from .analyze_report import AnalysisReport, OutputResult, PointResult, WhatIfResult
 from .analyze_whatif import Skipped, bypass, widen
-from .graph import constant_value, infer_types, type_name
+from ..onnx.graph import constant_value, infer_types, type_name
 
 __all__ = ["analyze", "AnalysisError", "DEFAULT_RANDOM_SAMPLES", "Progress"]
 
@@ -120,7 +120,7 @@ def _check_fit(fm: onnx.ModelProto, qm: onnx.ModelProto, fname: str, qname: str)
 
 
 def _check_runnable(model: onnx.ModelProto, name: str) -> None:
-    from .microsoft import unsupported_nodes
+    from ..onnx.microsoft import unsupported_nodes
 
     unsupported = unsupported_nodes(model)
     if unsupported:
@@ -228,7 +228,7 @@ class _Runner:
         import onnxruntime as ort
 
         from .. import ort as extql_ort
-        from .graph import copy_model
+        from ..onnx.graph import copy_model
 
         self.name = name
         m = copy_model(model)

@@ -29,7 +29,7 @@ import dataclasses
 import onnx
 
 from ..types import BY_ONNX, QUANTIZED_BY_ONNX
-from .graph import QDQ_OPS, TypeInfo, node_label, type_name
+from ..onnx.graph import QDQ_OPS, TypeInfo, node_label, type_name
 
 __all__ = [
     "Point",
@@ -169,7 +169,7 @@ def find_points(quant: onnx.ModelProto, float_names: set[str],
     nodes that are no point (a dequantize of a value that is neither a
     constant nor a quantize output; nodes inside subgraphs).
 
-    ``types`` are QUANT's static types (:func:`extql.tools.graph.infer_types`).
+    ``types`` are QUANT's static types (:func:`extql.onnx.graph.infer_types`).
     """
     graph = quant.graph
     producer = {o: n for n in graph.node for o in n.output if o}

@@ -26,7 +26,7 @@ from onnx import helper
 
 from ..types import DOMAIN, OP_NAMES
 from .analyze_points import Point, constant_names
-from .graph import Names, TypeInfo, array_to_tensor, constant_value, copy_model, set_opset
+from ..onnx.graph import Names, TypeInfo, array_to_tensor, constant_value, copy_model, set_opset
 
 __all__ = ["Skipped", "WIDER", "bypass", "widen"]
 

@@ -31,9 +31,11 @@ PACKAGE = ROOT / "extql"
 
 #: The layers, lowest first: module name patterns (fnmatch) of each.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("spec", ("extql._typetable", "extql.types", "extql.rules", "extql._version")),
-    ("kernels", ("extql._kernels",)),
-    ("api", ("extql", "extql.numpy_api", "extql.numpy_out", "extql.ort")),
+    ("spec", ("extql._typetable", "extql._entrypoints", "extql.types", "extql.rules",
+              "extql.block_rules", "extql._version")),
+    ("kernels", ("extql._kernels", "extql.kernels.*")),
+    ("api", ("extql", "extql.numpy_api", "extql.numpy_out", "extql.block_formats",
+             "extql.ort")),
     ("onnx", ("extql.onnx", "extql.onnx.*", "extql.fallbacks", "extql.reference", "extql.opset",
               "extql.ort_io", "extql.ort_levels")),
     ("tools", ("extql.tools", "extql.tools.*")),

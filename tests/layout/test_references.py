@@ -32,11 +32,7 @@ _PATH = re.compile(r"(?<![\w./*{}-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:"
 _DOCUMENT = re.compile(r"(?<![\w./*-])([\w-]+\.rst|[A-Z][\w-]*\.md)(?![\w/])")
 
 #: (file, reference) pairs left as they are, each with its reason.
-ALLOWED = {
-    # The kernels' source is rewritten by its owner's half of issue 29 (its
-    # comments cite the operator pages there).
-    ("extql/_kernels.pyx", "docs/numerics" + ".rst"),
-}
+ALLOWED: set[tuple[str, str]] = set()
 
 
 @cache
