@@ -42,6 +42,9 @@ from hypothesis import given, settings
 
 import extql
 
+# Runs extql's kernels: once per instruction-set variant (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 BFP = "BFPQuantizeDequantize"
 MX = "MXQuantizeDequantize"
 

@@ -47,6 +47,9 @@ from hypothesis.extra.numpy import arrays
 import extql
 from extql import block_formats, block_rules
 
+# Runs extql's kernels: once per instruction-set variant (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 BFP = "BFPQuantizeDequantize"
 MX = "MXQuantizeDequantize"
 API = {BFP: extql.bfp_quantize_dequantize, MX: extql.mx_quantize_dequantize}

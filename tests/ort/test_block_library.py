@@ -34,6 +34,9 @@ from ortutil import INFERS, ONNX_OF, ORT_TYPE, make_model, run_unaligned, sessio
 
 import extql
 
+# Runs extql's kernels: once per instruction-set variant (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
 ROOT = Path(__file__).resolve().parents[2]
 BFP = ("BFPQuantizeDequantize", {"axis": -1, "rounding_mode": 2})

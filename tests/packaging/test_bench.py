@@ -88,6 +88,7 @@ def test_options_select_what_runs(capsys):
     assert "| Q |" not in text and "## NumPy API" not in text and "| BFP |" not in text
 
 
+@pytest.mark.usefixtures("kernel_isa")
 def test_block_options_select_the_block_rows(tmp_path):
     """--blocks and --block-layout pick the blocks table's rows; every
     configuration Quark writes is exact against the NumPy API."""
