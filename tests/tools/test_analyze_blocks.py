@@ -25,9 +25,9 @@ import quarkmodels as qm
 from analyzecheck import assert_db, expected_point, model_sqnr
 
 import extql
+from extql.onnx.microsoft import unsupported_nodes
 from extql.tools.analyze import AnalysisError
 from extql.tools.analyze_metrics import block_clipped_count
-from extql.onnx.microsoft import unsupported_nodes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 
