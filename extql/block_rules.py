@@ -304,11 +304,12 @@ def _block_size(op: str, node: str | None, block: int) -> int:
     return block
 
 
-def check_bfp(attrs: Mapping[str, Any] | None = None, node: str | None = None) -> BFPAttrs:
+def check_bfp(attrs: Mapping[str, Any] | None = None, node: str | None = None, *,
+              op: str = BFP_OP) -> BFPAttrs:
     """BFPQuantizeDequantize's attributes (missing ones take their defaults),
-    checked.  Raises TypeError / ValueError naming the operator (and ``node``),
-    the attribute and the value."""
-    op = BFP_OP
+    checked.  Raises TypeError / ValueError naming the operator (``op``: the
+    legacy name BFPFixNeuron where a node has it; and ``node``), the
+    attribute and the value."""
     a = _attrs(op, node, BFP_ATTRIBUTES, attrs or {})
     methods = dict(BFP_METHODS)
     name = a["bfp_method"]
@@ -338,16 +339,18 @@ def check_bfp(attrs: Mapping[str, Any] | None = None, node: str | None = None) -
     )
 
 
-def check_mx(attrs: Mapping[str, Any] | None = None, node: str | None = None) -> MXAttrs:
+def check_mx(attrs: Mapping[str, Any] | None = None, node: str | None = None, *,
+             op: str = MX_OP) -> MXAttrs:
     """MXQuantizeDequantize's attributes (missing ones take their defaults),
-    checked.  Raises TypeError / ValueError naming the operator (and ``node``),
-    the attribute and the value."""
-    a = _attrs(MX_OP, node, MX_ATTRIBUTES, attrs or {})
+    checked.  Raises TypeError / ValueError naming the operator (``op``: the
+    legacy name MXFixNeuron where a node has it; and ``node``), the
+    attribute and the value."""
+    a = _attrs(op, node, MX_ATTRIBUTES, attrs or {})
     element = MX_ELEMENTS.get(a["element_dtype"])
     if element is None:
-        raise _refuse("element_dtype", MX_OP, node, value=a["element_dtype"])
-    return MXAttrs(element, a["axis"], _block_size(MX_OP, node, a["block_size"]),
-                   _rounding(MX_OP, node, a["rounding_mode"]))
+        raise _refuse("element_dtype", op, node, value=a["element_dtype"])
+    return MXAttrs(element, a["axis"], _block_size(op, node, a["block_size"]),
+                   _rounding(op, node, a["rounding_mode"]))
 
 
 def check_axis(op: str, axis: int, rank: int, node: str | None = None) -> int:

@@ -15,6 +15,15 @@ the same kernels (the operators agree there; float16 x and scale divided in
 float32, as onnxruntime does there), int32 dequantize with the
 difference wrapping in 32 bits as onnxruntime computes it, and int4/uint4
 with float32 x and scale.
+
+``OPS`` also has Quark's block formats: ``BFPQuantizeDequantize`` /
+``MXQuantizeDequantize`` (``com.amd.quark``) and the legacy ``BFPFixNeuron``
+/ ``MXFixNeuron`` (``com.vai.quantize``), computed by
+:func:`extql.bfp_quantize_dequantize` / :func:`extql.mx_quantize_dequantize`
+(the kernels' bits, which are Quark's).  A node's attributes are checked
+when the evaluator is made, x's type and the axis against x's rank when it
+runs, by :mod:`extql.block_rules`: the refusals of the NumPy API, in the same
+words, naming the node.
 """
 
 from __future__ import annotations
@@ -24,6 +33,16 @@ from typing import Any
 import numpy as np
 from onnx.reference.op_run import OpRun
 
+from .block_formats import bfp_quantize_dequantize, mx_quantize_dequantize
+from .block_rules import (
+    BFP_OP,
+    MX_OP,
+    X_TYPES,
+    check_axis,
+    check_bfp,
+    check_mx,
+    check_x_type,
+)
 from .numpy_api import dequantize_linear, quantize_linear
 from .onnx.microsoft import reference_dequantize_int32
 from .rules import DEFAULTS
@@ -45,6 +64,10 @@ __all__ = [
     "VitisDequantizeLinear",
     "MicrosoftQuantizeLinear",
     "MicrosoftDequantizeLinear",
+    "BFPQuantizeDequantize",
+    "MXQuantizeDequantize",
+    "BFPFixNeuron",
+    "MXFixNeuron",
 ]
 
 
@@ -169,6 +192,78 @@ MicrosoftDequantizeLinear = type(
      "__module__": __name__, "__qualname__": "MicrosoftDequantizeLinear"},
 )
 
+_X_CODES = {np.dtype(name): code for name, code in X_TYPES}
+
+
+def _plain(value: Any) -> Any:
+    """An attribute as onnx.reference gives it, as the NumPy API takes it
+    (a float attribute: onnx.reference's np.float32 as a Python float)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class _Block(OpRun):
+    """A block-format node: its attributes checked when the evaluator is
+    made (unless they come from an enclosing function's), x's type and the
+    axis when it runs, then the NumPy API."""
+
+    _family_op: str  # the NumPy API's operator (the family of the node's name)
+
+    def __init__(self, onnx_node, run_params, schema=None):  # type: ignore[no-untyped-def]
+        super().__init__(onnx_node, run_params, schema)
+        self._label = onnx_node.name or None
+        if not self.has_linked_attribute:
+            self._check(self._attributes({n: getattr(self, n) for n in self.attributes_names_}))
+
+    def _attributes(self, given: dict[str, Any]) -> dict[str, Any]:
+        return {k: _plain(v) for k, v in given.items()}
+
+    def _check(self, attrs: dict[str, Any]) -> Any:
+        check = check_bfp if self._family_op == BFP_OP else check_mx
+        return check(attrs, self._label, op=self.onnx_node.op_type)
+
+    def _run(self, x, **attributes):  # type: ignore[override]
+        attrs = self._attributes(attributes)
+        checked = self._check(attrs)
+        op = self.onnx_node.op_type
+        x = np.asarray(x)
+        check_x_type(op, str(x.dtype), _X_CODES.get(x.dtype), self._label)
+        check_axis(op, checked.axis, x.ndim, self._label)
+        api = bfp_quantize_dequantize if self._family_op == BFP_OP else mx_quantize_dequantize
+        return (api(x, **attrs),)
+
+
+class BFPQuantizeDequantize(_Block):
+    """com.amd.quark BFPQuantizeDequantize (version 1): block floating point."""
+
+    op_domain = DOMAIN
+    _family_op = BFP_OP
+
+
+class MXQuantizeDequantize(_Block):
+    """com.amd.quark MXQuantizeDequantize (version 1): OCP microscaling."""
+
+    op_domain = DOMAIN
+    _family_op = MX_OP
+
+
+class BFPFixNeuron(_Block):
+    """com.vai.quantize BFPFixNeuron: the legacy name of BFPQuantizeDequantize."""
+
+    op_domain = LEGACY_DOMAIN
+    _family_op = BFP_OP
+
+
+class MXFixNeuron(_Block):
+    """com.vai.quantize MXFixNeuron: the legacy name of MXQuantizeDequantize."""
+
+    op_domain = LEGACY_DOMAIN
+    _family_op = MX_OP
+
+
 #: The classes to pass as ``new_ops`` to ``onnx.reference.ReferenceEvaluator``.
 OPS: list[type[OpRun]] = [
     ExtendedQuantizeLinear,
@@ -177,4 +272,8 @@ OPS: list[type[OpRun]] = [
     VitisDequantizeLinear,
     MicrosoftQuantizeLinear,
     MicrosoftDequantizeLinear,
+    BFPQuantizeDequantize,
+    MXQuantizeDequantize,
+    BFPFixNeuron,
+    MXFixNeuron,
 ]

@@ -9,7 +9,9 @@ stored bits), the comparison -- is written once:
 * :data:`NUMPY` -- the NumPy API (``extql.bfp_quantize_dequantize`` /
   ``extql.mx_quantize_dequantize``; a legacy name computes as its family);
 * :data:`LIBRARY` -- one node in onnxruntime with extql's custom-op library
-  (tests/ortutil.py), at an optimisation level and a thread count.
+  (tests/ortutil.py), at an optimisation level and a thread count;
+* :data:`REFERENCE` -- one node in ``onnx.reference.ReferenceEvaluator`` with
+  ``extql.reference.OPS``.
 
 :func:`many_node_model` puts many cases into one model (one node each), so
 that a grid of cases runs in one session per (level, threads).
@@ -31,7 +33,8 @@ from extql.block_rules import BFP_OP, MX_OP
 
 NUMPY = "numpy"
 LIBRARY = "library"
-PATHS = (NUMPY, LIBRARY)
+REFERENCE = "reference"
+PATHS = (NUMPY, LIBRARY, REFERENCE)
 
 #: onnxruntime's optimisation levels by their names in test ids.
 LEVEL_IDS = dict(zip(["disabled", "basic", "extended", "all"], LEVELS, strict=True))
@@ -95,16 +98,38 @@ def run_library(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *, leve
     return dict(zip(names, sess.run(names, dict(feeds)), strict=True))
 
 
+def run_reference(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
+                  ) -> dict[str, np.ndarray]:
+    """The model's outputs in onnx.reference with extql.reference.OPS."""
+    from onnx.reference import ReferenceEvaluator
+
+    import extql.reference
+
+    names = [o.name for o in model.graph.output]
+    got = ReferenceEvaluator(model, new_ops=extql.reference.OPS).run(names, dict(feeds))
+    return dict(zip(names, got, strict=True))
+
+
 def block_via(path: str, op_type: str, x: Any, attrs: Mapping[str, Any], *, level=None,
               threads: int = 0) -> np.ndarray:
     """The op on x through ``path`` (``level`` and ``threads``: the
     library's session)."""
     if path == NUMPY:
         return api(op_type)(x, **attrs)
-    assert path == LIBRARY, path
     x = np.asarray(x)
+    if path == REFERENCE:
+        return run_reference(node_model(op_type, x, attrs), {"x": x})["y"]
+    assert path == LIBRARY, path
     return run_library(node_model(op_type, x, attrs), {"x": x}, level=level,
                        threads=threads)["y"]
+
+
+def _own_error(exc: BaseException) -> BaseException:
+    """The error an implementation raised, out of the TypeErrors that
+    onnx.reference wraps it in (``raise TypeError(...) from exc``)."""
+    while isinstance(exc, TypeError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
 
 
 def refusal_words(path: str, op_type: str, x: Any, attrs: Mapping[str, Any]) -> str:
@@ -112,8 +137,9 @@ def refusal_words(path: str, op_type: str, x: Any, attrs: Mapping[str, Any]) -> 
     operator (and node) it names: the NumPy API's ``TypeError`` /
     ``ValueError`` "<family op>: <words>"; the library's failed status
     "<op_type> (node 'node0'): <words>" when the session is made or run
-    (both with and without x's shape in the graph: the same words).  Fails
-    the test when the path does not refuse."""
+    (both with and without x's shape in the graph: the same words); the
+    reference op's ``TypeError`` / ``ValueError`` "<op_type> node 'node0':
+    <words>".  Fails the test when the path does not refuse."""
     if path == NUMPY:
         try:
             api(op_type)(x, **attrs)
@@ -123,6 +149,17 @@ def refusal_words(path: str, op_type: str, x: Any, attrs: Mapping[str, Any]) -> 
             raise AssertionError(f"{op_type} {attrs}: the NumPy API did not refuse")
         op = BFP_OP if family(op_type) == "bfp" else MX_OP
         prefix = f"{op}: "
+    elif path == REFERENCE:
+        # Attributes are refused when the evaluator is made, x's type and
+        # the axis when it runs: a ValueError / TypeError naming the node.
+        x = np.asarray(x)
+        try:
+            run_reference(node_model(op_type, x, attrs), {"x": x})
+        except (TypeError, ValueError) as exc:
+            text = str(_own_error(exc))
+        else:
+            raise AssertionError(f"{op_type} {attrs}: onnx.reference did not refuse")
+        prefix = f"{op_type} node '{NODE}': "
     else:
         # With x's shape in the graph the session refuses the node when it
         # is made; without it (its rank unknown until the run) a node whose

@@ -11,8 +11,10 @@ follow it so that the tools are tested on what users have:
   int32 with a scale of shape [1] and a scalar zero point;
 * the zero point always present; ``axis=0`` written on per-channel weights
   and no other attribute; float16 / bfloat16 nodes with scale 1, zero point 0;
-* Quark's ``BFPQuantizeDequantize`` in a model of its own (extql does not
-  implement it: tools must name it).
+* Quark's ``BFPQuantizeDequantize`` in a model of its own;
+* Quark's emulation ops (``ExtendedInstanceNormalization``, ``ExtendedLSTM``
+  and their legacy ``Vitis`` names) in a model of their own (extql does not
+  implement them: tools must name them).
 
 The values are made with tests/contract.py (independent of extql).
 """
@@ -24,7 +26,7 @@ import onnx
 from contract import TYPES, quantize
 from onnx import TensorProto, helper
 
-from extql.types import DOMAIN
+from extql.types import DOMAIN, LEGACY_DOMAIN
 
 MS = "com.microsoft"
 #: Activation types a model can be built for: the eight.
@@ -225,7 +227,7 @@ def transformer(act: str, per_channel: bool = False, seed: int = 1) -> onnx.Mode
 
 def bfp(seed: int = 2) -> onnx.ModelProto:
     """A CNN whose activations go through Quark's BFPQuantizeDequantize
-    (com.amd.quark), which extql does not implement."""
+    (com.amd.quark)."""
     b = _Builder("cnn_bfp", seed)
     rng = b.rng
     attrs = {"bfp_method": "to_bfp", "axis": 1, "bit_width": 16, "block_size": 8,
@@ -240,6 +242,48 @@ def bfp(seed: int = 2) -> onnx.ModelProto:
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
     )
+
+
+#: Quark's emulation ops (not implemented by extql): name -> domain.
+EMULATION_OPS = {"ExtendedInstanceNormalization": DOMAIN, "ExtendedLSTM": DOMAIN,
+                 "VitisInstanceNormalization": LEGACY_DOMAIN, "VitisLSTM": LEGACY_DOMAIN}
+
+
+def emulation(op: str, seed: int = 3) -> onnx.ModelProto:
+    """A model with one of Quark's emulation ops (:data:`EMULATION_OPS`) on
+    the inputs of its ai.onnx counterpart: an instance normalization after a
+    Conv (x[1,3,8,8], scale and bias of 4), or an LSTM (x[4,1,8], hidden
+    size 5), with BFP16 nodes around it as Quark's BFP16 configuration
+    writes them."""
+    b = _Builder(f"emulation_{op}", seed)
+    rng = b.rng
+    domain = EMULATION_OPS[op]
+    attrs = {"bfp_method": "to_bfp", "axis": 1, "bit_width": 16, "block_size": 8,
+             "rounding_mode": 0}
+    if "LSTM" in op:
+        h = 5
+        (x,) = b.node("BFPQuantizeDequantize", ["x"], domain=DOMAIN, **attrs)
+        w = b.init("W", (rng.standard_normal((1, 4 * h, 8)) * 0.3).astype(np.float32))
+        r = b.init("R", (rng.standard_normal((1, 4 * h, h)) * 0.3).astype(np.float32))
+        bias = b.init("B", np.zeros((1, 8 * h), np.float32))
+        (y,) = b.node(op, [x, w, r, bias], domain=domain, hidden_size=h)
+        b.nodes[-1].output[0] = "y"
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1, 8])]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1, 1, h])]
+    else:
+        (x,) = b.node("BFPQuantizeDequantize", ["x"], domain=DOMAIN, **attrs)
+        w = (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)
+        (c,) = b.node("Conv", [x, b.init("w", w)], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+        scale = b.init("scale", np.ones(4, np.float32))
+        bias = b.init("bias", np.zeros(4, np.float32))
+        (y,) = b.node(op, [c, scale, bias], domain=domain, epsilon=1e-5)
+        b.nodes[-1].output[0] = "y"
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])]
+    model = b.model(inputs, outputs)
+    if domain != DOMAIN:
+        model.opset_import.append(helper.make_opsetid(domain, 1))
+    return model
 
 
 def all_models() -> dict[str, onnx.ModelProto]:

@@ -1,10 +1,11 @@
 """``extql check MODEL``: validate every quantization node of a model.
 
 The model's graph itself comes first (:mod:`extql.tools.lint`); then every
-Extended, legacy Vitis and com.microsoft Q/DQ node is checked against its
-operator's rules, and a model without problems is loaded in onnxruntime with
-the extql library.  One line per problem, naming the node; exit status 1
-when there is any.
+Extended, legacy Vitis and com.microsoft Q/DQ node and every block-format
+node (BFPQuantizeDequantize / MXQuantizeDequantize, legacy BFPFixNeuron /
+MXFixNeuron) is checked against its operator's rules, and a model without
+problems is loaded in onnxruntime with the extql library.  One line per
+problem, naming the node; exit status 1 when there is any.
 """
 
 from __future__ import annotations
@@ -28,21 +29,27 @@ def check_model(
     """(number of quantization nodes, problems) of a model, each problem one
     line naming its node.  Checked: every Extended (and legacy Vitis) node and
     every com.microsoft QuantizeLinear / DequantizeLinear (which AMD Quark
-    writes for its 8/16-bit nodes), each against its operator's rules; every
+    writes for its 8/16-bit nodes), each against its operator's rules, and
+    every block-format node (BFPQuantizeDequantize / MXQuantizeDequantize,
+    BFPFixNeuron / MXFixNeuron): its attributes, x's type and the axis
+    against x's rank, in the words of the NumPy API and the library; every
     operator of a custom domain that neither extql nor onnxruntime implements
-    (Quark's BFPQuantizeDequantize, for example) is a problem too.  What
-    cannot be checked (unknown types) goes to ``notes``, not to the problems."""
-    from ..onnx import check, graph
+    (Quark's ExtendedInstanceNormalization and ExtendedLSTM, for example) is a
+    problem too.  What cannot be checked (unknown types) goes to ``notes``,
+    not to the problems."""
+    from ..onnx import blocks, check, graph
     from ..onnx.microsoft import unsupported_nodes
 
     problems: list[str] = [f"unsupported operator {line}" for line in unsupported_nodes(model)]
     notes = [] if notes is None else notes
     nodes = graph.extended_nodes(model, microsoft=True)
-    if not nodes:
+    block_nodes = blocks.block_nodes(model)
+    if not nodes and not block_nodes:
         return 0, problems
     types = graph.infer_types(model)
     imported = {o.domain for o in model.opset_import}
-    for domain in sorted({e.node.domain for e in nodes}):
+    domains = {e.node.domain for e in nodes} | {b.node.domain for b in block_nodes}
+    for domain in sorted(domains):
         if domain not in imported:
             problems.append(
                 f"the model has {domain} nodes but no opset import for {domain!r}; add "
@@ -61,7 +68,16 @@ def check_model(
                 f"{ext.label}: the type of {', '.join(map(repr, unknown))} is unknown, so it "
                 "cannot be checked; give the model value_info for it"
             )
-    return len(nodes), problems
+    for i, block in enumerate(block_nodes, len(nodes) + 1):
+        if progress is not None:
+            progress.update(i)
+        for problem in blocks.check_block_node(block.node, types):
+            problems.append(f"{block.label}: {problem}")
+        x = block.node.input[0] if block.node.input else ""
+        if x and x not in types:
+            notes.append(f"{block.label}: the type of {x!r} is unknown, so it cannot be "
+                         "checked; give the model value_info for it")
+    return len(nodes) + len(block_nodes), problems
 
 
 def _integrity_failure(args: argparse.Namespace, model) -> int | None:
@@ -123,10 +139,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failed = _integrity_failure(args, model)
     if failed is not None:
         return failed
+    from ..onnx.blocks import block_nodes
     from ..onnx.graph import extended_nodes
     from ..tools.lint import onnx_checker_problems
 
-    total = len(extended_nodes(model, microsoft=True))
+    total = len(extended_nodes(model, microsoft=True)) + len(block_nodes(model))
     log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, Progress(args, "checked", total), notes)
@@ -159,7 +176,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
                        notes=notes, warnings=warned)
     if count == 0 and not problems:
         print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
-              "(nor the legacy Vitis names, nor com.microsoft QuantizeLinear/DequantizeLinear)")
+              "(nor the legacy Vitis names, nor com.microsoft QuantizeLinear/DequantizeLinear, "
+              "nor a block-format node)")
         return 0
     status = "OK" if not problems else f"{len(problems)} problem(s)"
     print(f"{args.model}: {count} quantization node(s) checked: {status}")
@@ -170,7 +188,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``check`` to the ``extql`` command."""
     p = subparsers.add_parser(
         "check", formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="validate every Extended Q/DQ node of a model",
+        help="validate every quantization node of a model",
         description=(
             "Check every ExtendedQuantizeLinear / ExtendedDequantizeLinear node (and the legacy\n"
             "VitisQuantizeLinear / VitisDequantizeLinear, and com.microsoft QuantizeLinear /\n"
@@ -178,9 +196,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "scale and zero point, the scale's rank, zero point shape, axis range and scale\n"
             "length against the input's shape. Types and shapes come from the model's\n"
             "initializers, inputs, value_info and ONNX shape inference.\n\n"
+            "Every BFPQuantizeDequantize / MXQuantizeDequantize node (and the legacy\n"
+            "BFPFixNeuron / MXFixNeuron): its attributes, the type of x and the axis against\n"
+            "x's rank, with the words of the NumPy API and the library.\n\n"
             "Every operator of a custom domain that neither extql nor onnxruntime implements\n"
-            "(e.g. Quark's BFPQuantizeDequantize) is a problem too. A model that onnxruntime\n"
-            "loads only below its default optimisation level gets a warning.\n\n"
+            "(e.g. Quark's ExtendedInstanceNormalization or ExtendedLSTM) is a problem too. A\n"
+            "model that onnxruntime loads only below its default optimisation level gets a\n"
+            "warning.\n\n"
             "Prints one line per problem, naming the node, and exits with 1 if there is any."
         ),
     )

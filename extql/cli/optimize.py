@@ -55,14 +55,16 @@ def _transform(name: str, model, report: list[str], no_fuse: bool = False):
 
 
 def _count(model) -> int:
-    """The quantization nodes of a model, the official ONNX ones included."""
+    """The quantization nodes of a model, the official ONNX ones and the block
+    formats included."""
+    from ..onnx.blocks import block_family
     from ..onnx.graph import graphs, is_quantization_node
 
     return sum(
         1
         for g in graphs(model.graph)
         for n in g.node
-        if is_quantization_node(n) is not None
+        if is_quantization_node(n) is not None or block_family(n) is not None
         or (n.domain in ("", "ai.onnx") and n.op_type in ("QuantizeLinear", "DequantizeLinear"))
     )
 
@@ -110,8 +112,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="compute quantization nodes with constant inputs once, offline",
         description=(
             "Copy IN to OUT with every Extended, legacy Vitis and com.microsoft\n"
-            "QuantizeLinear / DequantizeLinear node whose inputs are all constant replaced by\n"
-            "its output (an initializer computed by extql's kernels: the same bits).\n\n"
+            "QuantizeLinear / DequantizeLinear node, and every BFPQuantizeDequantize /\n"
+            "MXQuantizeDequantize node (Quark's BFP16 / MX weights), whose inputs are all\n"
+            "constant replaced by its output (an initializer computed by extql's kernels:\n"
+            "the same bits).\n\n"
             "Exit status: 0 written, 1 the model has a problem, 2 a file problem."
         ),
     )

@@ -17,9 +17,10 @@ first-class:
   no zero point or a constant all-zero one), which the fallbacks and the
   graph passes then handle like any Extended node;
 * :func:`unsupported_nodes` names every node of a custom domain that neither
-  extql nor onnxruntime implements (Quark's ``BFPQuantizeDequantize`` and
-  ``MXQuantizeDequantize`` for example), so that tools report them instead
-  of ignoring them.
+  extql nor onnxruntime implements (Quark's emulation ops
+  ``ExtendedInstanceNormalization`` and ``ExtendedLSTM``, or their legacy
+  names ``VitisInstanceNormalization`` / ``VitisLSTM``, for example), so that
+  tools report them instead of ignoring them.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..types import (
     OP_NAMES,
     QTYPES,
 )
+from .blocks import BLOCK_OPS
 from .check import check_node
 from .graph import (
     constant_value,
@@ -161,7 +163,7 @@ def _known(domain: str, op_type: str, functions: set[tuple[str, str]]) -> bool:
         return True
     if (domain, op_type) in functions:
         return True
-    if (domain, op_type) in EXTENDED_OPS:
+    if (domain, op_type) in EXTENDED_OPS or (domain, op_type) in BLOCK_OPS:
         return True
     if domain == MS_DOMAIN and op_type in MS_QDQ:
         return True
@@ -180,10 +182,13 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
     """One line per operator (domain, op_type) of a custom domain that neither
     extql nor onnxruntime implements, naming it and how many nodes use it.
 
-    Standard ONNX domains, the Extended / Vitis operators, com.microsoft
-    Q/DQ, the model's own functions and every operator the installed
-    onnxruntime has a kernel for are supported.  Examples of what is named:
-    Quark's ``BFPQuantizeDequantize`` and ``MXQuantizeDequantize``.
+    Standard ONNX domains, the Extended / Vitis operators, the block formats
+    (BFPQuantizeDequantize / MXQuantizeDequantize, BFPFixNeuron /
+    MXFixNeuron), com.microsoft Q/DQ, the model's own functions and every
+    operator the installed onnxruntime has a kernel for are supported.
+    Examples of what is named: Quark's emulation ops
+    ``ExtendedInstanceNormalization`` and ``ExtendedLSTM`` (``com.amd.quark``;
+    ``VitisInstanceNormalization`` / ``VitisLSTM`` in ``com.vai.quantize``).
     """
     functions = {(f.domain, f.name) for f in model.functions}
     count: dict[tuple[str, str], list[str]] = {}

@@ -17,6 +17,14 @@ DequantizeLinear in onnx's schema registry (once per process).  With them:
   scale's type or ``output_dtype`` for dequantize; the shape of x), which
   ``extql check`` and the graph passes use.
 
+The block formats ``com.amd.quark::BFPQuantizeDequantize`` /
+``MXQuantizeDequantize`` and the legacy ``com.vai.quantize::BFPFixNeuron`` /
+``MXFixNeuron`` (version 1) are registered too: one input x of float32 or
+float16, y of x's type and shape, the attributes of :mod:`extql.block_rules`
+with Quark's defaults.  ``onnx.checker`` then accepts their nodes (and names
+an attribute they do not have), and shape inference carries types and shapes
+through them.
+
 The registered schemas carry the type/shape inference of the official
 QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
 scale; shape of x), which is what the Extended operators specify too.  (onnx
@@ -42,6 +50,15 @@ import onnx
 import onnx.defs
 
 from .. import rules
+from ..block_rules import (
+    BFP_ATTRIBUTES,
+    BFP_LEGACY_OP,
+    BFP_OP,
+    MX_ATTRIBUTES,
+    MX_LEGACY_OP,
+    MX_OP,
+    X_TYPES,
+)
 from ..types import (
     DOMAIN,
     LEGACY_DOMAIN,
@@ -184,10 +201,64 @@ def _microsoft_schema(quantize: bool) -> onnx.defs.OpSchema:
     return schema
 
 
+#: What each block-format attribute means (docs/operators).
+_BLOCK_ATTRIBUTE_DOCS: dict[str, str] = {
+    "bfp_method": "'to_bfp' (one shared exponent per block) or 'to_bfp_prime' (MX4 / MX6 / "
+                  "MX9: a shift per sub-block; old name 'to_bfp_prime_shared').",
+    "axis": "The axis the blocks run along (negative: from the back; ignored for rank 1).",
+    "bit_width": "Bits of an element: a sign, 8 exponent bits and bit_width - 9 mantissa bits.",
+    "block_size": "Elements per block (the last block of a line may be shorter).",
+    "rounding_mode": "0 half away from zero, 1 half toward +inf, 2 half to even.",
+    "sub_block_size": "to_bfp_prime: elements per sub-block (divides block_size).",
+    "sub_block_shift_bits": "to_bfp_prime: a sub-block's shift is at most "
+                            "2^sub_block_shift_bits - 1.",
+    "convert_to_bfloat_before_bfp": "1: round x to bfloat16 precision first.",
+    "use_compiler_version_cpu_kernel": "1: Quark's compiler-version kernel (two's-complement "
+                                       "elements).",
+    "element_dtype": "The element type: 'int8', 'fp8_e5m2', 'fp8_e4m3', 'fp6_e3m2', "
+                     "'fp6_e2m3' or 'fp4_e2m1'.",
+}
+
+
+def _block_schema(name: str, domain: str) -> onnx.defs.OpSchema:
+    """A block-format operator: x (float32 / float16) -> y of x's type and
+    shape, with the attributes and defaults of :mod:`extql.block_rules`."""
+    FP = onnx.defs.OpSchema.FormalParameter
+    table = BFP_ATTRIBUTES if name in (BFP_OP, BFP_LEGACY_OP) else MX_ATTRIBUTES
+    what = ("block floating point" if table is BFP_ATTRIBUTES else "OCP microscaling")
+    schema = onnx.defs.OpSchema(
+        name, domain, 1,
+        f"Fake quantization to a {what} format: quantize, then dequantize (AMD Quark).",
+        inputs=[FP("x", "T", "Input tensor.")],
+        outputs=[FP("y", "T", "The quantized and dequantized values, of x's type and shape.")],
+        type_constraints=[("T", tensor_types(n for n, _ in X_TYPES), "x and y.")],
+        attributes=[
+            onnx.defs.OpSchema.Attribute(attr, onnx.helper.make_attribute(attr, default),
+                                         _BLOCK_ATTRIBUTE_DOCS[attr])
+            for attr, _, default in table
+        ],
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        # y has x's type and shape: the inference of an elementwise unary op.
+        unary = onnx.defs.get_schema("Abs", 13, "")
+        schema.set_type_and_shape_inference_function(
+            unary.get_type_and_shape_inference_function()
+        )
+    return schema
+
+
+#: (name, domain) of the block-format operators.
+_BLOCK_SCHEMAS: tuple[tuple[str, str], ...] = (
+    (BFP_OP, DOMAIN), (MX_OP, DOMAIN), (BFP_LEGACY_OP, LEGACY_DOMAIN),
+    (MX_LEGACY_OP, LEGACY_DOMAIN),
+)
+
+
 def register_schemas() -> None:
     """Register the operator schemas with onnx (idempotent, thread-safe): the
-    four Extended / Vitis ones, and com.microsoft QuantizeLinear /
-    DequantizeLinear unless something else registered those already."""
+    four Extended / Vitis ones, the four block-format ones, and com.microsoft
+    QuantizeLinear / DequantizeLinear unless something else registered those
+    already."""
     global _done
     with _lock:
         if _done:
@@ -199,6 +270,12 @@ def register_schemas() -> None:
                 except onnx.defs.SchemaError:
                     onnx.defs.register_schema(_schema(name, domain, quantize))
                     _registered.append((name, 1, domain))
+        for name, domain in _BLOCK_SCHEMAS:
+            try:
+                onnx.defs.get_schema(name, 1, domain)
+            except onnx.defs.SchemaError:
+                onnx.defs.register_schema(_block_schema(name, domain))
+                _registered.append((name, 1, domain))
         for name, quantize in (("QuantizeLinear", True), ("DequantizeLinear", False)):
             try:
                 onnx.defs.get_schema(name, 1, MS_DOMAIN)

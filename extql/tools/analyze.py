@@ -44,11 +44,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ..onnx.graph import constant_value, infer_types, type_name
 from .analyze_metrics import CosineSums, ErrorSums, block_clipped_count, clipped_count
 from .analyze_points import Point, constant_names, find_points, value_names
 from .analyze_report import AnalysisReport, OutputResult, PointResult, WhatIfResult
 from .analyze_whatif import Skipped, bypass, widen
-from ..onnx.graph import constant_value, infer_types, type_name
 
 __all__ = ["analyze", "AnalysisError", "DEFAULT_RANDOM_SAMPLES", "Progress"]
 

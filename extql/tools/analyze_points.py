@@ -28,8 +28,8 @@ import dataclasses
 
 import onnx
 
-from ..types import BY_ONNX, QUANTIZED_BY_ONNX
 from ..onnx.graph import QDQ_OPS, TypeInfo, node_label, type_name
+from ..types import BY_ONNX, QUANTIZED_BY_ONNX
 
 __all__ = [
     "Point",

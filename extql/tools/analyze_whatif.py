@@ -24,9 +24,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from ..onnx.graph import Names, TypeInfo, array_to_tensor, constant_value, copy_model, set_opset
 from ..types import DOMAIN, OP_NAMES
 from .analyze_points import Point, constant_names
-from ..onnx.graph import Names, TypeInfo, array_to_tensor, constant_value, copy_model, set_opset
 
 __all__ = ["Skipped", "WIDER", "bypass", "widen"]
 

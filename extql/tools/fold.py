@@ -9,11 +9,18 @@ bits are the ones the node would have produced.
 
 Folded: ExtendedQuantizeLinear / ExtendedDequantizeLinear (``com.amd.quark``),
 the legacy VitisQuantizeLinear / VitisDequantizeLinear (``com.vai.quantize``)
-and ``com.microsoft`` QuantizeLinear / DequantizeLinear, whenever every input
-is a constant: an initializer (one that is not also a graph input, which a
-caller could override), a ``Constant`` node, or the folded output of another
-such node -- in the node's own graph or an enclosing one (If / Loop / Scan
-bodies see the constants of the graphs around them).
+and ``com.microsoft`` QuantizeLinear / DequantizeLinear, and Quark's block
+formats BFPQuantizeDequantize / MXQuantizeDequantize (legacy BFPFixNeuron /
+MXFixNeuron), whenever every input is a constant: an initializer (one that is
+not also a graph input, which a caller could override), a ``Constant`` node,
+or the folded output of another such node -- in the node's own graph or an
+enclosing one (If / Loop / Scan bodies see the constants of the graphs
+around them).
+
+Quark stores the weights of its BFP16 / MX models as float32 initializers
+with a block-format node after each, which onnxruntime quantizes again on
+every run: folded, they become the float32 (or float16) initializer of the
+values the node gives, and the node is gone.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from onnx import TensorProto, helper
 
 from .. import rules
 from ..numpy_api import dequantize_linear, quantize_linear
+from ..onnx import blocks
 from ..onnx.graph import (
     Names,
     array_to_tensor,
@@ -170,6 +178,15 @@ def _evaluate(node: onnx.NodeProto, quantize: bool, args: list[np.ndarray | None
         raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
 
 
+def _evaluate_block(node: onnx.NodeProto, x: np.ndarray) -> np.ndarray:
+    """A block-format node's output from its constant x, by the kernels (the
+    library's bits).  Raises ValueError for a node that would fail when run."""
+    try:
+        return blocks.evaluate(node, x)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{node_label(node)}: cannot be folded: {exc}") from None
+
+
 def _subgraph_uses(node: onnx.NodeProto) -> set[str]:
     """Every name a node's subgraphs read (their own names included)."""
     used: set[str] = set()
@@ -190,9 +207,12 @@ def fold_constants(
     """Replace every quantization node whose inputs are all constant by its output.
 
     Extended (``com.amd.quark``), legacy Vitis (``com.vai.quantize``) and
-    ``com.microsoft`` QuantizeLinear / DequantizeLinear nodes are computed with
-    extql's kernels (the bits the node produces in onnxruntime) and become
-    initializers of their graph under the name of their output.  Chains fold
+    ``com.microsoft`` QuantizeLinear / DequantizeLinear nodes, and the block
+    formats BFPQuantizeDequantize / MXQuantizeDequantize (legacy BFPFixNeuron
+    / MXFixNeuron: Quark's BFP16 / MX weights, stored as float32 before such a
+    node), are computed with extql's kernels (the bits the node produces in
+    onnxruntime) and become initializers of their graph under the name of
+    their output.  Chains fold
     too (a quantize of a constant feeding a dequantize).  An output that is a
     graph output becomes a ``Constant`` node of that name instead, so the
     graph's interface does not change.  Initializers and ``Constant`` nodes
@@ -243,7 +263,12 @@ def _fold_graph(
             folded |= _fold_graph(sub, scope, False, keep, namer, messages)
         quantize = is_quantization_node(node)
         value = None
-        if quantize is not None and 2 <= len(node.input) <= 3 and len(node.output) == 1:
+        if blocks.block_family(node) is not None and len(node.input) == 1 and node.input[0] \
+                and len(node.output) == 1:
+            x = scope.get(node.input[0])
+            if x is not None and not (keep is not None and keep(node, graph)):
+                value = _evaluate_block(node, x)
+        elif quantize is not None and 2 <= len(node.input) <= 3 and len(node.output) == 1:
             args = [scope.get(n) if n else None for n in node.input]
             constant = all(a is not None for a in args[:2]) and (
                 len(args) < 3 or not node.input[2] or args[2] is not None

@@ -13,6 +13,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import fallbacks, rules
+from ..onnx.blocks import BlockNode, block_nodes
 from ..onnx.check import check_node
 from ..onnx.graph import (
     ExtNode,
@@ -29,7 +30,13 @@ from ..onnx.graph import (
 )
 from ..types import MS_DOMAIN, OP_NAMES, is_float8
 
-__all__ = ["lower_to_standard"]
+__all__ = ["lower_to_standard", "block_reason"]
+
+
+def block_reason(block: BlockNode) -> str:
+    """Why a block-format node is never lowered (a line of the report)."""
+    return (f"{block.label}: left as is: a block format (shared exponents per block), which no "
+            "official operator computes; extql's library runs it")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,8 +108,14 @@ def lower_to_standard(
     nodes); a model without any ai.onnx import gets opset 21.  Fallback
     functions of operators with no node left are removed, with their domain's
     opset import.
+
+    Quark's block formats (BFPQuantizeDequantize / MXQuantizeDequantize,
+    BFPFixNeuron / MXFixNeuron) have no official counterpart: they are left
+    as they are, each with its line in ``report``.
     """
     out = copy_model(model)
+    messages: list[str] = [] if report is None else report
+    messages.extend(block_reason(b) for b in block_nodes(out))
     nodes = extended_nodes(out, microsoft=True)
     if not nodes:
         return out
@@ -111,7 +124,6 @@ def lower_to_standard(
     opset = model_opset(out, "")
     assert opset is not None
     types = infer_types(out)
-    messages: list[str] = [] if report is None else report
     for ext in nodes:
         node = ext.node
         problems = check_node(ext, types)

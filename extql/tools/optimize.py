@@ -29,6 +29,11 @@ when:
 
 What stays custom (float16 / bfloat16, int32 / uint32, 16-bit types below
 ai.onnx opset 21) runs in extql's kernels through the library.
+
+Quark's block formats (BFPQuantizeDequantize / MXQuantizeDequantize and the
+legacy names) have no official counterpart to lower to: the nodes on
+constants (Quark's BFP16 / MX weights, stored as float32 before such a node)
+are folded in step 2, the activation nodes run in the library's kernels.
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ import warnings
 
 import onnx
 
+from ..onnx.blocks import block_nodes
 from ..onnx.graph import graphs, is_quantization_node
 from ..types import DEFAULT_QTYPE, DOMAIN, MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES
 from .fold import fold_constants
-from .lower import lower_to_standard
+from .lower import block_reason, lower_to_standard
 
 __all__ = ["optimize"]
 
@@ -180,7 +186,15 @@ def optimize(
     work.CopyFrom(model)
     facts = _Facts(work)
     _raise_to_extended(work, facts, every=not fuse)
+    lines: list[str] = []
     if not fuse:
-        return fold_constants(work, report=messages)
-    lowered = _lower_except_kernel_nodes(work, facts, messages)
-    return fold_constants(lowered, keep=_keep_standard, report=messages)
+        out = fold_constants(work, report=lines)
+    else:
+        lowered = _lower_except_kernel_nodes(work, facts, lines)
+        out = fold_constants(lowered, keep=_keep_standard, report=lines)
+    # The block-format nodes left (activations: the folded weights are gone)
+    # are said once each, after the others.
+    said = {block_reason(b) for b in block_nodes(work)}
+    messages.extend(line for line in lines if line not in said)
+    messages.extend(block_reason(b) for b in block_nodes(out))
+    return out

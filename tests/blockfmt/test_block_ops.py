@@ -1,6 +1,7 @@
 """BFPQuantizeDequantize / MXQuantizeDequantize (and the legacy names
-BFPFixNeuron / MXFixNeuron) by behaviour, on every path: the NumPy API and
-one node in onnxruntime with extql's library (tests/blockfmt_paths.py).
+BFPFixNeuron / MXFixNeuron) by behaviour, on every path: the NumPy API, one
+node in onnxruntime with extql's library and one node in onnx.reference with
+extql.reference.OPS (tests/blockfmt_paths.py).
 
 * AMD Quark 0.13's own library's bits on its single-node grid
   (tests/data/blockfmt: every attribute, rank, axis, special value, float16
@@ -11,11 +12,12 @@ one node in onnxruntime with extql's library (tests/blockfmt_paths.py).
 * large tensors, split between threads (the NumPy API's threads, the
   session's intra-op pool): two threads give one thread's bits and the
   oracle's;
-* the refusals: every case the contract leaves undefined or extql bounds,
-  attributes of the wrong kind, x of another type -- a ValueError /
-  TypeError of the NumPy API, a failed status of the library (when the
-  session is made, or run where the graph does not give x's rank), with
-  the same words naming the attribute and the value.
+* the refusals (tests/blockfmt_refusals.py): every case the contract leaves
+  undefined or extql bounds, attributes of the wrong kind, x of another
+  type -- a ValueError / TypeError of the NumPy API and of the reference op
+  (naming the node), a failed status of the library (when the session is
+  made, or run where the graph does not give x's rank), with the same words
+  naming the attribute and the value.
 
 Bit for bit, any NaN equal to any NaN.
 """
@@ -35,6 +37,14 @@ from blockfmt_paths import (
     many_node_model,
     refusal_words,
     run_library,
+)
+from blockfmt_refusals import (
+    OTHER_X_TYPES,
+    REFUSED,
+    WRONG_KIND,
+    refused_attribute,
+    refused_id,
+    refused_shape,
 )
 from blockfmt_values import as_dtype, mixed_values, node_cases
 from contract import assert_same_bits, case_rng
@@ -74,10 +84,11 @@ def test_quarks_bits_on_its_grid(request, path, case):
     x, _ = grid_arrays(case)
     before = x.copy()
     numpy_y = block_via(NUMPY, case["op_type"], x, case["attrs"])
-    if path == NUMPY:
-        outputs = [numpy_y]
-    else:
+    if path == LIBRARY:
         outputs = [run[case["id"]] for run in request.getfixturevalue("grid_runs")]
+    else:
+        outputs = [numpy_y if path == NUMPY else block_via(path, case["op_type"], x,
+                                                           case["attrs"])]
     for (level, threads), y in zip(RUNS if path == LIBRARY else [(None, 0)], outputs,
                                    strict=True):
         what = f"{path} level {level} x{threads}"
@@ -150,60 +161,11 @@ def test_two_threads_give_one_threads_bits(path, op, attrs, shape, dtype):
 
 # ---------------------------------------------------------------- refusals
 
-#: (op, attributes, rank): the contract's undefined cases, and extql's own
-#: bounds (bit_width, sub_block_shift_bits: where Quark computes with steps
-#: that are no float32 or with undefined shifts).
-REFUSED = [
-    (BFP, {"bfp_method": "to_bfp_primes"}, 2),
-    (BFP, {"bfp_method": ""}, 2),
-    (BFP, {"rounding_mode": 3}, 2),
-    (BFP, {"rounding_mode": -1}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "rounding_mode": 7}, 2),
-    (BFP, {"block_size": 0}, 2),
-    (BFP, {"block_size": -8}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_size": 3}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime_shared", "block_size": 8, "sub_block_size": 0}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 8, "sub_block_size": -2}, 2),
-    (BFP, {"axis": 2}, 2),
-    (BFP, {"axis": -3}, 2),
-    (BFP, {"axis": 4}, 4),
-    (BFP, {"axis": 3}, 3),
-    (BFP, {"bit_width": 9}, 2),
-    (BFP, {"bit_width": 8}, 2),
-    (BFP, {"bit_width": 33}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 34}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "bit_width": 8}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": -1}, 2),
-    (BFP, {"bfp_method": "to_bfp_prime", "block_size": 16, "sub_block_shift_bits": 32}, 2),
-    (MX, {"element_dtype": "fp8"}, 2),
-    (MX, {"element_dtype": "mxfp4"}, 2),
-    (MX, {"element_dtype": "INT8"}, 2),
-    (MX, {"element_dtype": "it's"}, 2),
-    (MX, {"rounding_mode": 5}, 2),
-    (MX, {"element_dtype": "fp4_e2m1", "rounding_mode": -2}, 2),
-    (MX, {"block_size": 0}, 2),
-    (MX, {"axis": -4}, 3),
-    (MX, {"axis": 1}, 1),
-    ("BFPFixNeuron", {"bfp_method": "to_bfp", "bit_width": 40}, 3),
-    ("MXFixNeuron", {"element_dtype": "fp16"}, 3),
-]
-
-
-def _refused_value(attrs: dict) -> tuple[str, object]:
-    """The attribute at fault: the one case-specific attribute (not the
-    context, bfp_method / block_size, unless it is the only one)."""
-    context = {"bfp_method", "block_size"}
-    keys = [k for k in attrs if k not in context] or list(attrs)
-    return keys[-1], attrs[keys[-1]]
-
-
 @pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("op,attrs,rank", REFUSED, ids=[f"{o[:3]}-{_id(a)}-r{r}"
-                                                       for o, a, r in REFUSED])
+@pytest.mark.parametrize("op,attrs,rank", REFUSED, ids=[refused_id(c) for c in REFUSED])
 def test_refused_naming_operator_attribute_value(path, op, attrs, rank):
-    shape = (2, 16, 3, 1)[:rank] if rank else ()
-    x = np.ones(shape, np.float32)
-    name, value = _refused_value(attrs)
+    x = np.ones(refused_shape(rank), np.float32)
+    name, value = refused_attribute(attrs)
     if rank == 1 and name == "axis":
         # Rank 1 ignores the axis: this one runs.
         assert_same_bits(block_via(path, op, x, attrs), expected(op, x, attrs), "rank 1")
@@ -217,21 +179,11 @@ def test_refusals_cover_the_oracles():
     """Every node the oracle refuses is refused here too (and the oracle
     agrees with each contract refusal of REFUSED)."""
     for op, attrs, rank in REFUSED:
-        name, _ = _refused_value(attrs)
+        name, _ = refused_attribute(attrs)
         if name in {"bit_width", "sub_block_shift_bits"} or (rank == 1 and name == "axis"):
             assert not refusals(op, attrs, rank=rank), (op, attrs)
         else:
             assert refusals(op, attrs, rank=rank), (op, attrs)
-
-
-#: Attributes of the wrong kind, with the words naming the value.
-WRONG_KIND = [
-    ("block_size", "8", "attribute block_size must be an integer, got '8'"),
-    ("axis", 1.5, "attribute axis must be an integer, got 1.5"),
-    ("rounding_mode", "0", "attribute rounding_mode must be an integer, got '0'"),
-    ("axis", 0.1, "attribute axis must be an integer, got 0.10000000149011612"),
-    ("block_size", [8, 16], "attribute block_size must be an integer, got [8, 16]"),
-]
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -256,7 +208,7 @@ def test_method_of_wrong_kind_is_refused(path, op, attr, value, shown):
 
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("op", [BFP, MX, "MXFixNeuron"])
-@pytest.mark.parametrize("dtype", ["float64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("dtype", OTHER_X_TYPES)
 def test_other_types_of_x_refused(path, op, dtype):
     words = refusal_words(path, op, np.ones((2, 8), dtype), {})
     assert words == f"x must be one of float32, float16, got {dtype}"

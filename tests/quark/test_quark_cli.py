@@ -4,9 +4,11 @@ check, run, run --compare-fallback, attach, inline and lower on CNN and
 transformer models (tests/quarkmodels.py) of each kind of node Quark writes:
 com.microsoft 8-bit and 16-bit Q/DQ, per tensor and per channel, int32 (which
 onnxruntime loads only below its default optimisation level), Extended
-float16 / bfloat16 / uint32, and a model with Quark's BFPQuantizeDequantize,
-which every tool must name.  Each process's exit code is checked, and the
-files the transforms write are checked for what they promise.
+float16 / bfloat16 / uint32, and a model with Quark's BFPQuantizeDequantize;
+and models with Quark's emulation ops (ExtendedInstanceNormalization,
+ExtendedLSTM, and the Vitis names), which every tool must name.  Each
+process's exit code is checked, and the files the transforms write are
+checked for what they promise.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def models(tmp_path_factory):
         onnx.save(built[name], str(paths[name]))
     paths["bfp"] = folder / "bfp.onnx"
     onnx.save(qm.bfp(), str(paths["bfp"]))
+    for op in qm.EMULATION_OPS:
+        paths[op] = folder / f"{op}.onnx"
+        onnx.save(qm.emulation(op), str(paths[op]))
     return paths
 
 
@@ -121,7 +126,31 @@ def test_transforms(models, name, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["check", "run"])
-def test_bfp_model_is_named(models, command):
+def test_bfp_model(models, command):
     proc = extql_process(command, models["bfp"], "-q")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "unsupported operator BFPQuantizeDequantize (com.amd.quark): 2 node(s)" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "unsupported" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("op", list(qm.EMULATION_OPS))
+def test_emulation_ops_are_named(models, op, tmp_path):
+    """check and run: a problem (exit 1); inline: refused (exit 1), as its
+    output must run without custom ops; attach, lower, fold and optimize:
+    a warning that they leave it (exit 0); analyze: cannot run it (exit 2).
+    Each names the operator, its domain and its node count; the BFP nodes
+    around it are no problem."""
+    src = models[op]
+    named = f"unsupported operator {op} ({qm.EMULATION_OPS[op]}): 1 node(s)"
+    for command, status in (("check", 1), ("run", 1)):
+        proc = extql_process(command, src, "-q")
+        assert proc.returncode == status, proc.stdout + proc.stderr
+        lines = [line for line in proc.stdout.splitlines() if "unsupported" in line]
+        assert len(lines) >= 1 and all(named in line for line in lines[:1]), proc.stdout
+        assert "BFPQuantizeDequantize" not in proc.stdout
+    for command, status in (("inline", 1), ("attach", 0), ("lower", 0), ("fold", 0),
+                            ("optimize", 0)):
+        proc = extql_process(command, src, tmp_path / f"{command}.onnx", "-q")
+        assert proc.returncode == status, (command, proc.stdout + proc.stderr)
+        assert named in proc.stderr, (command, proc.stderr)
+    proc = extql_process("analyze", src, src, "-q")
+    assert proc.returncode == 2 and named in proc.stderr, proc.stdout + proc.stderr

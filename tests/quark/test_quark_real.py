@@ -5,16 +5,19 @@ tools/make_quark_fixtures.py), through every extql path.
   custom-op library (saved next to each model), for every model, the BFP /
   MX ones (BFP16, MX4 / MX6 / MX9, MXFP*, MXINT8) included: those with
   extql's library alone, which is all they need;
-* ``extql check`` finds no problem, ``run --compare-fallback`` finds every
-  quantization node identical (real processes, exit codes); the models with
-  BFP / MX nodes, which the tools do not handle yet, are named as
-  unsupported instead;
+* ``extql check`` finds no problem and ``extql run`` runs every model, the
+  BFP / MX ones included (exit 0; ``run --inputs --save-outputs`` gives
+  Quark's bits; ``--json`` documents); ``run --compare-fallback`` finds
+  every quantization node identical (real processes, exit codes);
 * ``onnx.reference`` + ``extql.reference.OPS`` and ``inline_fallbacks`` in
-  onnxruntime without any library come close to the native output.
+  onnxruntime without any library come close to the native output
+  (tests/blockfmt/test_block_tools.py has the reference ops' bits on the
+  BFP / MX models).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,13 +26,14 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from blockfmt_data import BLOCK_MODELS, BLOCK_OPS, block_nodes
+from blockfmt_data import BLOCK_MODELS, block_nodes
 from contract import assert_same_bits
 from onnx.reference import ReferenceEvaluator
 from onnx_helpers import run_ort
 
 import extql
 import extql.reference
+from extql.cli import main
 from extql.cli.check import check_model
 from extql.types import OP_NAMES
 
@@ -107,11 +111,33 @@ def test_check_and_other_paths(name):
 
 
 @pytest.mark.parametrize("name", BLOCK_MODELS)
-def test_block_format_models_are_named(name):
+def test_block_format_models_check(name):
+    """Every node is checked (the Q/DQ and the BFP / MX ones), none is a problem."""
     model = onnx.load(str(DATA / f"{name}.onnx"))
-    _, problems = check_model(model)
-    assert problems and all(any(f"{op} (com.amd.quark)" in p for op in BLOCK_OPS)
-                            for p in problems)
+    count, problems = check_model(model)
+    custom = [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
+    assert problems == [] and count == len(custom) > 0
+
+
+@pytest.mark.usefixtures("kernel_isa")
+@pytest.mark.parametrize("name", MODELS)
+def test_check_and_run_commands(name, tmp_path, capsys):
+    """``extql check --json`` and ``extql run --inputs --save-outputs
+    --json`` on every model: exit 0, and the outputs run saved are Quark's
+    library's bits (the same code as the processes of test_processes)."""
+    model, feeds, quark_y = _load(name)
+    path = DATA / f"{name}.onnx"
+    assert main(["check", str(path), "-q", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["problems"] == [] and doc["quantization_nodes"] > 0
+    inputs, saved = tmp_path / "in.npz", tmp_path / "out.npz"
+    np.savez(inputs, **feeds)
+    code = main(["run", str(path), "--inputs", str(inputs), "--save-outputs", str(saved),
+                 "-q", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["ok"] and doc["random_inputs"] == [], doc
+    with np.load(saved) as out:
+        assert_same_bits(out[model.graph.output[0].name], quark_y, name)
 
 
 @pytest.fixture(scope="module")
@@ -123,15 +149,16 @@ def kernel_isa():
 
 
 @pytest.mark.parametrize("name", ["cnn_a16w8_pc", "transformer_a8w8", "transformer_au32wu32",
-                                  "cnn_bf16", "cnn_bfp16"])
+                                  "cnn_bf16", "cnn_bfp16", "transformer_mx9",
+                                  "cnn_mxfp4e2m1_qc", "transformer_bf16_mxint8"])
 def test_processes(name):
     path = DATA / f"{name}.onnx"
-    want = 1 if "bfp" in name else 0
-    for args in (["check", path, "-q"], ["run", path, "--compare-fallback", "-q"]):
+    # (--compare-fallback: the models without BFP / MX nodes here.)
+    run = ["run", path, "-q"] + ([] if name in BLOCK_MODELS else ["--compare-fallback"])
+    for args in (["check", path, "-q"], run):
         proc = subprocess.run([sys.executable, "-c", EXTQL, *map(str, args)],
                               capture_output=True, text=True, timeout=300)
-        assert proc.returncode == want, proc.stdout + proc.stderr
-        if want == 0 and args[0] == "run":
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "Traceback" not in proc.stderr and "unsupported" not in proc.stdout
+        if "--compare-fallback" in args:
             assert "quantization nodes: all" in proc.stdout
-        if want == 1:
-            assert "BFPQuantizeDequantize" in proc.stdout

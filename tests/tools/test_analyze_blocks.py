@@ -9,8 +9,10 @@ input.
   computes the node;
 * the clipped share of a block format, at each block's own bound, against
   values worked out by hand from the operators' rules (docs/operators);
-* the BFP16 models Quark wrote: analysed in full where extql runs the
-  operators; until then ``analyze`` names the operator it cannot run.
+* every BFP / MX model Quark wrote (tests/data/quark), with its float
+  original: every block node is a point of its configuration's type (on the
+  operators as extql's library runs them); the figures of some of them
+  recomputed from the tensors.
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ import onnx
 import pytest
 import quarkmodels as qm
 from analyzecheck import assert_db, expected_point, model_sqnr
+from blockfmt_data import BLOCK_MODELS, BLOCK_OPS
 
 import extql
-from extql.tools.analyze import AnalysisError
 from extql.tools.analyze_metrics import block_clipped_count
-from extql.onnx.microsoft import unsupported_nodes
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 
@@ -122,26 +123,60 @@ def test_block_clipped_share_at_each_blocks_bound():
     assert block_clipped_count(_f32([5.0]), _f32([5.0]), "bfp", attrs) == 0
 
 
-@pytest.mark.parametrize("name", ["cnn_bfp16", "transformer_bfp16"])
-def test_quark_bfp16_models(name):
-    """Quark's own BFP16 models with their float originals.  Where extql
-    runs BFPQuantizeDequantize, every node is a point and every figure
-    agrees with NumPy; until the operator is implemented, analyze says it
-    cannot run it, naming the operator (exit 2 on the command line)."""
+def _quark_pair(name: str):
+    """A Quark-written model, its float original and two calibration-like
+    samples (as one batch)."""
     float_model = onnx.load(str(DATA / "float" / f"{name.split('_')[0]}.onnx"))
     quant = onnx.load(str(DATA / f"{name}.onnx"))
     feeds = qm.calibration(float_model, 2, seed=3)
-    batch = {k: np.stack([f[k] for f in feeds]) for k in feeds[0]}
-    if any("BFPQuantizeDequantize" in line for line in unsupported_nodes(quant)):
-        with pytest.raises(AnalysisError, match=r"unsupported operator BFPQuantizeDequantize"):
-            extql.analyze(float_model, quant, batch)
-        return
+    return float_model, quant, feeds, {k: np.stack([f[k] for f in feeds]) for k in feeds[0]}
+
+
+#: The block type each configuration's name says (Quark's names): the
+#: points of its BFP / MX nodes.
+def _config_type(name: str) -> str:
+    config = name.split("_", 1)[1].removesuffix("_qc")
+    config = {"bf16_bfp16": "bfp16", "bf16_mxint8": "mxint8", "mx9_int8": "mx9"}.get(config,
+                                                                                     config)
+    for fp in ("fp8e4m3", "fp8e5m2", "fp6e3m2", "fp6e2m3", "fp4e2m1"):
+        config = config.replace(fp, f"{fp[:3]}_{fp[3:]}")
+    return config
+
+
+@pytest.mark.parametrize("name", BLOCK_MODELS)
+def test_quark_block_models_are_analysed(name):
+    """Every BFP / MX model Quark wrote, with its float original: each of
+    its block nodes is a point of its configuration's type, a weight where it
+    reads an initializer, matched to the float tensor of its name where
+    the float model has one; the model's SQNR is a number."""
+    float_model, quant, _, batch = _quark_pair(name)
     doc = extql.analyze(float_model, quant, batch).to_dict()
-    nodes = {n.name for n in quant.graph.node if n.op_type == "BFPQuantizeDequantize"}
-    reported = {p["node"] for p in doc["points"]}
-    assert nodes == reported
+    nodes = {n.name: n for n in quant.graph.node if n.op_type in BLOCK_OPS}
+    points = {p["node"]: p for p in doc["points"]}
+    assert nodes and set(nodes) <= set(points)
+    weights = {i.name for i in quant.graph.initializer}
+    float_names = {o for n in float_model.graph.node for o in n.output}
+    float_names |= {i.name for i in (*float_model.graph.input, *float_model.graph.initializer)}
+    for node_name, node in nodes.items():
+        p = points[node_name]
+        assert p["type"] == _config_type(name), p
+        assert p["kind"] == ("weight" if node.input[0] in weights else "activation"), p
+        assert (p["tensor"] in doc["unmatched"]) == (p["tensor"] not in float_names), p
+        # (an SQNR of inf -- nothing lost -- is null in the document)
+        assert p["local_sqnr_db"] is None or p["local_sqnr_db"] > 0, p
+        assert 0.0 <= p["clipped_fraction"] <= 1.0, p
+    assert np.isfinite(doc["model_sqnr_db"]) and doc["model_sqnr_db"] > 0
+
+
+@pytest.mark.parametrize("name", ["cnn_bfp16", "transformer_bfp16", "cnn_mx9_qc",
+                                  "transformer_mxfp4e2m1", "cnn_mxint8_qc"])
+def test_quark_block_models_figures(name):
+    """The figures of every block point of some of them, recomputed from
+    the tensors (tests/analyzecheck.py)."""
+    float_model, quant, feeds, batch = _quark_pair(name)
+    doc = extql.analyze(float_model, quant, batch).to_dict()
     for p in doc["points"]:
-        assert p["type"] == "bfp16"
         exp = expected_point(float_model, quant, feeds, p)
         assert_db(p["local_sqnr_db"], exp["local_sqnr_db"], p["tensor"])
         assert_db(p["accumulated_sqnr_db"], exp["accumulated_sqnr_db"], p["tensor"])
+    assert_db(doc["model_sqnr_db"], model_sqnr(float_model, quant, feeds), "model")

@@ -203,10 +203,16 @@ def test_check_validates_microsoft_nodes():
     assert any("must have the type of x (int8)" in p for p in problems)
 
 
-@pytest.mark.parametrize("op,domain", [("BFPQuantizeDequantize", extql.DOMAIN),
-                                       ("MXQuantizeDequantize", extql.DOMAIN),
-                                       ("BFPQuantizeDequantize", "com.vai.quantize"),
-                                       ("Frobnicate", "org.example")])
+#: Custom operators nobody here implements: Quark's two emulation ops under
+#: both names, a block format under a name its domain does not have, any other.
+UNKNOWN_OPS = [("ExtendedInstanceNormalization", extql.DOMAIN), ("ExtendedLSTM", extql.DOMAIN),
+               ("VitisInstanceNormalization", "com.vai.quantize"),
+               ("VitisLSTM", "com.vai.quantize"),
+               ("BFPQuantizeDequantize", "com.vai.quantize"),
+               ("BFPFixNeuron", extql.DOMAIN), ("Frobnicate", "org.example")]
+
+
+@pytest.mark.parametrize("op,domain", UNKNOWN_OPS)
 def test_unknown_custom_ops_are_named(op, domain):
     nodes = [helper.make_node(op, ["x"], ["t"], domain=domain, name="first"),
              helper.make_node("Relu", ["t"], ["y"]),
@@ -221,7 +227,7 @@ def test_unknown_custom_ops_are_named(op, domain):
     assert count == 0 and problems == [f"unsupported operator {lines[0]}"]
 
 
-def test_model_functions_and_extended_nodes_are_not_unknown():
+def test_model_functions_extended_and_block_nodes_are_not_unknown():
     model = extql.attach_fallbacks(_model(
         "QuantizeLinear", TensorProto.FLOAT, TensorProto.INT8, np.float32(0.5), np.int8(1),
         None, (2, 3)))
@@ -231,6 +237,12 @@ def test_model_functions_and_extended_nodes_are_not_unknown():
     model.functions.append(fn)
     model.graph.node.append(helper.make_node("Twice", ["y"], ["w"], domain="my.domain"))
     model.opset_import.append(helper.make_opsetid("my.domain", 1))
+    # The block formats, under their names and the legacy ones.
+    for op, domain in [("BFPQuantizeDequantize", extql.DOMAIN),
+                       ("MXQuantizeDequantize", extql.DOMAIN),
+                       ("BFPFixNeuron", "com.vai.quantize"), ("MXFixNeuron", "com.vai.quantize")]:
+        model.graph.node.append(helper.make_node(op, ["w"], [f"w_{op}"], domain=domain))
+    model.opset_import.append(helper.make_opsetid("com.vai.quantize", 1))
     assert microsoft.unsupported_nodes(model) == []
 
 
