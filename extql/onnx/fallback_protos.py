@@ -416,7 +416,15 @@ def block_script(family: str, variant: str):
 
 @functools.cache
 def _flat_block(family: str, variant: str) -> onnx.FunctionProto:
-    return _flatten(block_script(family, variant), _block_callees())
+    flat = _flatten(block_script(family, variant), _block_callees())
+    # The string attribute's default: the variant's (the body does not read it).
+    string = "bfp_method" if family == "bfp" else "element_dtype"
+    value = (variant if family == "mx" or variant != blocks.TO_BFP_COMPILER
+             else blocks.TO_BFP).encode()
+    for attr in flat.attribute_proto:
+        if attr.name == string:
+            attr.s = value
+    return flat
 
 
 def block_function_proto(family: str, variant: str, *, domain: str = DOMAIN,
