@@ -123,6 +123,8 @@ from __future__ import annotations
 import functools
 
 from .onnx.fallback_protos import (
+    BLOCK_MIN_OPSET,
+    BLOCK_VARIANTS,
     CORE_DOMAIN,
     DISPATCH_MIN_OPSET,
     FLOAT64,
@@ -130,6 +132,7 @@ from .onnx.fallback_protos import (
     MIN_OPSET,
     VARIANTS,
     ByVariant,
+    block_function_proto,
     core_proto,
     dispatcher_proto,
     float64_overload,
@@ -138,6 +141,7 @@ from .onnx.fallback_protos import (
     variant,
     variant_opset,
 )
+from .onnx.fallback_block_scripts import ByBlockVariant
 from .onnx.fallback_scripts import FallbackFunction
 from .types import OP_NAMES
 
@@ -158,6 +162,11 @@ __all__ = [
     "dispatcher_proto",
     "variant",
     "variant_opset",
+    "BFP",
+    "MX",
+    "BLOCK_VARIANTS",
+    "BLOCK_MIN_OPSET",
+    "block_function_proto",
 ]
 
 #: variant -> onnxscript function for ExtendedQuantizeLinear, to call from a
@@ -165,3 +174,9 @@ __all__ = [
 QUANTIZE: dict = ByVariant(functools.partial(FallbackFunction, True))
 #: variant -> onnxscript function for ExtendedDequantizeLinear (the same).
 DEQUANTIZE: dict = ByVariant(functools.partial(FallbackFunction, False))
+#: variant -> onnxscript function of BFPQuantizeDequantize's fallback
+#: ("to_bfp", "to_bfp_compiler", "to_bfp_prime";
+#: extql.onnx.fallback_block_scripts).
+BFP: dict = ByBlockVariant("bfp")
+#: element type -> onnxscript function of MXQuantizeDequantize's fallback.
+MX: dict = ByBlockVariant("mx")

@@ -12,6 +12,15 @@ stored bits), the comparison -- is written once:
   (tests/ortutil.py), at an optimisation level and a thread count;
 * :data:`REFERENCE` -- one node in ``onnx.reference.ReferenceEvaluator`` with
   ``extql.reference.OPS``.
+* :data:`FALLBACK` -- the node with its fallback function attached
+  (``extql.attach_fallbacks``) in onnxruntime without the library, at an
+  optimisation level;
+* :data:`FALLBACK_REFERENCE` -- that model in ``onnx.reference``;
+* :data:`INLINED` -- the node replaced by standard ops
+  (``extql.inline_fallbacks``) in onnxruntime without the library.
+
+:func:`fallback_groups` splits cases into models a runtime that ignores
+``NodeProto.overload`` runs (one function per operator in each).
 
 :func:`many_node_model` puts many cases into one model (one node each), so
 that a grid of cases runs in one session per (level, threads).
@@ -29,12 +38,18 @@ from onnx import helper
 from ortutil import LEVELS, ONNX_OF, make_model, session, value_info
 
 import extql
-from extql.block_rules import BFP_OP, MX_OP
+from extql.block_rules import BFP_OP, MX_OP, check_bfp, check_mx
+from extql.onnx.fallback_blocks import block_variant
 
 NUMPY = "numpy"
 LIBRARY = "library"
 REFERENCE = "reference"
 PATHS = (NUMPY, LIBRARY, REFERENCE)
+FALLBACK = "fallback"
+FALLBACK_REFERENCE = "fallback-reference"
+INLINED = "inlined"
+#: The paths through the fallback functions (no library).
+FALLBACK_PATHS = (FALLBACK, FALLBACK_REFERENCE, INLINED)
 
 #: onnxruntime's optimisation levels by their names in test ids.
 LEVEL_IDS = dict(zip(["disabled", "basic", "extended", "all"], LEVELS, strict=True))
@@ -110,18 +125,52 @@ def run_reference(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]
     return dict(zip(names, got, strict=True))
 
 
+def run_fallback(path: str, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
+                 level=None, threads: int = 0) -> dict[str, np.ndarray]:
+    """The model's outputs through a fallback path: attach_fallbacks and
+    onnxruntime without the library (FALLBACK) or onnx.reference
+    (FALLBACK_REFERENCE); inline_fallbacks and onnxruntime (INLINED)."""
+    if path == INLINED:
+        model = extql.inline_fallbacks(model)
+        assert not [n for n in model.graph.node if n.domain not in ("", "ai.onnx")]
+    else:
+        model = extql.attach_fallbacks(model)
+    if path == FALLBACK_REFERENCE:
+        from onnx.reference import ReferenceEvaluator
+
+        ref = ReferenceEvaluator(model)
+        return dict(zip(ref.output_names, ref.run(None, dict(feeds)), strict=True))
+    sess = session(model, threads=threads, level=level, register=False)
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, dict(feeds)), strict=True))
+
+
+def fallback_groups(cases: Sequence[dict]) -> list[list[dict]]:
+    """Grid cases (dicts with ``op_type`` and ``attrs``) grouped by (operator
+    name, fallback variant): one model per group runs in every runtime,
+    those that ignore ``NodeProto.overload`` included."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for case in cases:
+        fam = family(case["op_type"])
+        attrs = (check_bfp if fam == "bfp" else check_mx)(case["attrs"])
+        groups.setdefault((case["op_type"], block_variant(fam, attrs)), []).append(case)
+    return list(groups.values())
+
+
 def block_via(path: str, op_type: str, x: Any, attrs: Mapping[str, Any], *, level=None,
               threads: int = 0) -> np.ndarray:
     """The op on x through ``path`` (``level`` and ``threads``: the
-    library's session)."""
+    onnxruntime session's)."""
     if path == NUMPY:
         return api(op_type)(x, **attrs)
     x = np.asarray(x)
     if path == REFERENCE:
         return run_reference(node_model(op_type, x, attrs), {"x": x})["y"]
-    assert path == LIBRARY, path
-    return run_library(node_model(op_type, x, attrs), {"x": x}, level=level,
-                       threads=threads)["y"]
+    model = node_model(op_type, x, attrs)
+    if path == LIBRARY:
+        return run_library(model, {"x": x}, level=level, threads=threads)["y"]
+    assert path in FALLBACK_PATHS, path
+    return run_fallback(path, model, {"x": x}, level=level, threads=threads)["y"]
 
 
 def _own_error(exc: BaseException) -> BaseException:

@@ -24,10 +24,13 @@ import onnx.inliner
 
 from ..types import DOMAIN, OP_NAMES, QUANTIZED, QUANTIZED_BY_ONNX, type_opset
 from . import fallback_arith as arith
+from . import fallback_block_math as block_math
+from . import fallback_blocks as blocks
 from . import fallback_cores as cores
 from . import fallback_dispatch as dispatch
 from . import fallback_functions as functions
 from . import fallback_plan as plan
+from .block_nodes import BLOCK_OP_NAMES
 from .graph import type_name, walk_nodes
 
 __all__ = [
@@ -50,6 +53,12 @@ __all__ = [
     "fallback_proto",
     "variant",
     "variant_opset",
+    "BLOCK_MIN_OPSET",
+    "BLOCK_VARIANTS",
+    "block_script",
+    "block_function_proto",
+    "block_fallback_proto",
+    "block_function_name",
 ]
 
 #: The oldest default-domain opset the functions can be stamped with: every op
@@ -66,6 +75,11 @@ MODEL_OPSET = 21
 #: (:mod:`extql.onnx.fallback_scripts`), one operator name per variant
 #: (:func:`function_name`).
 FALLBACK_DOMAIN = "ai.extql.fallbacks"
+
+#: The block formats' variants by family ("bfp", "mx"): what a node's
+#: string attribute (and BFP's use_compiler_version_cpu_kernel) selects.
+BLOCK_VARIANTS: dict[str, tuple[str, ...]] = {"bfp": blocks.BFP_VARIANTS,
+                                              "mx": blocks.MX_VARIANTS}
 
 #: Variant names: one per quantized type, plus "default" (no zero point).
 VARIANTS: tuple[str, ...] = (*QUANTIZED, "default")
@@ -377,3 +391,64 @@ def fallback_proto(quantize: bool, variant: str, version: int) -> onnx.FunctionP
     proto.name = function_name(quantize, variant)
     proto.overload = ""
     return proto
+
+
+# --------------------------------------------------------------------------
+# The block formats (BFPQuantizeDequantize / MXQuantizeDequantize).
+
+#: The oldest ai.onnx opset the block formats' functions can be stamped with:
+#: CastLike (15) gives y x's type (float32 or float16).
+BLOCK_MIN_OPSET = 15
+
+
+def _block_callees() -> list:
+    return [plan.Choose, *block_math.HELPERS, *blocks.HELPERS]
+
+
+def block_script(family: str, variant: str):
+    """The onnxscript source of one block format's fallback: ``family``
+    "bfp" or "mx", ``variant`` one of :data:`BLOCK_VARIANTS` of it."""
+    if variant not in BLOCK_VARIANTS.get(family, ()):
+        raise ValueError(f"unknown {family} fallback variant {variant!r}: expected one of "
+                         f"{', '.join(BLOCK_VARIANTS.get(family, ()))}")
+    return (blocks.make_bfp if family == "bfp" else blocks.make_mx)(variant)
+
+
+@functools.cache
+def _flat_block(family: str, variant: str) -> onnx.FunctionProto:
+    flat = _flatten(block_script(family, variant), _block_callees())
+    # The string attribute's default: the variant's (the body does not read it).
+    string = "bfp_method" if family == "bfp" else "element_dtype"
+    value = (variant if family == "mx" or variant != blocks.TO_BFP_COMPILER
+             else blocks.TO_BFP).encode()
+    for attr in flat.attribute_proto:
+        if attr.name == string:
+            attr.s = value
+    return flat
+
+
+def block_function_proto(family: str, variant: str, *, domain: str = DOMAIN,
+                         opset: int = MODEL_OPSET) -> onnx.FunctionProto:
+    """The flat FunctionProto of one block format's fallback, named after
+    the operator of ``domain`` (``BFPQuantizeDequantize`` / ``BFPFixNeuron``,
+    ``MXQuantizeDequantize`` / ``MXFixNeuron``) with ``overload=variant``,
+    importing ai.onnx ``opset`` (>= :data:`BLOCK_MIN_OPSET`)."""
+    _check_domain(domain)
+    _check_opset(opset, BLOCK_MIN_OPSET, "the block formats' fallback functions")
+    name = BLOCK_OP_NAMES[domain][0 if family == "bfp" else 1]
+    return _stamp(_flat_block(family, variant), domain, name, variant, opset)
+
+
+def block_fallback_proto(family: str, variant: str, version: int) -> onnx.FunctionProto:
+    """The flat definition of one block format's fallback named for
+    :data:`FALLBACK_DOMAIN` (``BFPQuantizeDequantize_to_bfp``, ...)."""
+    proto = block_function_proto(family, variant, opset=version)
+    proto.domain = FALLBACK_DOMAIN
+    proto.name = block_function_name(family, variant)
+    proto.overload = ""
+    return proto
+
+
+def block_function_name(family: str, variant: str) -> str:
+    """The operator name of one block fallback in :data:`FALLBACK_DOMAIN`."""
+    return f"{BLOCK_OP_NAMES[DOMAIN][0 if family == 'bfp' else 1]}_{variant}"

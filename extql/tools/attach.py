@@ -14,6 +14,7 @@ import onnx
 from onnx import helper
 
 from .. import fallbacks, rules
+from ..onnx.block_nodes import block_nodes
 from ..onnx.check import raise_first_problem
 from ..onnx.graph import (
     ExtNode,
@@ -39,6 +40,8 @@ from ..types import (
     is_float8,
     type_opset,
 )
+
+from .attach_blocks import attach_block_fallbacks
 
 __all__ = ["attach_fallbacks", "FUNCTION_IR_VERSION"]
 
@@ -186,9 +189,14 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     out = copy_model(model)
     nodes = extended_nodes(out)
     if not nodes:
+        if block_nodes(out):
+            opset = _default_opset_for_functions(out)
+            attach_block_fallbacks(out, opset, infer_types(out))
+            out.ir_version = max(out.ir_version, FUNCTION_IR_VERSION)
         return out
     opset = _default_opset_for_functions(out)
     types = infer_types(out)
+    attach_block_fallbacks(out, opset, types)
     variant_of: dict[int, str] = {}
     float64: set[int] = set()  # the quantize nodes of precision float64
     groups: dict[tuple[str, bool], list[ExtNode]] = {}

@@ -15,6 +15,7 @@ import onnx.inliner
 from onnx import helper, numpy_helper
 
 from .. import fallbacks
+from ..onnx.block_nodes import BLOCK_OPS, BlockNode, block_nodes
 from ..onnx.graph import (
     INFER_KEEP_BYTES,
     ExtNode,
@@ -53,14 +54,19 @@ def _static_param_shape(ext: ExtNode, types: dict[str, TypeInfo]) -> list[int] |
 
 
 def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Replace every Extended (and legacy Vitis) node by standard ONNX ops.
+    """Replace every Extended (and legacy Vitis) node, and every block-format
+    node (``BFPQuantizeDequantize`` / ``MXQuantizeDequantize`` and the legacy
+    ``BFPFixNeuron`` / ``MXFixNeuron``), by standard ONNX ops.
 
     Where the static shapes fix the granularity (the usual case: the scale is
     an initializer and x's rank is known) the scale and zero point are
     reshaped by a constant shape; otherwise the run-time granularity logic of
     the fallback functions is inlined.  The type and shape of each replaced
     node's output, where known, are kept as value_info; onnx shape inference
-    with ``data_prop=True`` also finds them from the ops alone.  The result
+    with ``data_prop=True`` also finds them from the ops alone.  A
+    block-format node becomes the body of its variant's function
+    (:data:`extql.fallbacks.BLOCK_VARIANTS`); its output keeps x's type and
+    shape as value_info where they are known.  The result
     has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
     import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
 
@@ -76,13 +82,16 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
                                 category=UserWarning)
         out = attach_fallbacks(to_extended(model))
     nodes = extended_nodes(out)
-    if not nodes:
+    blocks = block_nodes(out)
+    if not nodes and not blocks:
         return out
     opset = model_opset(out, "")
     assert opset is not None
     types = infer_types(out)
     names = Names(out)
     cores: dict[str, onnx.FunctionProto] = {}
+    for b in blocks:
+        _record_block_output_type(b, types)
     for ext in nodes:
         _record_output_type(ext, types)
         pshape = _static_param_shape(ext, types)
@@ -126,9 +135,8 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     # Calls left (unknown static shapes) go to the flat per-variant function.
     # Give every function a unique name instead of relying on ``overload``
     # (not every inliner honours it) and drop the dispatchers.
-    for ext in nodes:
-        node = ext.node
-        if (node.domain, node.op_type) in EXTENDED_OPS:
+    for node in [*(ext.node for ext in nodes), *(b.node for b in blocks)]:
+        if (node.domain, node.op_type) in EXTENDED_OPS or (node.domain, node.op_type) in BLOCK_OPS:
             node.op_type = _unique_name(node.op_type, node.overload)
             node.overload = ""
     functions = []
@@ -163,7 +171,24 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     del out.functions[:]
     out.functions.extend(kept)
     drop_unused_imports(out, (*ours, MS_DOMAIN))
+    _static_block_casts(out, {b.node.output[0]: types.get(b.node.input[0]) for b in blocks})
     return out
+
+
+def _static_block_casts(model: onnx.ModelProto, x_types: dict[str, TypeInfo | None]) -> None:
+    """The last op of an inlined block-format node is ``CastLike(y, x)`` (x's
+    type, float32 or float16): a ``Cast`` to that type where it is known, so
+    that onnxruntime's constant folding (which has no CastLike kernel) folds
+    a weight's whole decomposition."""
+    for graph in graphs(model.graph):
+        for node in graph.node:
+            info = x_types.get(node.output[0]) if node.op_type == "CastLike" else None
+            if info is None or not info.elem_type or node.domain not in ("", "ai.onnx"):
+                continue
+            node.op_type = "Cast"
+            del node.input[1:]
+            del node.attribute[:]
+            node.attribute.append(helper.make_attribute("to", info.elem_type))
 
 
 def _unique_name(name: str, overload: str) -> str:
@@ -184,3 +209,16 @@ def _record_output_type(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
     if any(v.name == name for v in (*graph.value_info, *graph.output, *graph.input)):
         return
     graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))
+
+
+def _record_block_output_type(b: BlockNode, types: dict[str, TypeInfo]) -> None:
+    """A block-format node's output has x's type and shape: kept as value_info
+    where x's are known (the inlined body's shapes come from Shape at run
+    time)."""
+    info = types.get(b.node.input[0])
+    name = b.node.output[0]
+    if info is None or info.shape is None or not info.elem_type:
+        return
+    if any(v.name == name for v in (*b.graph.value_info, *b.graph.output, *b.graph.input)):
+        return
+    b.graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))
