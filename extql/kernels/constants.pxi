@@ -20,6 +20,12 @@ cdef enum:
     OUT_DIRECT = 0
     OUT_TILE = 1
     OUT_STREAM = 2
+    # How a quantize tile with one channel's constants takes the quotient
+    # x / s: the division, the multiply by an exact reciprocal, or
+    # quotient_fma.
+    Q_DIV = 0
+    Q_MUL = 1
+    Q_FMA = 2
 
 
 cdef struct Opts:
@@ -33,6 +39,11 @@ cdef struct Opts:
 cdef struct Chan:
     float s          # the scale
     float r          # 1 / s where that is exact (s a power of two), else 0
+    float y          # 8/16-bit quantize: RN(1 / s) where quotient_fma
+                     # takes the quotient, else 0
+    float xl, xh     # -|s| * 2^33, |s| * 2^33: quotient_fma's bounds of x
+    bint conv        # float16 / bfloat16 with the scale 1 and the zero point
+                     # +0: a conversion (the drivers' convert_run)
     float zf         # the zero point as a float (exact for every type)
     int32_t zi       # as int32: the value (8/16-bit) or the bits (32-bit)
     double zd        # as a double (32-bit dequantize's exact path)
@@ -119,6 +130,15 @@ cdef inline float exact_reciprocal(float s) noexcept nogil:
     return 0 if (f32_bits(r) & 0x7FFFFFFFu) >= 0x7F800000u else r
 
 
+cdef inline float fma_reciprocal(float s) noexcept nogil:
+    """RN(1 / s) when quotient_fma takes x / s (the copy does so:
+    FMA_QUOTIENT, and 2^-60 <= |s| <= 2^60), else 0."""
+    cdef float a = s if s >= 0 else -s
+    if not FMA_QUOTIENT or not (a >= 8.673617379884035e-19 and a <= 1.152921504606847e18):
+        return 0
+    return <float>1 / s
+
+
 cdef inline void zero_into(Chan *c, qtype_t z) noexcept nogil:
     """The zero point's fields of c."""
     cdef double zd = zero_double(z)
@@ -143,7 +163,13 @@ cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
     """Channel d's constants (zp NULL: zero point 0)."""
     c.s = scale[d]
     c.r = exact_reciprocal(c.s)
+    c.y = (0 if c.r != 0 or is_float(<qtype_t *>zp) or is_wide(<qtype_t *>zp)
+           else fma_reciprocal(c.s))
+    c.xh = (c.s if c.s >= 0 else -c.s) * <float>8589934592.0 if c.y != 0 else 0
+    c.xl = -c.xh
     zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
+    c.conv = ((qtype_t is float16_t or qtype_t is bfloat16_t) and c.s == 1
+              and f32_bits(c.zf) == 0)
 
 cdef struct Cols:
     # Entry k holds the constants of one element; arrays of the entries a

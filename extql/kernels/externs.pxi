@@ -7,7 +7,7 @@ from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 )
 from libc.string cimport memcpy, memcmp
-from libc.math cimport nearbyint
+from libc.math cimport fmaf, nearbyint
 from libc.stdlib cimport free, malloc
 
 cdef extern from "extql_kernels.h":
@@ -51,6 +51,7 @@ cdef extern from "extql_primitives.h":
     enum:
         TILE "EXTQL_TILE"
         HAVE_STREAM "EXTQL_HAVE_STREAM"
+        FMA_QUOTIENT "EXTQL_FMA_QUOTIENT"
     uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
     float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
     float f16_to_f32 "extql_f16_to_f32"(uint16_t h) noexcept nogil
@@ -84,6 +85,14 @@ cdef extern from "extql_primitives.h":
                                    int64_t n) noexcept nogil
     void load_bf16 "extql_load_bf16"(float *t, const uint16_t *src,
                                      int64_t n) noexcept nogil
+    void widen_f16 "extql_widen_f16"(float *t, const uint16_t *src, int64_t n,
+                                     int stream) noexcept nogil
+    void widen_bf16 "extql_widen_bf16"(float *t, const uint16_t *src, int64_t n,
+                                       int stream) noexcept nogil
+    void cast_f16 "extql_cast_f16"(uint16_t *dst, const float *x, int64_t n,
+                                   int stream) noexcept nogil
+    void cast_bf16 "extql_cast_bf16"(uint16_t *dst, const float *x, int64_t n,
+                                     int stream) noexcept nogil
     void round_f16 "extql_round_f16"(float *t, int64_t n) noexcept nogil
     void fill_32 "extql_fill_32"(void *p, uint32_t v, int64_t n) noexcept nogil
     void stream32 "extql_stream32"(void *dst, const void *src) noexcept nogil

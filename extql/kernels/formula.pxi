@@ -1,6 +1,26 @@
 # One element: the formula of each direction and type (the numerics of
 # docs/operators/), plain branch-free C that the compiler vectorises.
 
+cdef inline float quotient_fma(float x, float s, float y, float xl,
+                               float xh) noexcept nogil:
+    """x / s for the integer types, by the reciprocal y = RN(1 / s) and two
+    correction steps (fused multiply-adds, each rounding once), x first
+    clamped to [xl, xh] = |s| * [-2^33, 2^33] (NaN stays NaN).  For
+    2^-60 <= |s| <= 2^60 the result is the division's bits wherever the
+    proof holds, and elsewhere |x / s| < 2^-40, where both round to 0: the
+    quantized value is the same (docs/development.rst, "The division").
+    (xl is its own value, not -xh: GCC would otherwise compute -x by a
+    compare and a blend.)"""
+    cdef float q, e
+    x = xh if xh < x else x
+    x = xl if xl > x else x
+    q = x * y
+    e = fmaf(s, q, -x)
+    q = fmaf(-e, y, q)
+    e = fmaf(s, q, -x)
+    return fmaf(-e, y, q)
+
+
 cdef inline int32_t quantize_int(float v, float flo, float fhi,
                                  float zf) noexcept nogil:
     """8/16-bit: v = x / s clamped to [lo - zp, hi - zp] (NaN fails the first
