@@ -41,6 +41,7 @@ cdef struct Chan:
     float r          # 1 / s where that is exact (s a power of two), else 0
     float y          # 8/16-bit quantize: RN(1 / s) where quotient_fma
                      # takes the quotient, else 0
+    float yl         # and RN((1 - s * y) / s): y + yl is 1 / s to 2^-48
     float xl, xh     # -|s| * 2^33, |s| * 2^33: quotient_fma's bounds of x
     bint conv        # float16 / bfloat16 with the scale 1 and the zero point
                      # +0: a conversion (the drivers' convert_run)
@@ -165,6 +166,7 @@ cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
     c.r = exact_reciprocal(c.s)
     c.y = (0 if c.r != 0 or is_float(<qtype_t *>zp) or is_wide(<qtype_t *>zp)
            else fma_reciprocal(c.s))
+    c.yl = fmaf(-c.s, c.y, 1) / c.s if c.y != 0 else 0
     c.xh = (c.s if c.s >= 0 else -c.s) * <float>8589934592.0 if c.y != 0 else 0
     c.xl = -c.xh
     zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])

@@ -1,22 +1,21 @@
 # One element: the formula of each direction and type (the numerics of
 # docs/operators/), plain branch-free C that the compiler vectorises.
 
-cdef inline float quotient_fma(float x, float s, float y, float xl,
+cdef inline float quotient_fma(float x, float s, float y, float yl, float xl,
                                float xh) noexcept nogil:
-    """x / s for the integer types, by the reciprocal y = RN(1 / s) and two
-    correction steps (fused multiply-adds, each rounding once), x first
-    clamped to [xl, xh] = |s| * [-2^33, 2^33] (NaN stays NaN).  For
-    2^-60 <= |s| <= 2^60 the result is the division's bits wherever the
-    proof holds, and elsewhere |x / s| < 2^-40, where both round to 0: the
-    quantized value is the same (docs/development.rst, "The division").
-    (xl is its own value, not -xh: GCC would otherwise compute -x by a
-    compare and a blend.)"""
+    """x / s for the 8/16-bit types, by the reciprocal y + yl of s (y =
+    RN(1 / s), yl = RN((1 - s * y) / s)) and one correction step: x clamped
+    to [xl, xh] = |s| * [-2^33, 2^33] (NaN stays NaN), q = RN(x * y + RN(x *
+    yl)) (within one ulp of x / s), then q + (x - s * q) * y rounded once
+    (fused multiply-adds).  For 2^-60 <= |s| <= 2^60 that is the division's
+    result wherever the proof holds (Markstein's theorem), and elsewhere
+    |x / s| < 2^-40, where both round to 0: the quantized value is the same
+    (docs/development.rst, "The division").  (xl is its own value, not -xh:
+    GCC would otherwise compute -x by a compare and a blend.)"""
     cdef float q, e
     x = xh if xh < x else x
     x = xl if xl > x else x
-    q = x * y
-    e = fmaf(s, q, -x)
-    q = fmaf(-e, y, q)
+    q = fmaf(x, y, x * yl)
     e = fmaf(s, q, -x)
     return fmaf(-e, y, q)
 
