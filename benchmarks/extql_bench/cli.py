@@ -40,8 +40,8 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", nargs="+", type=parse_size, metavar="N",
-                   help="tensor sizes in elements (64K, 1M, 16M, or numbers; "
-                        "default: 64K 1M 16M)")
+                   help="tensor sizes in elements (64K, 256K, 1M, 16M, or numbers; "
+                        "default: 64K 256K 1M 16M)")
     p.add_argument("--threads", nargs="+", type=thread_count, metavar="T",
                    help="session / kernel thread counts; 0 = all cores (default: 1 0)")
     p.add_argument("--repeat", type=int, metavar="R",
