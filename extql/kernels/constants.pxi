@@ -39,12 +39,13 @@ cdef struct Opts:
 cdef struct Chan:
     float s          # the scale
     float r          # 1 / s where that is exact (s a power of two), else 0
-    float y          # 8/16-bit quantize: RN(1 / s) where quotient_fma
-                     # takes the quotient, else 0
-    float yl         # and RN((1 - s * y) / s): y + yl is 1 / s to 2^-48
-    float xl, xh     # -|s| * 2^33, |s| * 2^33: quotient_fma's bounds of x
-    bint conv        # float16 / bfloat16 with the scale 1 and the zero point
-                     # +0: a conversion (the drivers' convert_run)
+    # 8/16-bit quantize where quotient_fma takes the quotient (else y 0):
+    # y = RN(1 / s), yl = RN((1 - s * y) / s) (y + yl is 1 / s to 2^-48),
+    # and xl, xh = -|s| * 2^33, |s| * 2^33, the bounds it clamps x to.
+    float y, yl, xl, xh
+    # float16 / bfloat16 with the scale 1 and the zero point +0: a
+    # conversion (the drivers' quantize_convert, dequantize_convert).
+    bint conv
     float zf         # the zero point as a float (exact for every type)
     int32_t zi       # as int32: the value (8/16-bit) or the bits (32-bit)
     double zd        # as a double (32-bit dequantize's exact path)
@@ -176,9 +177,9 @@ cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
 cdef struct Cols:
     # Entry k holds the constants of one element; arrays of the entries a
     # window or period needs.  perz: zero points per entry, in the forms
-    # the formula of the type and direction uses (zf: float; zi: int32;
-    # fl, fh: 32-bit quantize's bounds); else every entry's zero point is
-    # z0's.
+    # the formula of the type and direction uses (zf: float; zi: int32 --
+    # 8/16-bit quantize reads both; fl, fh: 32-bit quantize's bounds); else
+    # every entry's zero point is z0's.
     float *s
     float *zf
     int32_t *zi
@@ -195,6 +196,8 @@ cdef inline int64_t cols_arrays(qtype_t *like, bint perz,
         return 1
     if (qtype_t is int32_t or qtype_t is uint32_t) and quantize:
         return 4
+    if quantize and not is_float(like):
+        return 3
     return 2
 
 
@@ -217,6 +220,7 @@ cdef inline void cols_layout(Cols *cl, float *buf, int64_t m, bint perz,
             cl.fh = buf + 3 * m
     elif quantize:
         cl.zf = buf + m
+        cl.zi = <int32_t *>(buf + 2 * m)
     else:
         cl.zi = <int32_t *>(buf + m)
 
@@ -326,7 +330,6 @@ cdef inline int64_t next_entry(int64_t k, int64_t m, int64_t P) noexcept nogil:
     return k
 
 
-
 # Blocked quantization's constants (block_size > 0)
 
 cdef inline void block_row(Cols *cl, float *buf, const float *scale,
@@ -412,4 +415,3 @@ cdef inline int block_shift(int64_t D, int64_t inner, int64_t B) noexcept nogil:
         if B == (1 << shift) and B <= TILE:
             return shift
     return 0
-

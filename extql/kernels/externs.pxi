@@ -56,7 +56,6 @@ cdef extern from "extql_primitives.h":
     float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
     float f16_to_f32 "extql_f16_to_f32"(uint16_t h) noexcept nogil
     float rint "extql_rint"(float v) noexcept nogil
-    float rint_small "extql_rint_small"(float v) noexcept nogil
     float opaque "extql_opaque"(float v) noexcept nogil
     void prefetch "extql_prefetch"(const void *p, int64_t nbytes) noexcept nogil
     void store_i8 "extql_store_i8"(int8_t *dst, const int32_t *t, int64_t n,
@@ -108,6 +107,9 @@ cdef extern from *:
        the float arithmetic around it into double arithmetic. */
     #define EXTQL_TWO31 2147483648.0f
     #define EXTQL_TWO32 4294967296.0f
+    /* 1.5 * 2^23 and its bits: quantize_int's rounding. */
+    #define EXTQL_ROUND_MAGIC 12582912.0f
+    #define EXTQL_ROUND_MAGIC_BITS 0x4B400000u
     #include <math.h>
     #define EXTQL_INF INFINITY
     """
@@ -116,6 +118,8 @@ cdef extern from *:
     ctypedef struct bfloat16_t "extql_bfloat16_t":
         uint16_t bits
     const float TWO31 "EXTQL_TWO31"
+    const float ROUND_MAGIC "EXTQL_ROUND_MAGIC"
+    const uint32_t ROUND_MAGIC_BITS "EXTQL_ROUND_MAGIC_BITS"
     const float TWO32 "EXTQL_TWO32"
     const float INF "EXTQL_INF"
 

@@ -21,13 +21,15 @@ cdef inline float quotient_fma(float x, float s, float y, float yl, float xl,
 
 
 cdef inline int32_t quantize_int(float v, float flo, float fhi,
-                                 float zf) noexcept nogil:
+                                 uint32_t zi) noexcept nogil:
     """8/16-bit: v = x / s clamped to [lo - zp, hi - zp] (NaN fails the first
-    test and becomes lo - zp), rounded to nearest even, + zp.  Every step is
-    exact in float32 for these ranges."""
+    test and becomes lo - zp), rounded to nearest even, + zp.  The rounding
+    is the addition of 1.5 * 2^23, exact for |v| <= 2^22: the sum's ulp is 1,
+    and its low 23 bits are 2^22 + the rounded v, so the integer is read
+    from the bits (no rounding instruction, no conversion)."""
     v = v if v > flo else flo
     v = v if v < fhi else fhi
-    return <int32_t>(rint_small(v) + zf)
+    return <int32_t>(f32_bits(v + ROUND_MAGIC) - ROUND_MAGIC_BITS + zi)
 
 
 cdef inline uint32_t quantize_wide(float v, float fl, float fh, uint32_t zi,
@@ -114,4 +116,3 @@ cdef inline int difference_overflows(qtype_t x, uint32_t z) noexcept nogil:
         return <int>(x < z) ^ <int>(d >> 31)
     else:
         return 0
-
