@@ -23,16 +23,28 @@
 #include <stdint.h>
 
 /* Tensors smaller than this run on the calling thread (NumPy API). */
+#ifndef EXTQL_PARALLEL_MIN_ELEMENTS
 #define EXTQL_PARALLEL_MIN_ELEMENTS (1 << 16)
+#endif
 /* The same for the onnxruntime ops (a pool hand-off includes a wake-up). */
+#ifndef EXTQL_POOL_MIN_ELEMENTS
 #define EXTQL_POOL_MIN_ELEMENTS (1 << 18)
+#endif
 /* The shortest range, the longest range handed to a pool, and the ranges
    per thread (or for a pool of unknown size) that let the threads balance
    their work. */
+#ifndef EXTQL_CHUNK_MIN
 #define EXTQL_CHUNK_MIN (1 << 15)
+#endif
+#ifndef EXTQL_CHUNK_MAX
 #define EXTQL_CHUNK_MAX (1 << 18)
+#endif
+#ifndef EXTQL_CHUNKS_PER_THREAD
 #define EXTQL_CHUNKS_PER_THREAD 8
+#endif
+#ifndef EXTQL_POOL_CHUNKS
 #define EXTQL_POOL_CHUNKS 64
+#endif
 
 /* How many of `threads` threads to use on n elements: 1 below the
    parallel minimum, and at most one per EXTQL_CHUNK_MIN elements. */

@@ -1,6 +1,6 @@
 """The quantize quotient x / s has the bits of the IEEE float32 division.
 
-The 8- and 16-bit quantize of the AVX-512 copy takes the quotient by the
+The 8- and 16-bit quantize of the copies with FMA (AVX2, AVX-512) takes the quotient by the
 reciprocal y = RN(1 / s) and two correction steps (``quotient_fma`` in
 extql/kernels/formula.pxi) for scales 2^-60 <= |s| <= 2^60 that are not
 powers of two; the other copies, types and scales divide (or multiply by an
