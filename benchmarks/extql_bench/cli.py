@@ -58,7 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "scale, dequantize's scale and output (default: float32)")
     p.add_argument("--tables", nargs="+", choices=TABLES, metavar="TABLE",
                    help="ort, numpy, fallback (default all)")
-    p.add_argument("--isa", help="force a kernel variant (baseline, avx2, avx512); default: automatic")
+    p.add_argument("--isa",
+                   help="force a kernel variant (baseline, avx2, avx512); default: automatic")
     p.add_argument("--no-check", action="store_true", help="skip the exactness check")
     p.add_argument("--spin", action="store_true",
                    help="keep onnxruntime's thread-pool spinning (default: off, because the "
