@@ -18,16 +18,22 @@ _FLOAT8 = ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz")
 ORT_Q_TYPES = ("int8", "uint8", "int16", "uint16", "int4", "uint4", *_FLOAT8)
 ORT_DQ_TYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4", *_FLOAT8)
 
-ANCHOR_NAME = {"ort": "onnxruntime {}", "cast": "Cast"}
+ANCHOR_NAME = {"ort": "onnxruntime {}", "cast": "Cast",
+               "ort16": "onnxruntime {} to int16 (the same input)"}
 
 
 def anchor_kind(op: str, qt: QuantizedType) -> str | None:
     """``cast`` (float16 / bfloat16), ``ort`` (a type onnxruntime's own op
-    takes) or None (no onnxruntime op to compare with)."""
+    takes), ``ort16`` (quantize to int32 / uint32, which onnxruntime's
+    QuantizeLinear does not take: its int16 quantize of the same input, the
+    same division and rounding) or None (no onnxruntime op to compare
+    with)."""
     if qt.name in QTYPES and qt.is_float:
         return "cast"
     if (op == Q and qt.name in ORT_Q_TYPES) or (op == DQ and qt.name in ORT_DQ_TYPES):
         return "ort"
+    if op == Q and qt.name in ("int32", "uint32"):
+        return "ort16"
     return None
 
 

@@ -42,8 +42,8 @@ DESCRIPTION = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", nargs="+", type=parse_size, metavar="N",
-                   help="tensor sizes in elements (64K, 1M, 16M, or numbers; "
-                        "default: 64K 1M 16M)")
+                   help="tensor sizes in elements (64K, 256K, 1M, 16M, or numbers; "
+                        "default: 64K 256K 1M 16M)")
     p.add_argument("--threads", nargs="+", type=thread_count, metavar="T",
                    help="session / kernel thread counts; 0 = all cores (default: 1 0)")
     p.add_argument("--repeat", type=int, metavar="R",
@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the blocks table's layouts: nchw (an NCHW activation, blocks along "
                         "axis 1), axis1 (a (n/256, 256) MatMul input, blocks along the last "
                         "axis); default both")
-    p.add_argument("--isa", help="force a kernel variant (baseline, avx2); default: automatic")
+    p.add_argument("--isa",
+                   help="force a kernel variant (baseline, avx2, avx512); default: automatic")
     p.add_argument("--no-check", action="store_true", help="skip the exactness check")
     p.add_argument("--spin", action="store_true",
                    help="keep onnxruntime's thread-pool spinning (default: off, because the "

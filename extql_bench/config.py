@@ -17,7 +17,7 @@ Q, DQ = "Q", "DQ"
 #: ``nchw56``: shape (N, 256, 7, 7) / (N, 64, 56, 56), axis 1 (short runs of
 #: 49 / 3136 elements), N the batch that comes nearest the size.
 GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw56", "block32", "block128")
-DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)
+DEFAULT_SIZES = (1 << 16, 1 << 18, 1 << 20, 1 << 24)
 #: The float side of a row: quantize's x and scale, dequantize's scale and
 #: output.
 FLOATS = ("float32", "float16", "bfloat16")
@@ -89,7 +89,7 @@ class BenchConfig:
     # The NumPy and fallback tables (slow anchors): fewer samples, per tensor.
     side_repeat: int = 5
     side_granularities: Sequence[str] = ("tensor",)
-    min_sample: float = 2e-3  # seconds: small cases are timed in batches
+    min_sample: float = 2e-3  # seconds of samples per contender and round (timing.py)
     check: bool = True
     spin: bool = False  # onnxruntime's default thread-pool spinning
     progress: Callable[[str], None] | None = None

@@ -28,7 +28,7 @@ BLOCKED_COLUMNS = 4096
 # Zero points per type: non-zero, so that the zero-point arithmetic runs.
 _ZERO_POINT = {
     "int8": 3, "uint8": 128, "int16": -7, "uint16": 32768,
-    "int32": 11, "uint32": 2**31, "float16": 0.5, "bfloat16": 0.5,
+    "int32": 11, "uint32": 2**31, "float16": 0.0, "bfloat16": 0.0,
     "int4": 1, "uint4": 8, "int2": -1, "uint2": 2,
     # float8 takes no zero point (and the official dequantize refuses one
     # other than 0); float4e2m1 adds it.
@@ -123,9 +123,12 @@ class Data:
     def scale32(qt: QuantizedType, granularity: str, n: int = 0) -> np.ndarray:
         """Scales that put a standard normal input across about a third of
         the integer range (so some values saturate at 3 sigma; 32-bit types:
-        a small part of it); per channel, a ramp from 0.5 to 2 times that."""
+        a small part of it); per channel, a ramp from 0.5 to 2 times that.
+        float16 / bfloat16: 1 everywhere."""
         if qt.is_float:
-            base = np.float32(0.37)  # not a power of two: a real division
+            # float16 / bfloat16 as Quark writes them: scale 1 (and zero
+            # point 0), a conversion, like the Cast they are measured against.
+            base = np.float32(1.0)
         elif qt.name in ("int32", "uint32"):
             # Inside +-2^24: onnxruntime's DequantizeLinear computes x - zp in
             # int32, which wraps near the ends of the range (extql does not).
@@ -137,9 +140,9 @@ class Data:
         if granularity in BLOCKED:  # one scale per block, a ramp over the blocks
             blocks = _blocked_shape(n, granularity)
             ramp = np.linspace(0.5, 2.0, math.prod(blocks), dtype=np.float32).reshape(blocks)
-            return (base * ramp).astype(np.float32)
+            return (base * (ramp if not qt.is_float else np.ones_like(ramp))).astype(np.float32)
         ramp = np.linspace(0.5, 2.0, channels(granularity), dtype=np.float32)
-        return (base * ramp).astype(np.float32)
+        return (base * (ramp if not qt.is_float else np.ones_like(ramp))).astype(np.float32)
 
     @staticmethod
     def zero_point(qt: QuantizedType, granularity: str, n: int = 0) -> np.ndarray:

@@ -120,17 +120,20 @@ METHOD = """\
 How it was measured (`extql bench`, the harness extql_bench):
 
 * Every row runs its contenders side by side in one process on the same input
-  and output buffers, interleaved: each of `repeat` rounds takes one sample of
-  each contender, in an order that rotates from round to round; the table shows
-  medians.  Small tensors are timed in batches of calls (a sample lasts about
-  2 ms).
+  and output buffers, interleaved: each of `repeat` rounds takes samples of
+  each contender for about 2 ms, in an order that rotates from round to round;
+  a sample is one call (small tensors: a few calls, about 0.1 ms); the table
+  shows the median of all samples.  Short samples keep most of them clear of
+  other processes' time slices on a shared machine.
 * extql: the native op in an onnxruntime `InferenceSession` (library
   registered), run with IOBinding into a preallocated output (bfloat16 through
   `OrtValue.ortvalue_from_numpy_with_onnx_type`).  The anchors run in the same
   way in sessions of their own with the same `intra_op_num_threads`:
   onnxruntime's QuantizeLinear / DequantizeLinear (opset 21) for int8, uint8,
-  int16, uint16 (and DequantizeLinear of int32); `Cast` for float16 / bfloat16
-  (quantize: Cast float -> float16/bfloat16; dequantize: Cast back to float).
+  int16, uint16 (and DequantizeLinear of int32); its int16 QuantizeLinear of
+  the same input for the int32 / uint32 quantize (it has no 32-bit quantize);
+  `Cast` for float16 / bfloat16 (quantize: Cast float -> float16/bfloat16;
+  dequantize: Cast back to float).
   Thread-pool spinning is off in every session (`session.intra_op.allow_spinning
   = 0`): otherwise the idle workers of one session spin for tens of
   milliseconds after each run on the cores the next, interleaved session needs.
@@ -142,15 +145,16 @@ How it was measured (`extql bench`, the harness extql_bench):
   installed extql without a checkout leaves the copy column out): the same
   inputs, the same checks, the same split of the work on the session's thread
   pool, but instead of the math a C loop, in the instruction-set variant the
-  kernels run (AVX2: non-temporal stores for outputs of 16 MiB or more, as the kernels), that
+  kernels run (AVX2, also for the AVX-512 kernels: non-temporal stores for outputs of 16 MiB or more, as the kernels), that
   reads the op's input buffer and writes its output buffer element by element
   with no arithmetic (the low bytes of each float32 for quantize; each element
   zero-extended to 32 bits for dequantize).  So it moves exactly the op's
   bytes, in the same session, on the same threads.
 * Data: standard normal float32 values; scales that spread them over about a
-  third of the integer range (32-bit types: +-2^24; float16 / bfloat16:
-  scale 0.37) so that some values saturate; non-zero zero points; per-axis
-  scales vary by channel.  Granularities: `tensor` (scalar scale), `axis0`
+  third of the integer range (32-bit types: +-2^24) so that some values
+  saturate; non-zero zero points; per-axis scales vary by channel.  float16 /
+  bfloat16 rows are as Quark writes them: scale 1 and zero point 0, the
+  conversion a Cast is.  Granularities: `tensor` (scalar scale), `axis0`
   (shape (256, n/256), axis 0: the channel changes every n/256 elements),
   `axis1` (shape (n/256, 256), axis 1: the channel changes every element) and
   `nchw` (shape (1, 64, H, W), axis 1, as a convolution's activations: 16M is

@@ -169,9 +169,14 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                 copy_sess = None if tname not in QTYPES or copy_note else o.session(
                     o.model("copy", op, qt, gran, scale, zp), threads, "copy", cfg.spin)
                 anc_sess, note = None, None
+                # The int16 proxy of a 32-bit quantize: its own type, scale
+                # and a zero point of 0.
+                aqt = QTYPES["int16"] if kind == "ort16" else qt
+                azp = np.zeros(np.shape(zp), aqt.dtype) if kind == "ort16" else zp
                 if kind is not None:
                     try:
-                        anc_sess = o.session(o.model(kind, op, qt, gran, scale, zp),
+                        anc_sess = o.session(o.model("ort" if kind == "ort16" else kind, op,
+                                                     aqt, gran, scale, azp),
                                              threads, None, cfg.spin)
                     except Exception as exc:  # the anchor may not support a form
                         note = f"anchor failed: {str(exc).splitlines()[0][:80]}"
@@ -182,7 +187,8 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                     funcs = [ext]
                     anc = None
                     if anc_sess is not None:
-                        anc = o.runner(anc_sess, x, y)
+                        anc = o.runner(anc_sess, x, y if kind != "ort16" else
+                                       data.output(op, aqt, x.shape, fdt))
                         try:
                             anc()  # an older onnxruntime may refuse a form at run time
                         except Exception as exc:

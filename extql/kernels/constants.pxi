@@ -20,6 +20,12 @@ cdef enum:
     OUT_DIRECT = 0
     OUT_TILE = 1
     OUT_STREAM = 2
+    # How a quantize tile with one channel's constants takes the quotient
+    # x / s: the division, the multiply by an exact reciprocal, or
+    # quotient_fma.
+    Q_DIV = 0
+    Q_MUL = 1
+    Q_FMA = 2
 
 
 cdef struct Opts:
@@ -33,6 +39,13 @@ cdef struct Opts:
 cdef struct Chan:
     float s          # the scale
     float r          # 1 / s where that is exact (s a power of two), else 0
+    # 8/16-bit quantize where quotient_fma takes the quotient (else y 0):
+    # y = RN(1 / s), yl = RN((1 - s * y) / s) (y + yl is 1 / s to 2^-48),
+    # and xl, xh = -|s| * 2^33, |s| * 2^33, the bounds it clamps x to.
+    float y, yl, xl, xh
+    # float16 / bfloat16 with the scale 1 and the zero point +0: a
+    # conversion (the drivers' quantize_convert, dequantize_convert).
+    bint conv
     float zf         # the zero point as a float (exact for every type)
     int32_t zi       # as int32: the value (8/16-bit) or the bits (32-bit)
     double zd        # as a double (32-bit dequantize's exact path)
@@ -119,6 +132,15 @@ cdef inline float exact_reciprocal(float s) noexcept nogil:
     return 0 if (f32_bits(r) & 0x7FFFFFFFu) >= 0x7F800000u else r
 
 
+cdef inline float fma_reciprocal(float s) noexcept nogil:
+    """RN(1 / s) when quotient_fma takes x / s (the copy does so:
+    FMA_QUOTIENT, and 2^-60 <= |s| <= 2^60), else 0."""
+    cdef float a = s if s >= 0 else -s
+    if not FMA_QUOTIENT or not (a >= 8.673617379884035e-19 and a <= 1.152921504606847e18):
+        return 0
+    return <float>1 / s
+
+
 cdef inline void zero_into(Chan *c, qtype_t z) noexcept nogil:
     """The zero point's fields of c."""
     cdef double zd = zero_double(z)
@@ -143,14 +165,21 @@ cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
     """Channel d's constants (zp NULL: zero point 0)."""
     c.s = scale[d]
     c.r = exact_reciprocal(c.s)
+    c.y = (0 if c.r != 0 or is_float(<qtype_t *>zp) or is_wide(<qtype_t *>zp)
+           else fma_reciprocal(c.s))
+    c.yl = fmaf(-c.s, c.y, 1) / c.s if c.y != 0 else 0
+    c.xh = (c.s if c.s >= 0 else -c.s) * <float>8589934592.0 if c.y != 0 else 0
+    c.xl = -c.xh
     zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
+    c.conv = ((qtype_t is float16_t or qtype_t is bfloat16_t) and c.s == 1
+              and f32_bits(c.zf) == 0)
 
 cdef struct Cols:
     # Entry k holds the constants of one element; arrays of the entries a
     # window or period needs.  perz: zero points per entry, in the forms
-    # the formula of the type and direction uses (zf: float; zi: int32;
-    # fl, fh: 32-bit quantize's bounds); else every entry's zero point is
-    # z0's.
+    # the formula of the type and direction uses (zf: float; zi: int32 --
+    # 8/16-bit quantize reads both; fl, fh: 32-bit quantize's bounds); else
+    # every entry's zero point is z0's.
     float *s
     float *zf
     int32_t *zi
@@ -167,6 +196,8 @@ cdef inline int64_t cols_arrays(qtype_t *like, bint perz,
         return 1
     if (qtype_t is int32_t or qtype_t is uint32_t) and quantize:
         return 4
+    if quantize and not is_float(like):
+        return 3
     return 2
 
 
@@ -189,6 +220,7 @@ cdef inline void cols_layout(Cols *cl, float *buf, int64_t m, bint perz,
             cl.fh = buf + 3 * m
     elif quantize:
         cl.zf = buf + m
+        cl.zi = <int32_t *>(buf + 2 * m)
     else:
         cl.zi = <int32_t *>(buf + m)
 

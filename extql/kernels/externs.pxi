@@ -7,7 +7,7 @@ from libc.stdint cimport (
     int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 )
 from libc.string cimport memcpy, memcmp
-from libc.math cimport nearbyint
+from libc.math cimport fmaf, nearbyint
 from libc.stdlib cimport free, malloc
 
 # The public header (generated from extql/_entrypoints.py): the flags, the
@@ -50,11 +50,11 @@ cdef extern from "extql_primitives.h":
     enum:
         TILE "EXTQL_TILE"
         HAVE_STREAM "EXTQL_HAVE_STREAM"
+        FMA_QUOTIENT "EXTQL_FMA_QUOTIENT"
     uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
     float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil
     float f16_to_f32 "extql_f16_to_f32"(uint16_t h) noexcept nogil
     float rint "extql_rint"(float v) noexcept nogil
-    float rint_small "extql_rint_small"(float v) noexcept nogil
     float opaque "extql_opaque"(float v) noexcept nogil
     void prefetch "extql_prefetch"(const void *p, int64_t nbytes) noexcept nogil
     void store_i8 "extql_store_i8"(int8_t *dst, const int32_t *t, int64_t n,
@@ -83,6 +83,14 @@ cdef extern from "extql_primitives.h":
                                    int64_t n) noexcept nogil
     void load_bf16 "extql_load_bf16"(float *t, const uint16_t *src,
                                      int64_t n) noexcept nogil
+    void widen_f16 "extql_widen_f16"(float *t, const uint16_t *src, int64_t n,
+                                     int stream) noexcept nogil
+    void widen_bf16 "extql_widen_bf16"(float *t, const uint16_t *src, int64_t n,
+                                       int stream) noexcept nogil
+    void cast_f16 "extql_cast_f16"(uint16_t *dst, const float *x, int64_t n,
+                                   int stream) noexcept nogil
+    void cast_bf16 "extql_cast_bf16"(uint16_t *dst, const float *x, int64_t n,
+                                     int stream) noexcept nogil
     void round_f16 "extql_round_f16"(float *t, int64_t n) noexcept nogil
     void fill_32 "extql_fill_32"(void *p, uint32_t v, int64_t n) noexcept nogil
     void stream32 "extql_stream32"(void *dst, const void *src) noexcept nogil
@@ -98,6 +106,9 @@ cdef extern from *:
        the float arithmetic around it into double arithmetic. */
     #define EXTQL_TWO31 2147483648.0f
     #define EXTQL_TWO32 4294967296.0f
+    /* 1.5 * 2^23 and its bits: quantize_int's rounding. */
+    #define EXTQL_ROUND_MAGIC 12582912.0f
+    #define EXTQL_ROUND_MAGIC_BITS 0x4B400000u
     #include <math.h>
     #define EXTQL_INF INFINITY
     """
@@ -106,6 +117,8 @@ cdef extern from *:
     ctypedef struct bfloat16_t "extql_bfloat16_t":
         uint16_t bits
     const float TWO31 "EXTQL_TWO31"
+    const float ROUND_MAGIC "EXTQL_ROUND_MAGIC"
+    const uint32_t ROUND_MAGIC_BITS "EXTQL_ROUND_MAGIC_BITS"
     const float TWO32 "EXTQL_TWO32"
     const float INF "EXTQL_INF"
 

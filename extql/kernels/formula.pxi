@@ -1,14 +1,35 @@
 # One element: the formula of each direction and type (the numerics of
 # docs/operators/), plain branch-free C that the compiler vectorises.
 
+cdef inline float quotient_fma(float x, float s, float y, float yl, float xl,
+                               float xh) noexcept nogil:
+    """x / s for the 8/16-bit types, by the reciprocal y + yl of s (y =
+    RN(1 / s), yl = RN((1 - s * y) / s)) and one correction step: x clamped
+    to [xl, xh] = |s| * [-2^33, 2^33] (NaN stays NaN), q = RN(x * y + RN(x *
+    yl)) (within one ulp of x / s), then q + (x - s * q) * y rounded once
+    (fused multiply-adds).  For 2^-60 <= |s| <= 2^60 that is the division's
+    result wherever the proof holds (Markstein's theorem), and elsewhere
+    |x / s| < 2^-40, where both round to 0: the quantized value is the same
+    (docs/development.rst, "The division").  (xl is its own value, not -xh:
+    GCC would otherwise compute -x by a compare and a blend.)"""
+    cdef float q, e
+    x = xh if xh < x else x
+    x = xl if xl > x else x
+    q = fmaf(x, y, x * yl)
+    e = fmaf(s, q, -x)
+    return fmaf(-e, y, q)
+
+
 cdef inline int32_t quantize_int(float v, float flo, float fhi,
-                                 float zf) noexcept nogil:
+                                 uint32_t zi) noexcept nogil:
     """8/16-bit: v = x / s clamped to [lo - zp, hi - zp] (NaN fails the first
-    test and becomes lo - zp), rounded to nearest even, + zp.  Every step is
-    exact in float32 for these ranges."""
+    test and becomes lo - zp), rounded to nearest even, + zp.  The rounding
+    is the addition of 1.5 * 2^23, exact for |v| <= 2^22: the sum's ulp is 1,
+    and its low 23 bits are 2^22 + the rounded v, so the integer is read
+    from the bits (no rounding instruction, no conversion)."""
     v = v if v > flo else flo
     v = v if v < fhi else fhi
-    return <int32_t>(rint_small(v) + zf)
+    return <int32_t>(f32_bits(v + ROUND_MAGIC) - ROUND_MAGIC_BITS + zi)
 
 
 cdef inline uint32_t quantize_wide(float v, float fl, float fh, uint32_t zi,

@@ -12,10 +12,18 @@
  * woken; for per-axis quantization along the last axis, the periodic scale
  * and zero point), so ranges are made as large as balance allows, and a
  * tensor below the parallel minimum runs on the calling thread: handing it
- * out would cost more than it takes on one core.  The onnxruntime minimum is
- * larger because its pool's threads sleep between nodes (no spinning is
- * the usual setting), so every hand-off includes a wake-up.  Ranges are a
- * multiple of 64 elements (whole cache lines for every element size).
+ * out would cost more than it takes on one core.  The minimums are measured
+ * (docs/development.rst, "The onnxruntime shim and the type table"): on the
+ * shared 2-core machine of those measurements a second thread paid off at
+ * no size up to 1M elements, for extql as for onnxruntime's own operators
+ * (one-node sessions at 256K took 0.78-0.86x the time on one thread than on
+ * two, and the same at 1M): the onnxruntime ops split from 1M elements on.
+ * The NumPy API's OpenMP team splits from 64K (two threads took 0.77-1.28x
+ * one thread's time at 64K-128K; from 256K on, libgomp's default waiting
+ * made them stall for milliseconds on that machine, whatever the split:
+ * OMP_WAIT_POLICY=passive avoids it).  Ranges are a
+ * multiple of 64 elements (whole cache lines for every element size).  The
+ * build may set every threshold (-D) for measurements.
  */
 #ifndef EXTQL_SPLIT_H
 #define EXTQL_SPLIT_H
@@ -23,16 +31,29 @@
 #include <stdint.h>
 
 /* Tensors smaller than this run on the calling thread (NumPy API). */
+#ifndef EXTQL_PARALLEL_MIN_ELEMENTS
 #define EXTQL_PARALLEL_MIN_ELEMENTS (1 << 16)
-/* The same for the onnxruntime ops (a pool hand-off includes a wake-up). */
-#define EXTQL_POOL_MIN_ELEMENTS (1 << 18)
+#endif
+/* The same for the onnxruntime ops (a pool hand-off includes a wake-up
+   when the pool does not spin). */
+#ifndef EXTQL_POOL_MIN_ELEMENTS
+#define EXTQL_POOL_MIN_ELEMENTS (1 << 20)
+#endif
 /* The shortest range, the longest range handed to a pool, and the ranges
    per thread (or for a pool of unknown size) that let the threads balance
    their work. */
+#ifndef EXTQL_CHUNK_MIN
 #define EXTQL_CHUNK_MIN (1 << 15)
+#endif
+#ifndef EXTQL_CHUNK_MAX
 #define EXTQL_CHUNK_MAX (1 << 18)
+#endif
+#ifndef EXTQL_CHUNKS_PER_THREAD
 #define EXTQL_CHUNKS_PER_THREAD 8
+#endif
+#ifndef EXTQL_POOL_CHUNKS
 #define EXTQL_POOL_CHUNKS 64
+#endif
 
 /* How many of `threads` threads to use on n elements: 1 below the
    parallel minimum, and at most one per EXTQL_CHUNK_MIN elements. */

@@ -259,9 +259,9 @@ def test_large_parallel(name, threads):
     """Tensors above the parallel minimum, split over the session's thread
     pool (or run inline with one thread), per tensor and per axis."""
     rng = np.random.default_rng(9)
-    # 4 * 257 * 331 elements: above the shim's parallel minimum (2^18).
-    x = special_floats(4 * 257 * 331, rng).reshape(4, 257, 331)
-    for sshape, axis in [((), None), ((257,), 1), ((331,), -1), ((4,), 0)]:
+    # 4 * 257 * 1021 elements: above the shim's parallel minimum (2^20).
+    x = special_floats(4 * 257 * 1021, rng).reshape(4, 257, 1021)
+    for sshape, axis in [((), None), ((257,), 1), ((1021,), -1), ((4,), 0)]:
         s = scale_for(sshape, rng)
         zp = zero_point(name, sshape, rng)
         a = _axis_for_contract(axis)

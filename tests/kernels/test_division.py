@@ -1,0 +1,151 @@
+"""The quantize quotient x / s has the bits of the IEEE float32 division.
+
+The 8- and 16-bit quantize of the copies with FMA (AVX2, AVX-512) takes the quotient by the
+reciprocal y = RN(1 / s) and two correction steps (``quotient_fma`` in
+extql/kernels/formula.pxi) for scales 2^-60 <= |s| <= 2^60 that are not
+powers of two; the other copies, types and scales divide (or multiply by an
+exact reciprocal).  docs/development.rst ("The division") proves that the
+quantized value is the division's; these tests check it the way the
+division itself is checked: against the contract (tests/contract.py, NumPy's
+float32 division), on every float32 ``x`` of whole binades of the quotient
+(ties and their neighbours included) for scales chosen to be hard (the
+largest reciprocal errors, mantissas of all ones, the ends of the range the
+proof covers and just past them, subnormal and negative scales), on tiny and
+huge quotients, and as hypothesis properties of near-tie values.  The
+``slow`` test runs every one of the 2^32 float32 values for each hard scale.
+conftest.py runs the module once per kernel variant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from contract import TYPES, assert_same_bits, quantize
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import extql
+
+F32 = np.float32
+NARROW = ["int8", "uint8", "int16", "uint16"]
+
+
+def _f32(bits: int) -> np.float32:
+    return np.array([bits], np.uint32).view(F32)[0]
+
+
+#: Scales that are hard for a division by the reciprocal: y = RN(1 / s) with
+#: (almost) the largest relative error (mantissas of all ones, 1 + ulp), the
+#: quantizers' usual ones, the ends of the range where the kernels use the
+#: reciprocal (2^-60 <= |s| <= 2^60) and just past them (they divide), tiny,
+#: subnormal and negative scales.
+HARD = [
+    F32(0.37), F32(1 / 3), F32(0.1), F32(6 / 255), F32(2.0 / 65535), F32(3.0),
+    _f32(0x3F7FFFFF), _f32(0x3FFFFFFF), _f32(0x3F800001), _f32(0x3FC00001), _f32(0x3F7FFFFE),
+    F32(-0.37), F32(1.5 * 2.0**-60), F32(1.5 * 2.0**-61), F32(1.5 * 2.0**59),
+    F32(1.5 * 2.0**60), F32(np.nextafter(F32(2.0**-60), F32(1))), F32(1e-30), F32(3e-41),
+]
+
+
+def _between(lo: float, hi: float, step: int = 1) -> np.ndarray:
+    """Every float32 in [lo, hi) (0 < lo < hi; every step-th one), and their
+    negatives."""
+    a = np.array([lo, hi], F32).view(np.uint32)
+    bits = np.arange(int(a[0]), int(a[1]), step, dtype=np.uint32)
+    pos = bits.view(F32)
+    return np.concatenate([pos, -pos])
+
+
+def _check(x: np.ndarray, s: np.float32, name: str, zp: int = 0, what: str = "") -> None:
+    dt = TYPES[name][0]
+    z = np.array(zp, dt)
+    assert_same_bits(extql.quantize_linear(x, s, z), quantize(x, s, z, 1),
+                     f"quantize {name} s={s!r} zp={zp} {what}")
+
+
+@pytest.mark.parametrize("s", HARD, ids=[f"{float(s):.9g}" for s in HARD])
+def test_every_x_of_a_quotient_binade(s):
+    """Every x whose quotient lies in [2^13, 2^14) (int16: the last bit of the
+    quotient decides the rounding of every tie k + 0.5 and of its
+    neighbours), and in [2^5, 2^6) for int8 and uint8."""
+    a = abs(float(s))
+    _check(_between(a * 2.0**13, a * 2.0**14), s, "int16", what="quotients in [2^13, 2^14)")
+    x = _between(a * 2.0**5, a * 2.0**6)
+    _check(x, s, "int8", what="quotients in [2^5, 2^6)")
+    _check(x, s, "uint8", 3, what="quotients in [2^5, 2^6)")
+    _check(_between(a * 2.0**14, a * 2.0**15), s, "uint16", 32768, "quotients in [2^14, 2^15)")
+
+
+@pytest.mark.parametrize("name", NARROW)
+def test_tiny_and_huge_quotients(name):
+    """Where the proof's conditions end: |x| around 2^-100, quotients around
+    2^-124 and the subnormals, |x| around |s| * 2^33 (the bound the
+    reciprocal path clamps x to) and beyond to the largest floats, with the
+    scales at the ends of the reciprocal's range."""
+    parts = [_between(2.0**-103, 2.0**-97, 97), _between(1e-45, 2.0**-120, 4099)]
+    for e in (20, 31, 32, 33, 34, 40):
+        parts.append(np.geomspace(2.0**e * 0.5, 2.0**e * 2, 4097).astype(F32))
+    parts.append(np.array([3.4028235e38, 1e38, np.inf, -np.inf, np.nan, 0.0, -0.0], F32))
+    base = np.concatenate(parts)
+    for s in HARD:
+        a = abs(float(s))
+        with np.errstate(over="ignore"):
+            scaled = np.concatenate([base, -base, (base * F32(a)).astype(F32)])
+            scaled = np.concatenate([scaled, -scaled])
+        _check(scaled, s, name, int(TYPES[name][1] + 1), "tiny and huge")
+
+
+@pytest.mark.parametrize("name", NARROW)
+def test_hard_scales_per_channel(name):
+    """One tensor whose channels take the reciprocal, the division and the
+    multiply, each with near-tie values of its own scale."""
+    s = np.array(HARD + [F32(0.5), F32(2.0**-70)], F32)
+    k = np.arange(-300, 300, dtype=F32)
+    with np.errstate(over="ignore", under="ignore"):
+        rows = [np.concatenate([((k + F32(0.5)) * c).astype(F32)] * 3) for c in s]
+    x = np.stack(rows)
+    x[:, 600:1200] = np.nextafter(x[:, 600:1200], F32(np.inf))
+    x[:, 1200:] = np.nextafter(x[:, 1200:], F32(-np.inf))
+    dt = TYPES[name][0]
+    zp = np.resize(np.array([TYPES[name][1] + 7, 0, TYPES[name][2] - 3], np.int64), len(s))
+    zp = zp.astype(dt)
+    for axis, xx in ((0, x), (1, np.ascontiguousarray(x.reshape(1, *x.shape)))):
+        assert_same_bits(extql.quantize_linear(xx, s, zp, axis=axis),
+                         quantize(xx, s, zp, axis), f"quantize {name} per channel axis={axis}")
+
+
+NORMAL_SCALES = st.floats(min_value=2.0**-70, max_value=2.0**70, width=32,
+                          allow_subnormal=False).map(F32)
+
+
+@settings(max_examples=400, deadline=None)
+@given(s=st.one_of(NORMAL_SCALES, st.sampled_from(HARD)),
+       k=st.integers(-40000, 40000),
+       ulps=st.lists(st.integers(-3, 3), min_size=1, max_size=7),
+       negative_scale=st.booleans())
+def test_near_ties_property(s, k, ulps, negative_scale):
+    """x = RN((k + 1/2) * s) and its neighbours up to 3 ulps away, for any
+    scale: the quotients closest to the ties of the rounding to integers."""
+    s = F32(-s if negative_scale else s)
+    with np.errstate(over="ignore", under="ignore"):
+        x0 = F32(F32(k + 0.5) * s)
+    xs = [x0]
+    for u in ulps:
+        x = x0
+        for _ in range(abs(u)):
+            x = np.nextafter(x, F32(np.inf) if u > 0 else F32(-np.inf))
+        xs.append(x)
+    x = np.array(xs * 16, F32)  # at several lane positions
+    for name in NARROW:
+        _check(x, s, name, 0, f"near k={k} + 1/2")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("s", HARD, ids=[f"{float(s):.9g}" for s in HARD])
+def test_every_float32_x(s):
+    """All 2^32 float32 values of x (chunk by chunk), int8 and int16."""
+    chunk = 1 << 24
+    for start in range(0, 1 << 32, chunk):
+        x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(F32)
+        _check(x, s, "int16", what=f"x bits [{start:#x}, +{chunk:#x})")
+        _check(x, s, "int8", 5, what=f"x bits [{start:#x}, +{chunk:#x})")
