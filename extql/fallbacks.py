@@ -122,6 +122,7 @@ from __future__ import annotations
 
 import functools
 
+from .onnx.fallback_block_scripts import ByBlockVariant
 from .onnx.fallback_protos import (
     BLOCK_MIN_OPSET,
     BLOCK_VARIANTS,
@@ -141,7 +142,6 @@ from .onnx.fallback_protos import (
     variant,
     variant_opset,
 )
-from .onnx.fallback_block_scripts import ByBlockVariant
 from .onnx.fallback_scripts import FallbackFunction
 from .types import OP_NAMES
 

@@ -145,7 +145,8 @@ How it was measured (`extql bench`, the harness extql_bench):
   installed extql without a checkout leaves the copy column out): the same
   inputs, the same checks, the same split of the work on the session's thread
   pool, but instead of the math a C loop, in the instruction-set variant the
-  kernels run (AVX2, also for the AVX-512 kernels: non-temporal stores for outputs of 16 MiB or more, as the kernels), that
+  kernels run (AVX2, also for the AVX-512 kernels: non-temporal stores for
+  outputs of 16 MiB or more, as the kernels), that
   reads the op's input buffer and writes its output buffer element by element
   with no arithmetic (the low bytes of each float32 for quantize; each element
   zero-extended to 32 bits for dequantize).  So it moves exactly the op's

@@ -155,6 +155,14 @@ def BitWidthIn(bit_width: int, lo: float, hi: float):
                   op.Not(op.Greater(m, op.Constant(value_float=hi))))
 
 
+@script(_INTERNAL, default_opset=op)
+def MantissaBits(bit_width: int):
+    """The bits of an element's mantissa: bit_width less the sign and the
+    shared exponent's bits (a float32 scalar)."""
+    return op.Sub(op.Cast(op.Constant(value_int=bit_width), to=_F32),
+                  op.Constant(value_float=_SIGN_EXP))
+
+
 @script(_QUARK, default_opset=op)
 def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
              block_size: int = 8, rounding_mode: int = 0, sub_block_size: int = 2,
@@ -170,7 +178,7 @@ def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
     finite = op.Not(op.Or(op.IsNaN(a), op.IsInf(a)))
     af = op.Where(finite, a, op.Constant(value_float=0.0))
     e = ExponentField(BlockMax(af))
-    m = op.Sub(op.Cast(op.Constant(value_int=bit_width), to=_F32), op.Constant(value_float=_SIGN_EXP))
+    m = MantissaBits(bit_width=bit_width)
     s = Pow2(op.Sub(op.Sub(e, op.Constant(value_float=126.0)), m))
     top = op.Mul(op.Sub(Pow2(m), op.Constant(value_float=1.0)), s)
     qa = op.Div(af, s)
@@ -198,7 +206,7 @@ def BFPToBfpCompiler(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: in
     one_f = op.Constant(value_float=1.0)
     af = op.Where(finite, a, zero)
     e = ExponentField(BlockMax(af))
-    m = op.Sub(op.Cast(op.Constant(value_int=bit_width), to=_F32), op.Constant(value_float=_SIGN_EXP))
+    m = MantissaBits(bit_width=bit_width)
     s = Pow2(op.Sub(op.Sub(e, op.Constant(value_float=126.0)), m))
     r = RoundMagnitude(op.Div(af, s), neg, rounding_mode=rounding_mode)
     # The elements whose exponent field is E (every finite one when E is 0)
@@ -263,7 +271,7 @@ def BFPToBfpPrime(x, bfp_method: str = "to_bfp_prime", axis: int = 1, bit_width:
     e5 = op.Unsqueeze(e, axis2)
     ej = ExponentField(SubBlockMax(a5))
     shift = op.Min(op.Sub(e5, ej), op.Sub(Pow2(bits), one_f))
-    m = op.Sub(op.Cast(op.Constant(value_int=bit_width), to=_F32), op.Constant(value_float=_SIGN_EXP))
+    m = MantissaBits(bit_width=bit_width)
     k = op.Sub(op.Sub(op.Sub(e5, op.Constant(value_float=126.0)), shift), m)
     # (k is below -149 only for a sub-block of zeros and subnormals, above
     # 127 only for m = 0: both give r = 0, whatever the unit)
@@ -362,7 +370,8 @@ def make_mx(variant: str):
 
 
 #: The internal helpers the functions call (inlined when they are flattened).
-HELPERS = [Magnitude, ModeOk, KeepsSign, Finish, BitWidthIn]
+HELPERS = [Magnitude, ModeOk, KeepsSign, Finish, BitWidthIn, MantissaBits]
+
 
 def block_variant(family: str, attrs) -> str:
     """The variant of a node of ``family`` from its checked attributes

@@ -40,7 +40,6 @@ from ..types import (
     is_float8,
     type_opset,
 )
-
 from .attach_blocks import attach_block_fallbacks
 
 __all__ = ["attach_fallbacks", "FUNCTION_IR_VERSION"]
