@@ -5,17 +5,18 @@
 * A test that runs extql's kernels requests the fixture ``kernel_isa`` (a
   module of such tests with ``pytestmark =
   pytest.mark.usefixtures("kernel_isa")``, a test of its own with the
-  decorator, or as an argument) and runs once per instruction-set variant of
-  the kernels that this build and this CPU have
-  (``_kernels.available_isas()``: ``baseline``, ``avx2``, ...;
-  EXTQL_TEST_ISAS picks a subset); the fixture forces the variant.  Tests that
-  do not run the kernels in this process (fallback functions in onnxruntime,
-  the command in child processes, packaging, the repository's layout) run
-  once, on the variant the CPU picks.  A test that runs the kernels without
-  requesting the fixture fails, naming it: the kernels' Python entry points
-  and onnxruntime's registration of extql's library are watched
-  (:func:`_watch_the_kernels`), so every bit-exact test of the kernels runs on
-  every variant.
+  decorator, or as an argument); the fixture forces the variant.  The
+  exactness tests -- the folders of :data:`SWEPT`: the kernels through the
+  NumPy API, the operators by type on every path -- run once per
+  instruction-set variant of the kernels that this build and this CPU have
+  (``_kernels.available_isas()``: ``baseline``, ``avx2``, ``avx512``;
+  EXTQL_TEST_ISAS picks a subset).  Elsewhere (sessions of whole models,
+  tools, processes, packaging) a module runs once, on the variant the CPU
+  picks: the variant changes only the kernels' loops, which the exactness
+  tests cover.  A test that runs the kernels without requesting the fixture
+  fails, naming it: the kernels' Python entry points and onnxruntime's
+  registration of extql's library are watched (:func:`_watch_the_kernels`),
+  so that no exactness test runs on one variant by mistake.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
   library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
@@ -34,7 +35,8 @@ from collections.abc import Iterator
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, TESTS)
 
 from extql import _kernels  # noqa: E402
 
@@ -57,6 +59,10 @@ def _isas() -> list[str]:
 
 
 ISAS = _isas()
+#: The variant of the kernel_isa tests outside SWEPT: the one the CPU picks.
+ONE_ISA = _kernels.isa() if _kernels.isa() in ISAS else ISAS[-1]
+#: The folders of tests/ whose kernel_isa tests run on every variant of ISAS.
+SWEPT = ("kernels", "operators")
 FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
 
@@ -130,10 +136,19 @@ def _kernels_need_every_variant(request: pytest.FixtureRequest) -> Iterator[None
             "instruction-set variant", pytrace=False)
 
 
-@pytest.fixture(scope="module", params=ISAS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """kernel_isa's variants: every one of ISAS in the folders of SWEPT,
+    ONE_ISA elsewhere."""
+    if "kernel_isa" in metafunc.fixturenames:
+        folder = os.path.relpath(metafunc.definition.path, TESTS).split(os.sep)[0]
+        isas = ISAS if folder in SWEPT else [ONE_ISA]
+        metafunc.parametrize("kernel_isa", isas, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
 def kernel_isa(request: pytest.FixtureRequest) -> Iterator[str]:
     """Force one kernel variant (baseline, avx2, ...) for the module's tests:
-    a module that requests it runs once per variant."""
+    each of pytest_generate_tests' variants in turn."""
     _kernels.set_isa(request.param)
     yield request.param
     _kernels.set_isa(None)

@@ -18,12 +18,6 @@ from hypothesis import given, settings
 F32 = np.float32
 
 
-@pytest.fixture(scope="module")
-def kernel_isa():
-    """The oracle does not use extql's kernels: one run."""
-    return "default"
-
-
 @pytest.mark.parametrize(("mode", "cases"), [
     (0, {-0.3: -0.0, 0.3: 0.0, -0.5: -1.0, 0.5: 1.0, 2.5: 3.0, -2.5: -3.0, -0.0: -0.0}),
     (1, {-0.3: -0.0, -0.5: -0.0, -2.5: -2.0, 2.5: 3.0, -1.5: -1.0, -0.7: -1.0, -0.0: -0.0}),

@@ -21,13 +21,6 @@ from contract import assert_same_bits
 CASES = GRID_CASES
 
 
-@pytest.fixture(scope="module")
-def kernel_isa():
-    """The oracle does not use extql's kernels: one run (overrides
-    conftest's per-variant fixture)."""
-    return "default"
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_oracle_gives_quarks_bits(case):
     x, quark_y = grid_arrays(case)

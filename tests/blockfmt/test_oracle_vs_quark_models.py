@@ -18,13 +18,6 @@ from contract import assert_same_bits
 MODELS = BLOCK_MODELS
 
 
-@pytest.fixture(scope="module")
-def kernel_isa():
-    """The oracle does not use extql's kernels: one run (overrides
-    conftest's per-variant fixture)."""
-    return "default"
-
-
 def test_every_configuration_is_there():
     stems = {m.split("_", 1)[1] for m in MODELS}
     for config in ("bfp16", "mx4", "mx6", "mx9", "mxfp8e5m2", "mxfp8e4m3", "mxfp6e3m2",

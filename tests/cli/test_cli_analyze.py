@@ -17,6 +17,9 @@ import pytest
 import quarkmodels as qm
 from analyzecheck import assert_db, model_sqnr
 
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 TIMEOUT = 300
 # A Python that behaves as if matplotlib were not installed.
 NO_MATPLOTLIB = (
@@ -25,12 +28,6 @@ NO_MATPLOTLIB = (
     "from extql.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """Child processes pick their kernels themselves: once, not per variant."""
-    yield None
 
 
 def extql_cli(*args, cwd: Path, python: tuple[str, ...] = ("-m", "extql")):

@@ -25,6 +25,9 @@ import onnx
 import pytest
 from cli_battery import quark_model
 
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 # tests/: the child process's driver script and the helpers it imports.
 TESTS = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
@@ -53,13 +56,6 @@ def assert_clean(proc, statuses, *mentions: str) -> str:
     for m in mentions:
         assert m in text, f"{m!r} not in: {text}"
     return text
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """The commands run in child processes, which pick their kernels
-    themselves: once per module, not once per variant (conftest.py)."""
-    yield None
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,9 @@ from cli_battery import quark_model
 import extql
 from extql import cli
 
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 TIMEOUT = 120
 
 # A Python that behaves as if the [onnx] extra were not installed: importing
@@ -29,12 +32,6 @@ NO_ONNX = (
     "from extql.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """Child processes pick their kernels themselves: once, not per variant."""
-    yield None
 
 
 def python(*args, cwd: Path) -> subprocess.CompletedProcess[str]:

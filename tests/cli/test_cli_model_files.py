@@ -15,13 +15,10 @@ import onnx
 import pytest
 from cli_battery import quark_model
 
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """The commands run in child processes, which pick their kernels themselves."""
-    yield None
 
 
 def extql(*args, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -72,30 +72,59 @@ def _via(path: str, level: str | None, op: str, x, attrs) -> np.ndarray:
 
 # ---------------------------------------------------------------- Quark's grid
 
-@pytest.fixture(scope="module")
-def grid_outputs() -> dict[tuple[str, str | None], dict[str, np.ndarray]]:
-    """Every grid case through every (path, level) of RUNS: one model per
-    (operator name, variant), so that runtimes that ignore overload run it."""
-    out: dict[tuple[str, str | None], dict[str, np.ndarray]] = {}
-    for cases in fallback_groups(GRID_CASES):
-        model, feeds = many_node_model([(c["op_type"], c["attrs"], grid_arrays(c)[0])
-                                        for c in cases])
-        for path, level in RUNS:
+def _grid_outputs(every_run: bool) -> dict[str, dict[tuple[str, str | None], np.ndarray]]:
+    """Grid cases through the runs of RUNS, by case id and run: one model per
+    (operator name, variant, run), so that runtimes that ignore overload run
+    it.  With ``every_run`` every case takes every run; otherwise every case
+    takes onnx.reference and one of onnxruntime's runs, in turn, so that each
+    (path, level) sees a share of every variant's cases (a session's creation
+    costs about 0.1 ms per node, and a fallback node is about 240 standard
+    ones)."""
+    ort_runs = [run for run in RUNS if run[0] != FALLBACK_REFERENCE]
+    out: dict[str, dict[tuple[str, str | None], np.ndarray]] = {}
+    for g, cases in enumerate(fallback_groups(GRID_CASES)):
+        by_run: dict[tuple[str, str | None], list[dict]] = {}
+        for i, c in enumerate(cases):
+            runs = RUNS if every_run else [(FALLBACK_REFERENCE, None),
+                                           ort_runs[(g + i) % len(ort_runs)]]
+            for run in runs:
+                by_run.setdefault(run, []).append(c)
+        for (path, level), run_cases in by_run.items():
+            model, feeds = many_node_model([(c["op_type"], c["attrs"], grid_arrays(c)[0])
+                                            for c in run_cases])
             got = run_fallback(path, model, feeds,
                                level=None if level is None else LEVEL_IDS[level])
-            by_case = out.setdefault((path, level), {})
-            for i, c in enumerate(cases):
-                by_case[c["id"]] = got[f"y{i}"]
+            for i, c in enumerate(run_cases):
+                out.setdefault(c["id"], {})[(path, level)] = got[f"y{i}"]
     return out
+
+
+@pytest.fixture(scope="module")
+def grid_outputs() -> dict[str, dict[tuple[str, str | None], np.ndarray]]:
+    """Every grid case in onnx.reference and in one onnxruntime run."""
+    return _grid_outputs(every_run=False)
 
 
 @pytest.mark.parametrize("case", GRID_CASES, ids=[c["id"] for c in GRID_CASES])
 def test_quarks_bits_on_its_grid(grid_outputs, case):
     """Every grid case (every attribute, rank, axis, special value, float16,
-    both domains' names) gives Quark's bits through every fallback path at
-    every onnxruntime optimisation level."""
-    for (path, level), outputs in grid_outputs.items():
-        assert_quarks_bits(outputs[case["id"]], case, f"{case['id']} {path} {level}")
+    both domains' names) gives Quark's bits in onnx.reference and in
+    onnxruntime (each (path, optimisation level) takes a share of the grid;
+    every level takes the special values below in full)."""
+    assert len(grid_outputs[case["id"]]) == 2
+    for (path, level), got in grid_outputs[case["id"]].items():
+        assert_quarks_bits(got, case, f"{case['id']} {path} {level}")
+
+
+@pytest.mark.slow
+def test_quarks_bits_on_its_grid_every_run():
+    """The whole grid through every fallback path at every optimisation level
+    (about seven minutes)."""
+    outputs = _grid_outputs(every_run=True)
+    for case in GRID_CASES:
+        assert len(outputs[case["id"]]) == len(RUNS)
+        for (path, level), got in outputs[case["id"]].items():
+            assert_quarks_bits(got, case, f"{case['id']} {path} {level}")
 
 
 # ---------------------------------------------------------------- the oracle

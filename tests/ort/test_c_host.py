@@ -57,7 +57,6 @@ from packaging.version import Version
 from quarkmodels import all_models, sample_input
 
 import extql
-from extql import _kernels
 from extql.types import OP_NAMES
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
@@ -88,13 +87,6 @@ GRANULARITY = {"tensor": (None, (), "uint16"), "axis-default": (None, (4,), "int
 #: tensor to the session's thread pool (extql/src/extql_split.h).
 LARGE_SHAPE = (3, 4, 130, 170)
 EXTENDED = [(domain, g) for domain in OP_NAMES for g in GRANULARITY]
-
-
-@pytest.fixture(scope="module")
-def kernel_isa() -> str:
-    """Once, with the variant the CPU picks (overrides conftest's fixture)."""
-    _kernels.set_isa(None)
-    return _kernels.isa()
 
 
 @pytest.fixture(scope="session")

@@ -12,11 +12,8 @@ import pytest
 import extql
 from extql import ort as extql_ort
 
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """Nothing here runs the kernels: once, not per variant."""
-    yield None
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 
 @pytest.mark.parametrize(("platform", "name"), [

@@ -34,12 +34,6 @@ NO_ORT = (
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """Nothing here runs the kernels: once, not per variant."""
-    yield None
-
-
 def _fake_distribution(root: Path, name: str, version: str) -> None:
     """The metadata pip leaves for a distribution whose top-level module is
     ``onnxruntime`` (as every onnxruntime build's wheel has it)."""

@@ -27,13 +27,6 @@ import extql
 TIMEOUT = 120
 
 
-@pytest.fixture(scope="module")
-def kernel_isa():
-    """Once, not per kernel variant: the child processes pick their own
-    (this overrides conftest's per-variant fixture for this module)."""
-    return "default"
-
-
 def _python(code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=TIMEOUT, env={**os.environ, "PYTHONFAULTHANDLER": "1"})

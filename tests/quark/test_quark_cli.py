@@ -33,13 +33,6 @@ CUSTOM = {"com.microsoft", extql.DOMAIN, "com.vai.quantize"}
 
 
 @pytest.fixture(scope="module")
-def kernel_isa():
-    """Once, not per kernel variant: the processes pick their own (this
-    overrides conftest's per-variant fixture for this module)."""
-    return "default"
-
-
-@pytest.fixture(scope="module")
 def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("quark")
     built = qm.all_models()

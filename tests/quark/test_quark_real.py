@@ -140,14 +140,6 @@ def test_check_and_run_commands(name, tmp_path, capsys):
         assert_same_bits(out[model.graph.output[0].name], quark_y, name)
 
 
-@pytest.fixture(scope="module")
-def kernel_isa():
-    """This module runs once, with the kernel variant the machine picks
-    (overrides conftest's per-variant fixture: the variants are compared with
-    each other elsewhere, and the processes pick their own)."""
-    return "default"
-
-
 @pytest.mark.parametrize("name", ["cnn_a16w8_pc", "transformer_a8w8", "transformer_au32wu32",
                                   "cnn_bf16", "cnn_bfp16", "transformer_mx9",
                                   "cnn_mxfp4e2m1_qc", "transformer_bf16_mxint8"])

@@ -22,15 +22,12 @@ from onnx import helper
 import extql
 from extql.tools.analyze import AnalysisError
 
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 FLOAT = {"cnn": DATA / "float" / "cnn.onnx", "transformer": DATA / "float" / "transformer.onnx"}
 RUNNABLE = sorted(p.stem for p in DATA.glob("*.onnx") if "bfp" not in p.stem)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    """onnxruntime runs the models: once, not per kernel variant."""
-    yield None
 
 
 def _batch(model: onnx.ModelProto, count: int = 3, seed: int = 9) -> dict[str, np.ndarray]:

@@ -30,12 +30,10 @@ from blockfmt_data import BLOCK_MODELS, BLOCK_OPS
 import extql
 from extql.tools.analyze_metrics import block_clipped_count
 
+# Once, on the kernel variant the CPU picks (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def kernel_isa():
-    yield None
 
 
 BLOCK_CASES = [
