@@ -70,10 +70,11 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     block_rows = [r for r in rows if r["table"] == "blocks"]
     assert {(r["type"], r["granularity"]) for r in block_rows} == {
         (name, layout) for name in ("bfp16", "mxfp4") for layout in config.BLOCK_LAYOUTS}
-    for r in block_rows:
-        assert r["extql"] > 0 and r["copy"] > 0 and r["exact"] == "=api", r
-        assert r["op"] == ("BFP" if r["type"] == "bfp16" else "MX") and r["anchor"] is None
-    assert "| BFP | bfp16 | - | nchw | 1 |" in text
+    for r in block_rows:  # against the fallback model, exact against it and the NumPy API
+        assert r["extql"] > 0 and r["copy"] > 0 and r["exact"] == "=api =fallback", r
+        assert r["op"] == ("BFP" if r["type"] == "bfp16" else "MX")
+        assert r["anchor_name"] == "fallback model" and r["anchor"] > 0, r
+    assert "| BFP | bfp16 | fallback model | nchw | 1 |" in text
     md = out_md.read_text()
     assert md.startswith("# extql benchmark results")
     assert "extql bench --quick" in md and "copy kernel" in md
@@ -102,7 +103,7 @@ def test_block_options_select_the_block_rows(tmp_path):
     rows = doc["results"]
     assert {(r["type"], r["threads"]) for r in rows} == {
         (name, t) for name in config.BLOCK_CONFIGS for t in (1, 2)}
-    assert all(r["granularity"] == "axis1" and r["exact"] == "=api" for r in rows)
+    assert all(r["granularity"] == "axis1" and r["exact"] == "=api =fallback" for r in rows)
     assert "--block-layout axis1" in doc["command"]
 
 
@@ -214,6 +215,25 @@ def test_time_interleaved_runs_every_function():
     assert calls["a"] >= 2 + 4 and calls["b"] >= 2 + 4
 
 
+def test_same_bits_any_nan():
+    """Bit for bit, except that with any_nan a NaN equals any NaN (the
+    block formats' fallback model need not keep a NaN's payload)."""
+    a = np.array([1.0, np.nan, -0.0], np.float32)
+    b = a.copy()
+    b.view(np.uint32)[1] |= 1  # another NaN payload
+    assert not runner.same_bits(a, b) and runner.same_bits(a, b, any_nan=True)
+    c = np.array([1.0, np.nan, 0.0], np.float32)  # +0 for -0
+    assert not runner.same_bits(a, c, any_nan=True)
+    d = np.array([np.nan, 1.0, -0.0], np.float32)  # the NaN elsewhere
+    assert not runner.same_bits(a, d, any_nan=True)
+
+
+def test_ratio_text():
+    assert runner.ratio_text(None) == "-"
+    assert runner.ratio_text(1.234) == "1.23" and runner.ratio_text(0.1) == "0.10"
+    assert runner.ratio_text(0.0048) == "0.0048"
+
+
 def test_a_mismatch_is_a_failure(capsys):
     from extql_bench.cli import status
 
@@ -243,7 +263,8 @@ def test_bench_runs_without_a_source_checkout(tmp_path):
     for table in ("ort", "blocks"):
         measured = [r for r in rows if r["table"] == table and r["extql"] == r["extql"]]
         assert measured and all(r["copy"] is None and "source checkout" in r["copy_note"]
-                                and r["exact"] in ("=ort", "=api") for r in measured)
+                                and r["exact"] in ("=ort", "=api", "=api =fallback")
+                                for r in measured)
     assert not (tmp_path / "benchmarks").exists()  # nothing was built there
 
     models = subprocess.run([sys.executable, "-m", "extql", "bench", "models", "--quick"],
