@@ -293,6 +293,30 @@ def test_int32_scripts_run_exact(script, row_starts, rows_expected):
     assert len(rows) == rows_expected and not any("MISMATCH" in r for r in rows), proc.stdout
 
 
+def test_models_folded_section_runs_exact(tmp_path):
+    """``extql bench models --folded`` (whole_models.py): a block-format
+    model of the zoo and a Quark-written one, weights folded by
+    fold_constants against unfolded, outputs bit-identical, the weights'
+    block nodes gone."""
+    bench_dir = os.environ["EXTQL_BENCHMARKS"]
+    fixture = os.path.join(os.path.dirname(__file__), "..", "data", "quark", "cnn_bfp16.onnx")
+    out = tmp_path / "folded.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(bench_dir, "whole_models.py"), "--quick", "--variants",
+         "--models", "bert", "--folded", "mxfp4", "--folded-files", fixture, "--repeat", "1",
+         "--warmup", "1", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["rows"] == []
+    rows = doc["folded"]
+    assert [(r["model"], r["form"]) for r in rows] == [("bert", "mxfp4"),
+                                                        ("cnn_bfp16.onnx", "file")]
+    for r in rows:
+        assert r["exact_bits"] and r["ms"]["folded"] > 0 and r["ms"]["unfolded"] > 0, r
+        assert r["block_nodes"]["folded"] < r["block_nodes"]["unfolded"], r
+
+
 def test_bench_help_is_the_harness_help(tmp_path):
     """Also without a source checkout: the harness is installed with extql."""
     env = dict(os.environ, EXTQL_BENCHMARKS=str(tmp_path))
