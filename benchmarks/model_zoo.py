@@ -19,6 +19,10 @@
 * :func:`quark_form` -- a model as AMD Quark writes it: 8/16-bit Q/DQ as
   ``com.microsoft`` nodes, ai.onnx opset 17, IR 8, ``axis`` written on the
   per-channel weights only.
+* :func:`block_form` -- a model in one of Quark's block formats (BFP16, MX9,
+  MXFP4 ...): float32 weights, each behind a block node that quantizes it
+  again on every run, and a block node on every input of a Conv / Gemm /
+  MatMul.
 
 All weights come from fixed NumPy seeds.
 """
@@ -300,6 +304,51 @@ def float_qdq(model: onnx.ModelProto, dtype: str, form: str) -> onnx.ModelProto:
     g.initializer.extend(kept + new_inits)
     if form == "extended":
         out.opset_import.append(helper.make_opsetid(EXT_DOMAIN, 1))
+    return out
+
+
+def _block_axis(node: onnx.NodeProto, i: int) -> int:
+    """The axis Quark's blocks run along in a weight: a bias along its only
+    axis, a Conv weight along its input channels (1), a Gemm / MatMul
+    weight along the dot product (0, or 1 for Gemm's transposed weight)."""
+    if i == 2:
+        return 0
+    if node.op_type == "Conv":
+        return 1
+    trans = any(a.name == "transB" and a.i for a in node.attribute)
+    return 1 if node.op_type == "Gemm" and trans else 0
+
+
+def block_form(model: onnx.ModelProto, op_type: str, attrs: dict) -> onnx.ModelProto:
+    """The float model in a block format as Quark writes it (``op_type``
+    BFPQuantizeDequantize / MXQuantizeDequantize with ``attrs``, domain
+    com.amd.quark): each weight and bias of a Conv / Gemm / MatMul stays a
+    float32 initializer read through a block node (along :func:`_block_axis`),
+    which onnxruntime runs again on every run, and every float activation
+    such a node reads goes through one along axis 1, Quark's default.
+    :func:`extql.fold_constants` folds the weights' nodes offline."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    g = out.graph
+    inits = {i.name for i in g.initializer}
+    new_nodes: list[onnx.NodeProto] = []
+    done: dict[str, str] = {}
+    for node in g.node:
+        weights = _WEIGHT_INPUTS.get(node.op_type, ())
+        for i, name in enumerate(node.input if weights else ()):
+            if not name:
+                continue
+            if name not in done:
+                done[name] = f"{name}_{op_type}_out"
+                axis = _block_axis(node, i) if i in weights and name in inits else 1
+                new_nodes.append(helper.make_node(op_type, [name], [done[name]],
+                                                  name=f"{name}_{op_type}", domain=EXT_DOMAIN,
+                                                  **attrs, axis=axis))
+            node.input[i] = done[name]
+        new_nodes.append(node)
+    del g.node[:]
+    g.node.extend(new_nodes)
+    out.opset_import.append(helper.make_opsetid(EXT_DOMAIN, 1))
     return out
 
 

@@ -23,7 +23,8 @@ contenders alike:
 ``blocks``
     Quark's block formats (BFP16, MX9, MX6, MXINT8, MXFP8, MXFP4) in an
     onnxruntime session, on an NCHW activation and a MatMul input, against
-    the copy kernel (``copy%``).
+    the same model inlined to standard ops (``extql.inline_fallbacks``, no
+    library) and the copy kernel (``copy%``).
 
 The modules, by concern:
 
@@ -34,7 +35,7 @@ The modules, by concern:
 ``models``          one-node models, sessions and IOBinding runners
 ``copy_library``    builds the copy anchor's custom-op library
 ``anchors``         the anchor of each row, NumPy expressions, fallbacks
-``runner``          the tables and the exactness checks
+``runner``          the tables, the exactness checks, the fallback sessions
 ``blocks``          the block formats' table
 ``machine``         what the figures depend on (CPU, cores, versions)
 ``targets``         the targets, checked on the measured rows

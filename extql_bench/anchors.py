@@ -1,5 +1,6 @@
 """What each row is measured against: onnxruntime's own op or Cast, the NumPy
-expression of the formula, or the model through the fallback functions."""
+expression of the formula, or the model through the fallback functions (or
+inlined to the standard ops of its fallbacks)."""
 
 from __future__ import annotations
 
@@ -73,11 +74,18 @@ def numpy_dequantize(q: np.ndarray, s: np.ndarray, zp: np.ndarray, qt: Quantized
     return (q.astype(np.int64) - zp.astype(np.int64)).astype(np.float32) * s
 
 
-def attach_fallbacks() -> Callable[[Any], Any] | None:
-    """``extql.attach_fallbacks``, or None when this build has no fallbacks."""
+def fallback_transform(name: str) -> Callable[[Any], Any] | None:
+    """``extql.<name>`` (``attach_fallbacks``: the Extended nodes' fallback
+    functions attached; ``inline_fallbacks``: every extql node replaced by
+    standard ops), or None when this build has no such function."""
     try:
         import extql
 
-        return extql.attach_fallbacks  # type: ignore[attr-defined]
+        return getattr(extql, name)
     except (AttributeError, ImportError):
         return None
+
+
+def attach_fallbacks() -> Callable[[Any], Any] | None:
+    """``extql.attach_fallbacks``, or None when this build has no fallbacks."""
+    return fallback_transform("attach_fallbacks")

@@ -1,13 +1,17 @@
 """The block formats' table (``blocks``): extql's BFPQuantizeDequantize /
 MXQuantizeDequantize nodes in onnxruntime, with the configurations Quark
 writes, on an NCHW activation (blocks along the channels, axis 1) and a
-MatMul input (blocks along the last axis), against the copy kernel moving
-the same bytes (the copy library's BlockCopy: ``copy%``).
+MatMul input (blocks along the last axis), against the fallback model and
+the copy kernel moving the same bytes (the copy library's BlockCopy:
+``copy%``).
 
-The rows have no anchor yet: the block formats' fallback model will be one;
-Quark's own library is measured against by ``benchmarks/block_formats.py``
-(it needs PyTorch and amd-quark).  Each output is checked against the NumPy
-API's bits.
+The anchor is the same one-node model through ``extql.inline_fallbacks``
+(the node replaced by the standard ops of its fallback function) in a
+session without the library, at the same thread count: what a deployment
+without extql runs.  Quark's own library is measured against by
+``benchmarks/block_formats.py`` (it needs PyTorch and amd-quark).  Each
+output is checked against the NumPy API's bits and the fallback's (any NaN
+equal to any NaN).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from extql.types import DOMAIN
 from .config import BLOCK_CONFIGS, BLOCK_LAYOUTS, BenchConfig
 from .data import Data, elements, shape
 from .models import COPY_DOMAIN, Ort
-from .runner import Result, same_bits
+from .runner import FALLBACK_ANCHOR, Result, fallback_exact, fallback_session, same_bits
 from .timing import time_interleaved
 
 #: The row's op column by operator.
@@ -64,8 +68,9 @@ def run_blocks_table(cfg: BenchConfig, data: Data, threads: list[int], copy_note
         op, attrs = BLOCK_CONFIGS[name]
         for layout in cfg.block_layouts:
             for t in threads:
-                ext_sess = o.session(block_model(o, op, DOMAIN, attrs, layout), t, "extql",
-                                     cfg.spin)
+                model = block_model(o, op, DOMAIN, attrs, layout)
+                ext_sess = o.session(model, t, "extql", cfg.spin)
+                fb_sess, note = fallback_session(o, model, "inline_fallbacks", t, cfg.spin)
                 copy_sess = None if copy_note else o.session(
                     block_model(o, "BlockCopy", COPY_DOMAIN,
                                 {"block_size": attrs["block_size"]}, layout), t, "copy",
@@ -74,13 +79,22 @@ def run_blocks_table(cfg: BenchConfig, data: Data, threads: list[int], copy_note
                     x = data.x(elements(n, layout)).reshape(shape(n, layout))
                     y = np.empty_like(x)
                     ext = o.runner(ext_sess, x, y)
-                    funcs = [ext] + ([o.runner(copy_sess, x, y)] if copy_sess else [])
+                    fb = o.runner(fb_sess, x, y) if fb_sess else None
+                    funcs = [ext] + ([fb] if fb else []) + (
+                        [o.runner(copy_sess, x, y)] if copy_sess else [])
                     exact = None
                     if cfg.check:
                         ext()
-                        exact = _exact(ext.output().copy(), x, op, attrs, layout)
+                        got = ext.output().copy()
+                        exact = _exact(got, x, op, attrs, layout)
+                        if fb and exact == "=api":
+                            fb_exact = fallback_exact(got, fb, y, any_nan=True)
+                            exact = "=api =fallback" if fb_exact == "=fallback" else fb_exact
                     times = time_interleaved(funcs, cfg.repeat, cfg.min_sample)
                     emit(Result("blocks", _OP_LABEL[op], name, layout, n, t, times[0],
-                                copy=times[1] if copy_sess else None, exact=exact,
+                                anchor_name=FALLBACK_ANCHOR if fb else None,
+                                anchor=times[1] if fb else None,
+                                copy=times[-1] if copy_sess else None, exact=exact, note=note,
                                 copy_note=copy_note))
-                del ext_sess, copy_sess
+                    del ext, fb, funcs
+                del ext_sess, fb_sess, copy_sess

@@ -35,8 +35,9 @@ DESCRIPTION = (
     "QuantizeLinear/DequantizeLinear, its Cast (float16/bfloat16) and a copy kernel "
     "moving the same bytes (ort table); the NumPy API against the NumPy expression "
     "(numpy); the native op against the fallback model (fallback); Quark's block "
-    "formats in onnxruntime against the copy kernel (blocks).  Below 1, extql "
-    "is faster.  The method: benchmarks/README.md."
+    "formats in onnxruntime against their fallback model inlined to standard ops "
+    "and the copy kernel (blocks).  Below 1, extql is faster.  The method: "
+    "benchmarks/README.md."
 )
 
 

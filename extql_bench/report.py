@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import TABLES, BenchConfig, size_label
-from .runner import Result, type_label
+from .runner import Result, ratio_text, type_label
 from .targets import format_targets
 
 TITLES = {
@@ -17,8 +17,9 @@ TITLES = {
            "copy% = copy kernel time / extql time",
     "numpy": "NumPy API: extql.quantize_linear / dequantize_linear over the NumPy expression",
     "fallback": "native op / the same model through the fallback functions (no library)",
-    "blocks": "block formats in onnxruntime sessions (IOBinding): extql's native op; "
-              "copy% = copy kernel time / extql time (no anchor yet)",
+    "blocks": "block formats in onnxruntime sessions (IOBinding): extql's native op / the "
+              "same model inlined to standard ops (no library); "
+              "copy% = copy kernel time / extql time",
 }
 #: The tables with a copy kernel column.
 COPY_TABLES = ("ort", "blocks")
@@ -43,7 +44,7 @@ def format_table(results: Sequence[Result], table: str) -> str:
     for r in rows:
         cells = [
             r.op, type_label(r), r.granularity, size_label(r.size), str(r.threads), _ms(r.extql),
-            r.anchor_name or "-", _ms(r.anchor), "-" if r.ratio is None else f"{r.ratio:.2f}",
+            r.anchor_name or "-", _ms(r.anchor), ratio_text(r.ratio),
         ]
         if table in COPY_TABLES:
             share = r.copy_share
@@ -80,7 +81,7 @@ def format_summary(results: Sequence[Result], table: str) -> str:
             if r is None or not r.measured:
                 cells.append("n/a")
                 continue
-            text = "-" if r.ratio is None else f"{r.ratio:.2f}"
+            text = ratio_text(r.ratio)
             if table in COPY_TABLES and r.copy_share is not None:
                 text += f" / {r.copy_share * 100:.0f}%"
             if r.exact and r.exact.startswith("MISMATCH"):
@@ -166,9 +167,16 @@ How it was measured (`extql bench`, the harness extql_bench):
   (16,859,136 elements)), `block32` and `block128` (shape (n/4096, 4096),
   blocked quantization along axis 1 with block_size 32 / 128, a scale per
   block: an LLM weight; the anchor is onnxruntime's own blocked op).
+* The block formats' table: Quark's BFPQuantizeDequantize /
+  MXQuantizeDequantize configurations on an NCHW activation (blocks along
+  axis 1) and a (n/256, 256) MatMul input (blocks along the last axis); the
+  anchor is the same one-node model through `extql.inline_fallbacks` (standard
+  ONNX ops only) in a session without the library, at the same thread count;
+  the copy kernel is `BlockCopy`, split in block-rows as extql's nodes are.
 * Before timing, every row checks extql's output bit for bit: `=ort` against
   onnxruntime's own op, `=api` against extql's NumPy API, `=fallback` against
-  the fallback model.
+  the fallback model (block formats: `=api =fallback`, both; a NaN equals any
+  NaN there).
 """
 
 

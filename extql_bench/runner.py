@@ -58,11 +58,45 @@ class Result:
         return d
 
 
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal bit for bit (NaN payloads and signed zeros included)."""
+def same_bits(a: np.ndarray, b: np.ndarray, any_nan: bool = False) -> bool:
+    """Equal bit for bit (NaN payloads and signed zeros included; with
+    ``any_nan``, a NaN equals any NaN: a fallback's standard ops need not
+    keep the payload the kernel writes)."""
     va = a.reshape(-1).view(np.dtype(f"u{a.dtype.itemsize}"))
     vb = b.reshape(-1).view(np.dtype(f"u{b.dtype.itemsize}"))
-    return bool(np.array_equal(va, vb))
+    if not any_nan or a.dtype.kind != "f" or va.shape != vb.shape:
+        return bool(np.array_equal(va, vb))
+    nan_a, nan_b = np.isnan(a.reshape(-1)), np.isnan(b.reshape(-1))
+    return bool(np.array_equal(nan_a, nan_b) and np.array_equal(va[~nan_a], vb[~nan_b]))
+
+
+#: The anchor of the rows measured against the fallbacks.
+FALLBACK_ANCHOR = "fallback model"
+
+
+def fallback_session(o: Ort, model: Any, transform: str, threads: int,
+                     spin: bool) -> tuple[Any, str | None]:
+    """(session, None): the model through extql's fallbacks in a session
+    without the library (transform: ``attach_fallbacks`` or
+    ``inline_fallbacks``); (None, why) when it cannot be measured."""
+    make = anchors.fallback_transform(transform)
+    if make is None:
+        return None, f"not measured: extql.{transform} is not available in this build"
+    try:
+        return o.session(make(model), threads, None, spin), None
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own types
+        # (no Cast to the type in this onnxruntime: float4e2m1, int4 /
+        # uint4 before 1.23)
+        return None, ("not measured: the fallback model does not load: "
+                      f"{str(exc).splitlines()[0][:120]}")
+
+
+def fallback_exact(got: np.ndarray, fb: Any, y: np.ndarray, any_nan: bool = False) -> str:
+    """Run the fallback model into y (zeroed first) and compare its output
+    with the native op's (got): "=fallback" or "MISMATCH vs fallback"."""
+    y.fill(0)
+    fb()
+    return "=fallback" if same_bits(got, fb.output(), any_nan) else "MISMATCH vs fallback"
 
 
 def _thread_counts(cfg: BenchConfig) -> list[int]:
@@ -70,8 +104,17 @@ def _thread_counts(cfg: BenchConfig) -> list[int]:
     return list(dict.fromkeys(t if t > 0 else (os.cpu_count() or 1) for t in cfg.threads))
 
 
+def ratio_text(ratio: float | None) -> str:
+    """A ratio as the tables show it: two decimals, two significant digits
+    below 0.1 (a native op hundreds of times faster than its fallback model
+    is not 0.00)."""
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}" if ratio >= 0.1 else f"{ratio:.2g}"
+
+
 def progress_line(r: Result) -> str:
-    ratio = "-" if r.ratio is None else f"{r.ratio:.2f}"
+    ratio = ratio_text(r.ratio)
     ms = "-" if not r.measured else f"{r.extql * 1e3:.3f}"
     return (f"  {r.table:8} {r.op:2} {type_label(r):8} {r.granularity:6} {size_label(r.size):>4} "
             f"t={r.threads} extql {ms} ms ratio {ratio}")
@@ -257,7 +300,6 @@ def run_numpy_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
 
 def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
     """The native op against the same model through the fallback functions."""
-    attach = anchors.attach_fallbacks()
     o = Ort()
     for op in cfg.ops:
         for tname in cfg.types:
@@ -267,18 +309,10 @@ def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                 zp = data.zero_point(qt, gran, sizes[0])
                 for threads in _thread_counts(cfg):
                     model = o.model("extql", op, qt, gran, scale, zp)
-                    why = o.unmeasurable(qt)
-                    if why is None and attach is None:
-                        why = "not measured: extql.attach_fallbacks is not available in this build"
-                    fb_sess = None
+                    why, fb_sess = o.unmeasurable(qt), None
                     if why is None:
-                        try:
-                            fb_sess = o.session(attach(model), threads, None, cfg.spin)
-                        except Exception as exc:  # noqa: BLE001 - onnxruntime's own types
-                            # (no Cast to the type in this onnxruntime: float4e2m1,
-                            # int4 / uint4 before 1.23)
-                            why = ("not measured: the fallback model does not load: "
-                                   f"{str(exc).splitlines()[0][:120]}")
+                        fb_sess, why = fallback_session(o, model, "attach_fallbacks", threads,
+                                                        cfg.spin)
                     if why:
                         out += [Result("fallback", op, tname, gran, n, threads, float("nan"),
                                        note=why) for n in sizes]
@@ -291,14 +325,10 @@ def run_fallback_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
                         exact = None
                         if cfg.check:
                             nat()
-                            got = nat.output().copy()
-                            y.fill(0)
-                            fb()
-                            exact = ("=fallback" if same_bits(got, fb.output())
-                                     else "MISMATCH vs fallback")
+                            exact = fallback_exact(nat.output().copy(), fb, y)
                         tn, tf = time_interleaved([nat, fb], cfg.side_repeat, cfg.min_sample)
                         _emit(cfg, out, Result("fallback", op, tname, gran, n, threads, tn,
-                                               anchor_name="fallback model", anchor=tf,
+                                               anchor_name=FALLBACK_ANCHOR, anchor=tf,
                                                exact=exact))
                     del nat_sess, fb_sess
 

@@ -70,10 +70,11 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
     block_rows = [r for r in rows if r["table"] == "blocks"]
     assert {(r["type"], r["granularity"]) for r in block_rows} == {
         (name, layout) for name in ("bfp16", "mxfp4") for layout in config.BLOCK_LAYOUTS}
-    for r in block_rows:
-        assert r["extql"] > 0 and r["copy"] > 0 and r["exact"] == "=api", r
-        assert r["op"] == ("BFP" if r["type"] == "bfp16" else "MX") and r["anchor"] is None
-    assert "| BFP | bfp16 | - | nchw | 1 |" in text
+    for r in block_rows:  # against the fallback model, exact against it and the NumPy API
+        assert r["extql"] > 0 and r["copy"] > 0 and r["exact"] == "=api =fallback", r
+        assert r["op"] == ("BFP" if r["type"] == "bfp16" else "MX")
+        assert r["anchor_name"] == "fallback model" and r["anchor"] > 0, r
+    assert "| BFP | bfp16 | fallback model | nchw | 1 |" in text
     md = out_md.read_text()
     assert md.startswith("# extql benchmark results")
     assert "extql bench --quick" in md and "copy kernel" in md
@@ -102,7 +103,7 @@ def test_block_options_select_the_block_rows(tmp_path):
     rows = doc["results"]
     assert {(r["type"], r["threads"]) for r in rows} == {
         (name, t) for name in config.BLOCK_CONFIGS for t in (1, 2)}
-    assert all(r["granularity"] == "axis1" and r["exact"] == "=api" for r in rows)
+    assert all(r["granularity"] == "axis1" and r["exact"] == "=api =fallback" for r in rows)
     assert "--block-layout axis1" in doc["command"]
 
 
@@ -214,6 +215,25 @@ def test_time_interleaved_runs_every_function():
     assert calls["a"] >= 2 + 4 and calls["b"] >= 2 + 4
 
 
+def test_same_bits_any_nan():
+    """Bit for bit, except that with any_nan a NaN equals any NaN (the
+    block formats' fallback model need not keep a NaN's payload)."""
+    a = np.array([1.0, np.nan, -0.0], np.float32)
+    b = a.copy()
+    b.view(np.uint32)[1] |= 1  # another NaN payload
+    assert not runner.same_bits(a, b) and runner.same_bits(a, b, any_nan=True)
+    c = np.array([1.0, np.nan, 0.0], np.float32)  # +0 for -0
+    assert not runner.same_bits(a, c, any_nan=True)
+    d = np.array([np.nan, 1.0, -0.0], np.float32)  # the NaN elsewhere
+    assert not runner.same_bits(a, d, any_nan=True)
+
+
+def test_ratio_text():
+    assert runner.ratio_text(None) == "-"
+    assert runner.ratio_text(1.234) == "1.23" and runner.ratio_text(0.1) == "0.10"
+    assert runner.ratio_text(0.0048) == "0.0048"
+
+
 def test_a_mismatch_is_a_failure(capsys):
     from extql_bench.cli import status
 
@@ -243,7 +263,8 @@ def test_bench_runs_without_a_source_checkout(tmp_path):
     for table in ("ort", "blocks"):
         measured = [r for r in rows if r["table"] == table and r["extql"] == r["extql"]]
         assert measured and all(r["copy"] is None and "source checkout" in r["copy_note"]
-                                and r["exact"] in ("=ort", "=api") for r in measured)
+                                and r["exact"] in ("=ort", "=api", "=api =fallback")
+                                for r in measured)
     assert not (tmp_path / "benchmarks").exists()  # nothing was built there
 
     models = subprocess.run([sys.executable, "-m", "extql", "bench", "models", "--quick"],
@@ -270,6 +291,30 @@ def test_int32_scripts_run_exact(script, row_starts, rows_expected):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith(row_starts)]
     assert len(rows) == rows_expected and not any("MISMATCH" in r for r in rows), proc.stdout
+
+
+def test_models_folded_section_runs_exact(tmp_path):
+    """``extql bench models --folded`` (whole_models.py): a block-format
+    model of the zoo and a Quark-written one, weights folded by
+    fold_constants against unfolded, outputs bit-identical, the weights'
+    block nodes gone."""
+    bench_dir = os.environ["EXTQL_BENCHMARKS"]
+    fixture = os.path.join(os.path.dirname(__file__), "..", "data", "quark", "cnn_bfp16.onnx")
+    out = tmp_path / "folded.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(bench_dir, "whole_models.py"), "--quick", "--variants",
+         "--models", "bert", "--folded", "mxfp4", "--folded-files", fixture, "--repeat", "1",
+         "--warmup", "1", "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["rows"] == []
+    rows = doc["folded"]
+    assert [(r["model"], r["form"]) for r in rows] == [("bert", "mxfp4"),
+                                                        ("cnn_bfp16.onnx", "file")]
+    for r in rows:
+        assert r["exact_bits"] and r["ms"]["folded"] > 0 and r["ms"]["unfolded"] > 0, r
+        assert r["block_nodes"]["folded"] < r["block_nodes"]["unfolded"], r
 
 
 def test_bench_help_is_the_harness_help(tmp_path):
@@ -318,7 +363,7 @@ def test_copy_ops_move_the_bytes(name, fname, kernel_isa):
     in the graph and a bfloat16 input becomes an initializer.)"""
     import onnxruntime as ort
 
-    assert copy_library.set_isa(kernel_isa) == ("baseline" if kernel_isa == "baseline" else "avx2")
+    assert copy_library.set_isa(kernel_isa) == kernel_isa  # the variant it stands for
     qt = QTYPES[name]
     o = Ort()
     d = data.Data(5)
