@@ -282,10 +282,16 @@ def test_quark_model_nodes_give_quarks_bits(name, path):
     """Each BFP / MX node of Quark's models on the input it had in Quark's
     run gives that run's output (the node alone: no float op around it)."""
     stored = model_values(name)
-    for _, node, attrs in block_nodes(name):
-        x = stored[f"node_in__{node.name}"]
-        assert_same_bits(block_via(path, node.op_type, x, attrs),
-                         stored[f"node_out__{node.name}"], f"{name} {node.name} {path}")
+    cases = [{"op_type": node.op_type, "attrs": attrs, "name": node.name}
+             for _, node, attrs in block_nodes(name)]
+    # The model's nodes side by side, one model per (operator, variant).
+    for group in fallback_groups(cases):
+        model, feeds = many_node_model([(c["op_type"], c["attrs"],
+                                         stored[f"node_in__{c['name']}"]) for c in group])
+        got = run_fallback(path, model, feeds)
+        for i, c in enumerate(group):
+            assert_same_bits(got[f"y{i}"], stored[f"node_out__{c['name']}"],
+                             f"{name} {c['name']} {path}")
 
 
 # ---------------------------------------------------------------- attach / inline
@@ -348,9 +354,13 @@ def test_variants_and_overloads():
         (MX, {"element_dtype": "fp4_e2m1"}, x),
         ("MXFixNeuron", {}, x),
     ])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    # Two variants of one operator: runtimes that ignore overload would run
+    # one function for both, which attach_fallbacks says (and only that).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         out = extql.attach_fallbacks(model)
+    assert [str(w.message).split(":")[0] for w in caught] == [
+        "BFPQuantizeDequantize is used with several variants (to_bfp_prime, to_bfp_compiler)"]
     assert [n.overload for n in out.graph.node] == ["to_bfp_prime", "to_bfp_compiler",
                                                      "fp4_e2m1", "int8"]
     assert {(f.domain, f.name, f.overload) for f in out.functions} == {

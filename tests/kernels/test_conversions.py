@@ -22,6 +22,8 @@ from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 import extql
 from extql.types import QTYPES
 
+pytestmark = pytest.mark.usefixtures("kernel_isa")
+
 F32 = np.float32
 
 #: float32 values at the edges of the conversions: zeros of both signs, the
