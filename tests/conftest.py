@@ -61,7 +61,7 @@ def _isas() -> list[str]:
 ISAS = _isas()
 #: The variant of the kernel_isa tests outside SWEPT: the one the CPU picks.
 ONE_ISA = _kernels.isa() if _kernels.isa() in ISAS else ISAS[-1]
-#: The folders of tests/ whose kernel_isa tests run on every variant of ISAS.
+#: The folders (of tests/) whose kernel_isa tests run on every variant of ISAS.
 SWEPT = ("kernels", "operators")
 FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
@@ -140,8 +140,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """kernel_isa's variants: every one of ISAS in the folders of SWEPT,
     ONE_ISA elsewhere."""
     if "kernel_isa" in metafunc.fixturenames:
-        folder = os.path.relpath(metafunc.definition.path, TESTS).split(os.sep)[0]
-        isas = ISAS if folder in SWEPT else [ONE_ISA]
+        isas = ISAS if metafunc.definition.path.parent.name in SWEPT else [ONE_ISA]
         metafunc.parametrize("kernel_isa", isas, indirect=True, scope="module")
 
 

@@ -1,5 +1,5 @@
 """Resident-memory growth of repeated work, measured in a fresh process
-(run by tests/kernels/test_memory.py; its last output line is a JSON report).
+(run by tests/reliability/test_memory.py; its last output line is a JSON report).
 
     python memory_driver.py SCENARIO [--count N] [--warmup W]
 

@@ -1,4 +1,4 @@
-"""Concurrency stress scenarios, run as a child process by tests/kernels/test_concurrency.py
+"""Concurrency stress scenarios, run as a child process by tests/reliability/test_concurrency.py
 (and by benchmarks/concurrency.py for the throughput figures).
 
     python stress_driver.py SCENARIO [--threads N] [--seconds S] [--max-iters K]

@@ -87,7 +87,7 @@ def test_tiny_and_huge_quotients(name):
     2^-124 and the subnormals, |x| around |s| * 2^33 (the bound the
     reciprocal path clamps x to) and beyond to the largest floats, with the
     scales at the ends of the reciprocal's range."""
-    parts = [_between(2.0**-103, 2.0**-97, 97), _between(1e-45, 2.0**-120, 4099)]
+    parts = [_between(2.0**-103, 2.0**-97, 997), _between(1e-45, 2.0**-120, 4099)]
     for e in (20, 31, 32, 33, 34, 40):
         parts.append(np.geomspace(2.0**e * 0.5, 2.0**e * 2, 4097).astype(F32))
     parts.append(np.array([3.4028235e38, 1e38, np.inf, -np.inf, np.nan, 0.0, -0.0], F32))

@@ -1,10 +1,11 @@
-"""Every test that runs the kernels runs on every instruction-set variant.
+"""Every exactness test runs on every instruction-set variant.
 
 tests/conftest.py parametrises the fixture ``kernel_isa`` over the variants
-this build and CPU have (``_kernels.available_isas()``), and fails a test
-that runs the kernels -- through the NumPy API, the C entry points' Python
-wrappers or the onnxruntime library -- without requesting it.  Checked here
-on throw-away test files run by pytest with that conftest.
+this build and CPU have (``_kernels.available_isas()``) in the folders of
+its ``SWEPT`` (kernels, operators) and over the CPU's own variant elsewhere,
+and fails a test that runs the kernels -- through the NumPy API, the C entry
+points' Python wrappers or the onnxruntime library -- without requesting
+it.  Checked here on throw-away test files run by pytest with that conftest.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def test_does_not_run_them():
 '''
 
 
-def _pytest(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "test_throwaway.py"
+def _pytest(tmp_path: Path, code: str, folder: str = "kernels"
+            ) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / folder / "test_throwaway.py"
+    path.parent.mkdir()
     path.write_text(code, encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -60,11 +63,18 @@ def _pytest(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
 
 
-def test_a_kernel_test_runs_on_every_variant(tmp_path):
-    done = _pytest(tmp_path, ASKS)
+def test_an_exactness_test_runs_on_every_variant(tmp_path):
+    done = _pytest(tmp_path, ASKS, "operators")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     ran = sorted(re.findall(r"ISA (\w+)", done.stdout))
     assert ran == sorted(_kernels.available_isas())
+
+
+def test_other_kernel_tests_run_on_the_cpus_variant(tmp_path):
+    done = _pytest(tmp_path, ASKS, "ort")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    _kernels.set_isa(None)
+    assert re.findall(r"ISA (\w+)", done.stdout) == [_kernels.isa()]
 
 
 def test_a_test_that_runs_the_kernels_without_asking_fails(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
+# Child processes run the kernels: once, on the variant the CPU picks (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 # tests/: the child process's driver script and the helpers it imports.
