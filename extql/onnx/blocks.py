@@ -46,6 +46,7 @@ from ..types import DOMAIN, FLOAT64_CODE, FLOAT_NAMES, LEGACY_DOMAIN, QUANTIZED_
 from .graph import TypeInfo, graphs, node_label
 
 __all__ = [
+    "BLOCK_OP_NAMES",
     "BLOCK_OPS",
     "BlockNode",
     "block_family",
@@ -57,13 +58,16 @@ __all__ = [
     "evaluate",
 ]
 
-#: (domain, op_type) -> "bfp" or "mx": the block-format operators extql
-#: implements (the names its onnxruntime library registers).
+#: (BFP operator, MX operator) of each domain: the current and the legacy
+#: names (the names extql's onnxruntime library registers).
+BLOCK_OP_NAMES: dict[str, tuple[str, str]] = {
+    DOMAIN: (BFP_OP, MX_OP),
+    LEGACY_DOMAIN: (BFP_LEGACY_OP, MX_LEGACY_OP),
+}
+#: (domain, op_type) -> "bfp" or "mx": the four block-format operators.
 BLOCK_OPS: dict[tuple[str, str], str] = {
-    (DOMAIN, BFP_OP): "bfp",
-    (DOMAIN, MX_OP): "mx",
-    (LEGACY_DOMAIN, BFP_LEGACY_OP): "bfp",
-    (LEGACY_DOMAIN, MX_LEGACY_OP): "mx",
+    (domain, name): family for domain, names in BLOCK_OP_NAMES.items()
+    for name, family in zip(names, ("bfp", "mx"), strict=True)
 }
 
 _CHECKS: dict[str, Callable[..., BFPAttrs | MXAttrs]] = {"bfp": check_bfp, "mx": check_mx}
@@ -83,7 +87,7 @@ def block_family(node: onnx.NodeProto) -> str | None:
 
 @dataclasses.dataclass
 class BlockNode:
-    """A block-format node and the graph that holds it."""
+    """A block-format node, the graph that holds it and its family."""
 
     node: onnx.NodeProto
     graph: onnx.GraphProto
@@ -92,6 +96,16 @@ class BlockNode:
     @property
     def label(self) -> str:
         return node_label(self.node)
+
+    def checked(self, rank: int | None = None) -> BFPAttrs | MXAttrs:
+        """The node's attributes checked (with the axis against ``rank``
+        when known): TypeError / ValueError naming the operator, the node,
+        the attribute and the value."""
+        name = self.node.name or self.node.output[0]
+        checked = checked_attributes(self.node, name=name)
+        if rank is not None:
+            check_axis(self.node.op_type, checked.axis, rank, node=name)
+        return checked
 
 
 def block_nodes(model: onnx.ModelProto) -> list[BlockNode]:

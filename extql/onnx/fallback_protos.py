@@ -30,7 +30,7 @@ from . import fallback_cores as cores
 from . import fallback_dispatch as dispatch
 from . import fallback_functions as functions
 from . import fallback_plan as plan
-from .block_nodes import BLOCK_OP_NAMES
+from .blocks import BLOCK_OP_NAMES
 from .graph import type_name, walk_nodes
 
 __all__ = [

@@ -14,7 +14,7 @@ import onnx
 from onnx import helper
 
 from .. import fallbacks, rules
-from ..onnx.block_nodes import block_nodes
+from ..onnx.blocks import block_nodes
 from ..onnx.check import raise_first_problem
 from ..onnx.graph import (
     ExtNode,

@@ -22,7 +22,7 @@ import onnx
 from onnx import helper
 
 from ..block_rules import BFP_ATTRIBUTES, MX_ATTRIBUTES
-from ..onnx.block_nodes import BLOCK_OP_NAMES, BlockNode, block_nodes
+from ..onnx.blocks import BLOCK_OP_NAMES, BlockNode, block_nodes
 from ..onnx.fallback_blocks import block_variant
 from ..onnx.fallback_protos import BLOCK_MIN_OPSET, block_function_proto
 from ..onnx.graph import TypeInfo, set_opset, static_shape

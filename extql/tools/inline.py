@@ -15,7 +15,7 @@ import onnx.inliner
 from onnx import helper, numpy_helper
 
 from .. import fallbacks
-from ..onnx.block_nodes import BLOCK_OPS, BlockNode, block_nodes
+from ..onnx.blocks import BLOCK_OPS, BlockNode, block_nodes
 from ..onnx.graph import (
     INFER_KEEP_BYTES,
     ExtNode,
