@@ -163,14 +163,14 @@ def MantissaBits(bit_width: int):
                   op.Constant(value_float=_SIGN_EXP))
 
 
-@script(_QUARK, default_opset=op)
-def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
-             block_size: int = 8, rounding_mode: int = 0, sub_block_size: int = 2,
-             sub_block_shift_bits: int = 1, convert_to_bfloat_before_bfp: int = 0,
-             use_compiler_version_cpu_kernel: int = 0):
+@script(_INTERNAL, default_opset=op)
+def BfpBlocks(x, ok, axis: int = 1, block_size: int = 8, convert_to_bfloat_before_bfp: int = 0):
+    """The blocks of to_bfp (both kernels): ``(a, neg, one, finite, af, e,
+    padded, dim)`` -- the magnitudes (after the bfloat16 pre-rounding) and
+    signs in the block view, whether x has one element, the finite
+    magnitudes (0 elsewhere), the block's exponent field and what Finish
+    needs to put the result back."""
     x32 = op.Cast(x, to=_F32)
-    ok = op.And(ModeOk(rounding_mode=rounding_mode),
-                BitWidthIn(bit_width=bit_width, lo=_BW_BFP[0], hi=_BW_BFP[1]))
     lines, blocked, padded, pads, dim = BlockPlan(x32, ok, axis=axis, block_size=block_size)
     xb = Blocked(x32, lines, blocked, pads)
     a, neg = Magnitude(xb, convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
@@ -178,6 +178,19 @@ def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
     finite = op.Not(op.Or(op.IsNaN(a), op.IsInf(a)))
     af = op.Where(finite, a, op.Constant(value_float=0.0))
     e = ExponentField(BlockMax(af))
+    return a, neg, one, finite, af, e, padded, dim
+
+
+@script(_QUARK, default_opset=op)
+def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
+             block_size: int = 8, rounding_mode: int = 0, sub_block_size: int = 2,
+             sub_block_shift_bits: int = 1, convert_to_bfloat_before_bfp: int = 0,
+             use_compiler_version_cpu_kernel: int = 0):
+    ok = op.And(ModeOk(rounding_mode=rounding_mode),
+                BitWidthIn(bit_width=bit_width, lo=_BW_BFP[0], hi=_BW_BFP[1]))
+    a, neg, one, finite, af, e, padded, dim = BfpBlocks(
+        x, ok, axis=axis, block_size=block_size,
+        convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
     m = MantissaBits(bit_width=bit_width)
     s = Pow2(op.Sub(op.Sub(e, op.Constant(value_float=126.0)), m))
     top = op.Mul(op.Sub(Pow2(m), op.Constant(value_float=1.0)), s)
@@ -194,18 +207,13 @@ def BFPToBfpCompiler(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: in
                      block_size: int = 8, rounding_mode: int = 0, sub_block_size: int = 2,
                      sub_block_shift_bits: int = 1, convert_to_bfloat_before_bfp: int = 0,
                      use_compiler_version_cpu_kernel: int = 1):
-    x32 = op.Cast(x, to=_F32)
     ok = op.And(ModeOk(rounding_mode=rounding_mode),
                 BitWidthIn(bit_width=bit_width, lo=_BW_BFP[0], hi=_BW_BFP[1]))
-    lines, blocked, padded, pads, dim = BlockPlan(x32, ok, axis=axis, block_size=block_size)
-    xb = Blocked(x32, lines, blocked, pads)
-    a, neg = Magnitude(xb, convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
-    one = op.Equal(op.Size(x), op.Constant(value_int=1))
-    finite = op.Not(op.Or(op.IsNaN(a), op.IsInf(a)))
+    a, neg, one, finite, af, e, padded, dim = BfpBlocks(
+        x, ok, axis=axis, block_size=block_size,
+        convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
     zero = op.Constant(value_float=0.0)
     one_f = op.Constant(value_float=1.0)
-    af = op.Where(finite, a, zero)
-    e = ExponentField(BlockMax(af))
     m = MantissaBits(bit_width=bit_width)
     s = Pow2(op.Sub(op.Sub(e, op.Constant(value_float=126.0)), m))
     r = RoundMagnitude(op.Div(af, s), neg, rounding_mode=rounding_mode)
@@ -370,7 +378,7 @@ def make_mx(variant: str):
 
 
 #: The internal helpers the functions call (inlined when they are flattened).
-HELPERS = [Magnitude, ModeOk, KeepsSign, Finish, BitWidthIn, MantissaBits]
+HELPERS = [Magnitude, ModeOk, KeepsSign, Finish, BitWidthIn, MantissaBits, BfpBlocks]
 
 
 def block_variant(family: str, attrs) -> str:
