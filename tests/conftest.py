@@ -144,6 +144,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("kernel_isa", isas, indirect=True, scope="module")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the swept variants of the cases whose ``path`` runs no
+    kernel (the fallback functions in onnxruntime or onnx.reference,
+    tests/paths.py): they run once, on ONE_ISA."""
+    try:
+        from paths import FALLBACK, FALLBACK_REFERENCE
+    except ImportError:  # (no onnxruntime: no such path)
+        return
+    no_kernel = {FALLBACK, FALLBACK_REFERENCE}
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        swept = params.get("kernel_isa", ONE_ISA) != ONE_ISA
+        (drop if swept and params.get("path") in no_kernel else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="module")
 def kernel_isa(request: pytest.FixtureRequest) -> Iterator[str]:
     """Force one kernel variant (baseline, avx2, ...) for the module's tests:
