@@ -31,7 +31,8 @@ Block layout (:func:`BlockPlan`, :func:`Unblock`): x is seen as
 padded with zeros to ``nb * block_size`` along D and reshaped to
 ``[outer, nb, block_size, inner]``; a block's maximum is a ``TopK`` of one
 along axis 2 (``TopK`` reads ``axis`` from an attribute in every opset from
-11, where ``ReduceMax`` moved its axes to an input in 18).  An axis out of
+11, where ``ReduceMax`` moved its axes to an input in 18), never on zero
+rows (:func:`MaxAlong`).  An axis out of
 range for a rank >= 2, or a ``block_size`` < 1, makes the first Reshape fail:
 an error, never a silently wrong answer.
 
@@ -223,21 +224,42 @@ def Unblock(vb: FLOAT, padded: INT64, dim: INT64, xshape: INT64) -> FLOAT:
 
 
 @script(_INTERNAL, default_opset=op)
+def MaxAlong(v: FLOAT, axis: int) -> FLOAT:
+    """The largest value along ``axis`` (kept as a dimension of one) of a
+    tensor of non-negative values whose last two dimensions are ``axis`` and
+    the one after it: a TopK of one on ``[rows, n, inner]``, with a row of
+    zeros appended and dropped again, so that TopK never sees zero rows (an
+    empty x; onnxruntime 1.18 divides by the row count)."""
+    shape = op.Shape(v)
+    at = op.Reshape(op.Constant(value_int=axis), op.Constant(value_ints=[1]))
+    rows = op.ReduceProd(op.Concat(op.Constant(value_ints=[1]),
+                                   op.Slice(shape, op.Constant(value_ints=[0]), at), axis=0),
+                         keepdims=1)
+    rest = op.Slice(shape, at, op.Constant(value_ints=[_BIG]))
+    v3 = op.Reshape(v, op.Concat(rows, rest, axis=0), allowzero=1)
+    zeros = op.ConstantOfShape(op.Concat(op.Constant(value_ints=[1]), rest, axis=0))
+    top, _ = op.TopK(op.Concat(v3, zeros, axis=0), op.Constant(value_ints=[1]), axis=1)
+    top = op.Slice(top, op.Constant(value_ints=[0]), rows)
+    kept = op.Concat(op.Slice(shape, op.Constant(value_ints=[0]), at), op.Constant(value_ints=[1]),
+                     op.Slice(rest, op.Constant(value_ints=[1]), op.Constant(value_ints=[_BIG])),
+                     axis=0)
+    return op.Reshape(top, kept, allowzero=1)
+
+
+@script(_INTERNAL, default_opset=op)
 def BlockMax(v: FLOAT) -> FLOAT:
     """The largest value of each block of a blocked view along axis 2 (kept
-    as a dimension of one): a TopK of one."""
-    top, _ = op.TopK(v, op.Constant(value_ints=[1]), axis=2)
-    return top
+    as a dimension of one); the values are magnitudes (no NaN, no -0)."""
+    return MaxAlong(v, axis=2)
 
 
 @script(_INTERNAL, default_opset=op)
 def SubBlockMax(v: FLOAT) -> FLOAT:
     """The largest value of each sub-block of a view
     ``[outer, nb, n_sub, sub_block_size, inner]`` (along axis 3, kept)."""
-    top, _ = op.TopK(v, op.Constant(value_ints=[1]), axis=3)
-    return top
+    return MaxAlong(v, axis=3)
 
 
 #: Every helper here, for inlining (extql.onnx.fallback_protos).
 HELPERS = [Pow2, ExponentField, SignBit, RoundMagnitude, SignFactor, BlockPlan, Blocked,
-           Unblock, BlockMax, SubBlockMax]
+           Unblock, MaxAlong, BlockMax, SubBlockMax]
