@@ -71,8 +71,9 @@ def broken_references(path: str, text: str) -> list[str]:
             if not any(c.as_posix() in files for c in candidates):
                 continue
         resolved = [Path(*[p for p in c.parts if p != "."]).as_posix() for c in candidates]
-        normal = [str(Path(r).resolve().relative_to(ROOT)) if (ROOT / r).resolve().is_relative_to(
-            ROOT) else None for r in resolved]
+        # (resolved against the repository, whatever the working directory)
+        normal = [str((ROOT / r).resolve().relative_to(ROOT))
+                  if (ROOT / r).resolve().is_relative_to(ROOT) else None for r in resolved]
         if any(n is not None and (n in files or n in directories or _ignored(n))
                for n in normal):
             continue
