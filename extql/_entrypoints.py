@@ -19,7 +19,7 @@ ISAS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("avx2", ("-mavx2", "-mfma", "-mf16c"), ("avx2", "fma", "f16c")),
     ("avx512",
      ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c",
-      "-mprefer-vector-width=256"),
+      "-mprefer-vector-width=512"),
      ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c")),
 )
 
