@@ -13,11 +13,11 @@
  * and zero point), so ranges are made as large as balance allows, and a
  * tensor below the parallel minimum runs on the calling thread: handing it
  * out would cost more than it takes on one core.  The minimums are measured
- * (docs/development.rst, "The onnxruntime shim and the type table"): on the
- * shared 2-core machine of those measurements a second thread paid off at
- * no size up to 1M elements, for extql as for onnxruntime's own operators
- * (one-node sessions at 256K took 0.78-0.86x the time on one thread than on
- * two, and the same at 1M): the onnxruntime ops split from 1M elements on.
+ * (docs/development.rst, "The onnxruntime shim and the type table"): in
+ * one-node sessions of the 2-core machine of those measurements, quiet, a
+ * second thread of the pool took 0.64-1.0x one thread's time from 128K
+ * elements on and 1.1-1.3x at 64K (int8, int32, float16, both directions):
+ * the onnxruntime ops split from 128K elements on.
  * The NumPy API's OpenMP team splits from 64K (two threads took 0.77-1.28x
  * one thread's time at 64K-128K; from 256K on, libgomp's default waiting
  * made them stall for milliseconds on that machine, whatever the split:
@@ -37,7 +37,7 @@
 /* The same for the onnxruntime ops (a pool hand-off includes a wake-up
    when the pool does not spin). */
 #ifndef EXTQL_POOL_MIN_ELEMENTS
-#define EXTQL_POOL_MIN_ELEMENTS (1 << 20)
+#define EXTQL_POOL_MIN_ELEMENTS (1 << 17)
 #endif
 /* The shortest range, the longest range handed to a pool, and the ranges
    per thread (or for a pool of unknown size) that let the threads balance
