@@ -66,6 +66,7 @@ SHIM_SOURCES = [
 ] + [os.path.join(SRC, "extql_isa.c")]
 HEADERS = [os.path.join(SRC, h) for h in (
     "ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h", "extql_primitives.h",
+    "extql_primitives_avx512.h", "extql_primitives_avx2.h", "extql_primitives_c.h",
     "extql_kernels.h", "extql_rules.h", "extql_block_rules.h")]
 
 

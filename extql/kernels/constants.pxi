@@ -39,7 +39,8 @@ cdef struct Opts:
 cdef struct Chan:
     float s          # the scale
     float r          # 1 / s where that is exact (s a power of two), else 0
-    # 8/16-bit quantize where quotient_fma takes the quotient (else y 0):
+    # quantize where quotient_fma takes the quotient (8/16-bit; 32-bit with
+    # the zero point 0; else y 0):
     # y = RN(1 / s), yl = RN((1 - s * y) / s) (y + yl is 1 / s to 2^-48),
     # and xl, xh = -|s| * 2^33, |s| * 2^33, the bounds it clamps x to.
     float y, yl, xl, xh
@@ -163,14 +164,17 @@ cdef inline void zero_into(Chan *c, qtype_t z) noexcept nogil:
 cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
                          int64_t d) noexcept nogil:
     """Channel d's constants (zp NULL: zero point 0)."""
+    zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
     c.s = scale[d]
     c.r = exact_reciprocal(c.s)
-    c.y = (0 if c.r != 0 or is_float(<qtype_t *>zp) or is_wide(<qtype_t *>zp)
-           else fma_reciprocal(c.s))
+    # quotient_fma: the 8/16-bit types, and the 32-bit ones with the zero
+    # point 0 (store_wide; their formula with another zero point keeps the
+    # division)
+    c.y = (0 if c.r != 0 or is_float(<qtype_t *>zp)
+           or (is_wide(<qtype_t *>zp) and c.zi != 0) else fma_reciprocal(c.s))
     c.yl = fmaf(-c.s, c.y, 1) / c.s if c.y != 0 else 0
     c.xh = (c.s if c.s >= 0 else -c.s) * <float>8589934592.0 if c.y != 0 else 0
     c.xl = -c.xh
-    zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
     c.conv = ((qtype_t is float16_t or qtype_t is bfloat16_t) and c.s == 1
               and f32_bits(c.zf) == 0)
 

@@ -65,6 +65,10 @@ cdef extern from "extql_primitives.h":
                                      int64_t n, int stream) noexcept nogil
     void store_u16 "extql_store_u16"(uint16_t *dst, const int32_t *t,
                                      int64_t n, int stream) noexcept nogil
+    void store_wide_i32 "extql_store_wide_i32"(int32_t *dst, const float *t,
+                                               int64_t n, int stream) noexcept nogil
+    void store_wide_u32 "extql_store_wide_u32"(uint32_t *dst, const float *t,
+                                               int64_t n, int stream) noexcept nogil
     void store_32 "extql_store_32"(void *dst, const void *t, int64_t n,
                                    int stream) noexcept nogil
     void store_f16 "extql_store_f16"(uint16_t *dst, const float *t, int64_t n,

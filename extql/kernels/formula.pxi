@@ -3,8 +3,9 @@
 
 cdef inline float quotient_fma(float x, float s, float y, float yl, float xl,
                                float xh) noexcept nogil:
-    """x / s for the 8/16-bit types, by the reciprocal y + yl of s (y =
-    RN(1 / s), yl = RN((1 - s * y) / s)) and one correction step: x clamped
+    """x / s for the 8/16-bit types (and the 32-bit ones with the zero point
+    0), by the reciprocal y + yl of s (y = RN(1 / s), yl = RN((1 - s * y) /
+    s)) and one correction step: x clamped
     to [xl, xh] = |s| * [-2^33, 2^33] (NaN stays NaN), q = RN(x * y + RN(x *
     yl)) (within one ulp of x / s), then q + (x - s * q) * y rounded once
     (fused multiply-adds).  For 2^-60 <= |s| <= 2^60 that is the division's

@@ -1,10 +1,11 @@
 """The quantize quotient x / s has the bits of the IEEE float32 division.
 
-The 8- and 16-bit quantize of the copies with FMA (AVX2, AVX-512) takes the quotient by the
-reciprocal y = RN(1 / s) and two correction steps (``quotient_fma`` in
+The 8- and 16-bit quantize of the copies with FMA (AVX2, AVX-512), and the
+32-bit one with the zero point 0, take the quotient by the reciprocal
+y = RN(1 / s) and two correction steps (``quotient_fma`` in
 extql/kernels/formula.pxi) for scales 2^-60 <= |s| <= 2^60 that are not
-powers of two; the other copies, types and scales divide (or multiply by an
-exact reciprocal).  docs/development.rst ("The division") proves that the
+powers of two; the other copies, types, zero points and scales divide (or
+multiply by an exact reciprocal).  docs/development.rst ("The division") proves that the
 quantized value is the division's; these tests check it the way the
 division itself is checked: against the contract (tests/contract.py, NumPy's
 float32 division), on every float32 ``x`` of whole binades of the quotient
@@ -30,6 +31,8 @@ pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32 = np.float32
 NARROW = ["int8", "uint8", "int16", "uint16"]
+#: The 32-bit types take the reciprocal with the zero point 0 only.
+WIDE = ["int32", "uint32"]
 
 
 def _f32(bits: int) -> np.float32:
@@ -79,9 +82,14 @@ def test_every_x_of_a_quotient_binade(s):
     _check(x, s, "uint8", 3, what="quotients in [2^5, 2^6)")
     _check(_between(a * 2.0**14, a * 2.0**15, 4), s, "uint16", 32768,
            "quotients in [2^14, 2^15)")
+    # 32-bit: in [2^22, 2^23) every quotient is an integer or a tie; from
+    # 2^24 on the quotient's bits are the value (uint32 past 2^31).
+    _check(_between(a * 2.0**22, a * 2.0**23, 8), s, "int32", what="quotients in [2^22, 2^23)")
+    _check(_between(a * 2.0**31, a * 2.0**32, 32), s, "uint32",
+           what="quotients in [2^31, 2^32)")
 
 
-@pytest.mark.parametrize("name", NARROW)
+@pytest.mark.parametrize("name", NARROW + WIDE)
 def test_tiny_and_huge_quotients(name):
     """Where the proof's conditions end: |x| around 2^-100, quotients around
     2^-124 and the subnormals, |x| around |s| * 2^33 (the bound the
@@ -97,10 +105,11 @@ def test_tiny_and_huge_quotients(name):
         with np.errstate(over="ignore"):
             scaled = np.concatenate([base, -base, (base * F32(a)).astype(F32)])
             scaled = np.concatenate([scaled, -scaled])
-        _check(scaled, s, name, int(TYPES[name][1] + 1), "tiny and huge")
+        zp = 0 if name in WIDE else int(TYPES[name][1] + 1)
+        _check(scaled, s, name, zp, "tiny and huge")
 
 
-@pytest.mark.parametrize("name", NARROW)
+@pytest.mark.parametrize("name", NARROW + WIDE)
 def test_hard_scales_per_channel(name):
     """One tensor whose channels take the reciprocal, the division and the
     multiply, each with near-tie values of its own scale."""
@@ -141,7 +150,7 @@ def test_near_ties_property(s, k, ulps, negative_scale):
             x = np.nextafter(x, F32(np.inf) if u > 0 else F32(-np.inf))
         xs.append(x)
     x = np.array(xs * 16, F32)  # at several lane positions
-    for name in NARROW:
+    for name in NARROW + WIDE:
         _check(x, s, name, 0, f"near k={k} + 1/2")
 
 
