@@ -19,11 +19,10 @@
   so that no exactness test runs on one variant by mistake.
 * The ``fallback`` marker (declared in pyproject.toml) labels tests that run a
   model through the onnxscript fallback functions with the compiled extql
-  library *not* registered.  ``tox -e fallback`` runs ``pytest -m fallback``
-  with ``EXTQL_FALLBACK_ONLY=1``; then onnxruntime's
-  ``SessionOptions.register_custom_ops_library`` is replaced for the whole
-  session by a function that raises, so a fallback test that registered the
-  library by mistake fails instead of silently testing the native kernel.
+  library *not* registered.  While such a test runs (its fixtures' set-up
+  included), onnxruntime's ``SessionOptions.register_custom_ops_library``
+  raises, so a fallback test that registered the library by mistake fails
+  instead of silently testing the native kernel.
 """
 
 from __future__ import annotations
@@ -63,7 +62,6 @@ ISAS = _isas()
 ONE_ISA = _kernels.isa() if _kernels.isa() in ISAS else ISAS[-1]
 #: The folders (of tests/) whose kernel_isa tests run on every variant of ISAS.
 SWEPT = ("kernels", "operators")
-FALLBACK_ONLY = os.environ.get("EXTQL_FALLBACK_ONLY", "") == "1"
 
 
 #: The test running now, and the ones that ran the kernels without kernel_isa.
@@ -107,6 +105,11 @@ def _watch_the_kernels() -> None:
 
     @functools.wraps(register)
     def register_library(self, path: str) -> None:
+        item = _RUNNING[0]
+        if item is not None and item.get_closest_marker("fallback") is not None:
+            raise RuntimeError(
+                f"{item.nodeid} is marked fallback: it runs the fallback functions, so "
+                f"registering the custom-op library {path!r} is refused")
         if os.path.exists(path) and os.path.realpath(path) == library:
             note()
         return register(self, path)
@@ -170,27 +173,3 @@ def kernel_isa(request: pytest.FixtureRequest) -> Iterator[str]:
     _kernels.set_isa(request.param)
     yield request.param
     _kernels.set_isa(None)
-
-
-def _refuse_library(self: object, path: str) -> None:
-    raise RuntimeError(
-        f"EXTQL_FALLBACK_ONLY=1: this run tests the fallback path, so registering the "
-        f"custom-op library {path!r} is refused"
-    )
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _fallback_only_session() -> Iterator[None]:
-    """In the fallback env, make registering any custom-op library an error."""
-    if not FALLBACK_ONLY:
-        yield
-        return
-    import onnxruntime
-
-    cls = onnxruntime.SessionOptions
-    original = cls.register_custom_ops_library
-    cls.register_custom_ops_library = _refuse_library
-    try:
-        yield
-    finally:
-        cls.register_custom_ops_library = original

@@ -33,7 +33,7 @@ from extql import fallbacks
 from extql.opset import quark
 
 # These run models through the fallback functions with the library not
-# registered: `tox -e fallback` runs them with the library refused.
+# registered: while they run, registering a library is refused (conftest.py).
 pytestmark = pytest.mark.fallback
 
 RUNNERS = ["onnxruntime", "reference"]

@@ -32,7 +32,7 @@ from extql.onnx import graph
 from extql.tools import lower
 
 # These run models through the fallback functions with the library not
-# registered: `tox -e fallback` runs them with the library refused.
+# registered: while they run, registering a library is refused (conftest.py).
 pytestmark = pytest.mark.fallback
 
 ORT_VERSION = tuple(int(p) for p in ort.__version__.split(".")[:2])
