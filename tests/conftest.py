@@ -7,9 +7,10 @@
   pytest.mark.usefixtures("kernel_isa")``, a test of its own with the
   decorator, or as an argument); the fixture forces the variant.  The
   exactness tests -- the folders of :data:`SWEPT`: the kernels through the
-  NumPy API, the operators by type on every path -- run once per
-  instruction-set variant of the kernels that this build and this CPU have
-  (``_kernels.available_isas()``: ``baseline``, ``avx2``, ``avx512``;
+  NumPy API, the operators by type (their NumPy API cases; the library's
+  and the fallbacks' run once, see pytest_collection_modifyitems) -- run
+  once per instruction-set variant of the kernels that this build and this
+  CPU have (``_kernels.available_isas()``: ``baseline``, ``avx2``, ``avx512``;
   EXTQL_TEST_ISAS picks a subset).  Elsewhere (sessions of whole models,
   tools, processes, packaging) a module runs once, on the variant the CPU
   picks: the variant changes only the kernels' loops, which the exactness
@@ -148,14 +149,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the swept variants of the cases whose ``path`` runs no
-    kernel (the fallback functions in onnxruntime or onnx.reference,
-    tests/paths.py): they run once, on ONE_ISA."""
+    """Deselect the swept variants of the cases whose ``path`` (tests/paths.py)
+    runs no kernel -- the fallback functions in onnxruntime or onnx.reference
+    -- or runs them through onnxruntime: the library's shim calls the same
+    entry points, split the same way, on every variant, and the NumPy API's
+    cases of the same operators sweep the variants.  They run once, on
+    ONE_ISA."""
     try:
-        from paths import FALLBACK, FALLBACK_REFERENCE
+        from paths import FALLBACK, FALLBACK_REFERENCE, LIBRARY
     except ImportError:  # (no onnxruntime: no such path)
         return
-    no_kernel = {FALLBACK, FALLBACK_REFERENCE}
+    no_kernel = {FALLBACK, FALLBACK_REFERENCE, LIBRARY}
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
