@@ -5,14 +5,14 @@ cdef inline float quotient_fma(float x, float s, float y, float yl, float xl,
                                float xh) noexcept nogil:
     """x / s for the 8/16-bit types (and the 32-bit ones with the zero point
     0), by the reciprocal y + yl of s (y = RN(1 / s), yl = RN((1 - s * y) /
-    s)) and one correction step: x clamped
-    to [xl, xh] = |s| * [-2^33, 2^33] (NaN stays NaN), q = RN(x * y + RN(x *
-    yl)) (within one ulp of x / s), then q + (x - s * q) * y rounded once
-    (fused multiply-adds).  For 2^-60 <= |s| <= 2^60 that is the division's
-    result wherever the proof holds (Markstein's theorem), and elsewhere
-    |x / s| < 2^-40, where both round to 0: the quantized value is the same
-    (docs/development.rst, "The division").  (xl is its own value, not -xh:
-    GCC would otherwise compute -x by a compare and a blend.)"""
+    s)) and one correction step: x clamped to [xl, xh] = |s| * [-2^33, 2^33]
+    (NaN stays NaN), q = RN(x * y + RN(x * yl)) (within one ulp of x / s),
+    then q + (x - s * q) * y rounded once (fused multiply-adds).  For
+    2^-60 <= |s| <= 2^60 that is the division's result wherever the proof
+    holds (Markstein's theorem), and elsewhere |x / s| < 2^-40, where both
+    round to 0: the quantized value is the same (docs/development.rst, "The
+    division").  (xl is its own value, not -xh: GCC would otherwise compute
+    -x by a compare and a blend.)"""
     cdef float q, e
     x = xh if xh < x else x
     x = xl if xl > x else x
