@@ -170,6 +170,26 @@ static inline void extql_prefetch(const void *p, int64_t bytes) {
   for (int64_t o = 0; o < bytes; o += 64) EXTQL_PREFETCH_LINE(q + o);
 }
 
+/* One element of the 32-bit quantize with the zero point 0 from its
+   quotient v: r = rint(v); the type's bound below it (or for NaN), its bound
+   above it, else r converted (uint32 through int32, which the compiler
+   converts in vectors).  Branch-free, so that a loop of it vectorises: the
+   plain C body of extql_store_wide_*, and the AVX2 body's tail. */
+static inline int32_t extql_wide_i32_one(float v) {
+  float r = extql_rint(v);
+  float c = r >= -2147483648.0f ? (r < 2147483648.0f ? r : 0.0f) : 0.0f;
+  int32_t y = (int32_t)c;
+  y = r >= -2147483648.0f ? y : INT32_MIN;
+  return r >= 2147483648.0f ? INT32_MAX : y;
+}
+static inline uint32_t extql_wide_u32_one(float v) {
+  float r = extql_rint(v);
+  float c = r >= 0.0f ? (r < 4294967296.0f ? r : 0.0f) : 0.0f;
+  uint32_t y = (uint32_t)(int32_t)(c >= 2147483648.0f ? c - 4294967296.0f : c);
+  y = r >= 0.0f ? y : 0u;
+  return r >= 4294967296.0f ? UINT32_MAX : y;
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include "extql_primitives_avx512.h"

@@ -234,19 +234,13 @@ static inline void extql_store_wide_i32(int32_t *dst, const float *t, int64_t n,
   int64_t k = 0;
   stream = extql_can_stream(dst, stream);
   for (; k + 8 <= n; k += 8) extql_put256(dst + k, extql_wide_i32(_mm256_loadu_ps(t + k)), stream);
-  for (; k < n; k++) {
-    float r = __builtin_rintf(t[k]);
-    dst[k] = r >= 2147483648.0f ? INT32_MAX : (r >= -2147483648.0f ? (int32_t)r : INT32_MIN);
-  }
+  for (; k < n; k++) dst[k] = extql_wide_i32_one(t[k]);
 }
 static inline void extql_store_wide_u32(uint32_t *dst, const float *t, int64_t n, int stream) {
   int64_t k = 0;
   stream = extql_can_stream(dst, stream);
   for (; k + 8 <= n; k += 8) extql_put256(dst + k, extql_wide_u32(_mm256_loadu_ps(t + k)), stream);
-  for (; k < n; k++) {
-    float r = __builtin_rintf(t[k]);
-    dst[k] = r >= 4294967296.0f ? UINT32_MAX : (r >= 0.0f ? (uint32_t)r : 0u);
-  }
+  for (; k < n; k++) dst[k] = extql_wide_u32_one(t[k]);
 }
 
 #endif /* EXTQL_PRIMITIVES_AVX2_H */

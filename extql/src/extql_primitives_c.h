@@ -75,29 +75,14 @@ static inline void extql_fill_32(void *p, uint32_t v, int64_t n) {
 static inline void extql_stream32(void *dst, const void *src) { memcpy(dst, src, 32); }
 static inline void extql_store_fence(void) {}
 
-/* The 32-bit quantize with the zero point 0 from a tile of quotients:
-   r = rint(v); the type's bound below it (or for NaN), its bound above it,
-   else r converted (uint32 through int32, which the compiler converts in
-   vectors). */
+/* The 32-bit quantize with the zero point 0 from a tile of quotients. */
 static inline void extql_store_wide_i32(int32_t *dst, const float *t, int64_t n, int stream) {
   (void)stream;
-  for (int64_t k = 0; k < n; k++) {
-    float r = extql_rint(t[k]);
-    float c = r >= -2147483648.0f ? (r < 2147483648.0f ? r : 0.0f) : 0.0f;
-    int32_t y = (int32_t)c;
-    y = r >= -2147483648.0f ? y : INT32_MIN;
-    dst[k] = r >= 2147483648.0f ? INT32_MAX : y;
-  }
+  for (int64_t k = 0; k < n; k++) dst[k] = extql_wide_i32_one(t[k]);
 }
 static inline void extql_store_wide_u32(uint32_t *dst, const float *t, int64_t n, int stream) {
   (void)stream;
-  for (int64_t k = 0; k < n; k++) {
-    float r = extql_rint(t[k]);
-    float c = r >= 0.0f ? (r < 4294967296.0f ? r : 0.0f) : 0.0f;
-    uint32_t y = (uint32_t)(int32_t)(c >= 2147483648.0f ? c - 4294967296.0f : c);
-    y = r >= 0.0f ? y : 0u;
-    dst[k] = r >= 4294967296.0f ? UINT32_MAX : y;
-  }
+  for (int64_t k = 0; k < n; k++) dst[k] = extql_wide_u32_one(t[k]);
 }
 
 #endif /* EXTQL_PRIMITIVES_C_H */
