@@ -33,8 +33,6 @@ __all__ = ["register"]
 
 def _cmd_run(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxruntime", "onnxscript")
-    from ..tools.attach import attach_fallbacks
-
     readable_file(args.model, "an .onnx model")
     if args.save_outputs:
         writable_output(args.save_outputs, "outputs (.npz)")  # before the model runs
@@ -71,6 +69,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.no_library:
             log(args, "running with the fallback functions (no library) ...")
             native = None
+            # (imported here: the fallbacks' onnxscript costs a second of start-up)
+            from ..tools.attach import attach_fallbacks
+
             target = serialisable(attach_fallbacks(model), tmp, "fallback.onnx")
             outputs = session.run_model(target, feeds,
                                         session.stepped_options(target, None, args))

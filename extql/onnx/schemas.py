@@ -276,6 +276,11 @@ def register_schemas() -> None:
             except onnx.defs.SchemaError:
                 onnx.defs.register_schema(_block_schema(name, domain))
                 _registered.append((name, 1, domain))
+        # onnx.reference builds its table of operators by name, across domains,
+        # when first imported, and refuses a name two domains have: it must
+        # see the registry before com.microsoft's QuantizeLinear joins it.
+        from onnx.reference import op_run  # noqa: F401
+
         for name, quantize in (("QuantizeLinear", True), ("DequantizeLinear", False)):
             try:
                 onnx.defs.get_schema(name, 1, MS_DOMAIN)

@@ -48,6 +48,16 @@ def test_import_exits_zero(modules):
     assert proc.stdout.strip() == "imported"
 
 
+def test_onnx_reference_imports_after_the_schemas():
+    """onnx.reference, first imported after extql registered its schemas
+    (com.microsoft's QuantizeLinear among them), still imports and runs: it
+    refuses an operator name that two domains have if it sees them both."""
+    proc = _python("import extql.onnx.schemas as s; s.register_schemas(); "
+                   "import onnx.reference; print('imported')")
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "imported"
+
+
 def test_inference_through_extended_nodes_then_exit():
     """The registered inference still works (output type from the zero point,
     shape of x), and the process exits 0 after using it."""
