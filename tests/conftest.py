@@ -14,7 +14,9 @@
   EXTQL_TEST_ISAS picks a subset).  Elsewhere (sessions of whole models,
   tools, processes, packaging) a module runs once, on the variant the CPU
   picks: the variant changes only the kernels' loops, which the exactness
-  tests cover.  A test that runs the kernels without requesting the fixture
+  tests cover.  A test whose expectation costs far more than the kernels
+  requests ``each_isa`` instead and loops over the variants itself.  A test
+  that runs the kernels without requesting either fixture
   fails, naming it: the kernels' Python entry points and onnxruntime's
   registration of extql's library are watched (:func:`_watch_the_kernels`),
   so that no exactness test runs on one variant by mistake.
@@ -31,7 +33,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -81,7 +83,7 @@ def _watch_the_kernels() -> None:
 
     def note() -> None:
         item = _RUNNING[0]
-        if item is not None and "kernel_isa" not in item.fixturenames:
+        if item is not None and not {"kernel_isa", "each_isa"} & set(item.fixturenames):
             _UNSWEPT.add(item.nodeid)
 
     def watched(function):
@@ -168,6 +170,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.fixture
+def each_isa(request: pytest.FixtureRequest) -> Callable[[], Iterator[str]]:
+    """kernel_isa's variants one after another within one test: ``for isa in
+    each_isa(): ...`` forces each in turn (every one of ISAS in the folders
+    of SWEPT, ONE_ISA elsewhere) and restores the CPU's choice after the
+    loop.  For tests whose expectation costs far more than the kernels
+    (whole binades of float32, outputs of 16 MiB): the oracle is computed
+    once and every variant is checked against it.  Name the variant in
+    the assertion's message."""
+    isas = ISAS if request.node.path.parent.name in SWEPT else [ONE_ISA]
+    # (a test may also run under a module's kernel_isa: its variant comes back)
+    previous = request.getfixturevalue("kernel_isa") if "kernel_isa" in request.fixturenames \
+        else None
+
+    def variants() -> Iterator[str]:
+        try:
+            for isa in isas:
+                _kernels.set_isa(isa)
+                yield isa
+        finally:
+            _kernels.set_isa(previous)
+
+    return variants
 
 
 @pytest.fixture(scope="module")

@@ -70,23 +70,34 @@ def _via(path: str, level: str | None, op: str, x, attrs) -> np.ndarray:
     return block_via(path, op, x, attrs, level=None if level is None else LEVEL_IDS[level])
 
 
+def _via_many(path: str, level: str | None, cases: list[dict]) -> list[np.ndarray]:
+    """Each case (``op_type``, ``attrs``, ``x``) through one run: the cases
+    side by side, one model per (operator name, variant) -- a session's fixed
+    cost paid once per model, not per case.  The outputs in the cases' order."""
+    got: dict[int, np.ndarray] = {}
+    for group in fallback_groups([{**c, "index": i} for i, c in enumerate(cases)]):
+        model, feeds = many_node_model([(c["op_type"], c["attrs"], c["x"]) for c in group])
+        out = run_fallback(path, model, feeds, level=None if level is None else LEVEL_IDS[level])
+        for i, c in enumerate(group):
+            got[c["index"]] = out[f"y{i}"]
+    return [got[i] for i in range(len(cases))]
+
+
 # ---------------------------------------------------------------- Quark's grid
 
 def _grid_outputs(every_run: bool) -> dict[str, dict[tuple[str, str | None], np.ndarray]]:
     """Grid cases through the runs of RUNS, by case id and run: one model per
     (operator name, variant, run), so that runtimes that ignore overload run
     it.  With ``every_run`` every case takes every run; otherwise every case
-    takes onnx.reference and one of onnxruntime's runs, in turn, so that each
-    (path, level) sees a share of every variant's cases (a session's creation
-    costs about 0.1 ms per node, and a fallback node is about 240 standard
-    ones)."""
-    ort_runs = [run for run in RUNS if run[0] != FALLBACK_REFERENCE]
+    takes one run, in turn, so that each run (onnx.reference, onnxruntime's
+    paths at each level) sees a share of every variant's cases (a session's
+    creation costs about 0.1 ms per node, a fallback node is about 240
+    standard ones, and onnx.reference runs them one by one in Python)."""
     out: dict[str, dict[tuple[str, str | None], np.ndarray]] = {}
     for g, cases in enumerate(fallback_groups(GRID_CASES)):
         by_run: dict[tuple[str, str | None], list[dict]] = {}
         for i, c in enumerate(cases):
-            runs = RUNS if every_run else [(FALLBACK_REFERENCE, None),
-                                           ort_runs[(g + i) % len(ort_runs)]]
+            runs = RUNS if every_run else [RUNS[(g + i) % len(RUNS)]]
             for run in runs:
                 by_run.setdefault(run, []).append(c)
         for (path, level), run_cases in by_run.items():
@@ -101,17 +112,18 @@ def _grid_outputs(every_run: bool) -> dict[str, dict[tuple[str, str | None], np.
 
 @pytest.fixture(scope="module")
 def grid_outputs() -> dict[str, dict[tuple[str, str | None], np.ndarray]]:
-    """Every grid case in onnx.reference and in one onnxruntime run."""
+    """Every grid case in one run of RUNS."""
     return _grid_outputs(every_run=False)
 
 
 @pytest.mark.parametrize("case", GRID_CASES, ids=[c["id"] for c in GRID_CASES])
 def test_quarks_bits_on_its_grid(grid_outputs, case):
     """Every grid case (every attribute, rank, axis, special value, float16,
-    both domains' names) gives Quark's bits in onnx.reference and in
-    onnxruntime (each (path, optimisation level) takes a share of the grid;
-    every level takes the special values below in full)."""
-    assert len(grid_outputs[case["id"]]) == 2
+    both domains' names) gives Quark's bits through a fallback path: each
+    run (onnx.reference, onnxruntime's paths at each optimisation level)
+    takes a share of the grid, and every run takes the special values below
+    in full (the slow test below runs the whole grid through every run)."""
+    assert len(grid_outputs[case["id"]]) == 1
     for (path, level), got in grid_outputs[case["id"]].items():
         assert_quarks_bits(got, case, f"{case['id']} {path} {level}")
 
@@ -177,47 +189,57 @@ def _signed_zero_lanes() -> np.ndarray:
     return np.array(rows, np.float32)
 
 
+def _check_many(run, cases: list[dict], what: str) -> None:
+    """Every case through ``run`` against the oracle."""
+    for c, got in zip(cases, _via_many(*run, cases), strict=True):
+        assert_same_bits(got, expected(c["op_type"], c["x"], c["attrs"]),
+                         f"{run} {what} {c['op_type']} {c['attrs']} {c['x'].dtype}"
+                         f"{list(c['x'].shape)}")
+
+
 @pytest.mark.parametrize("run", RUNS, ids=RUN_IDS)
-@pytest.mark.parametrize("op,attrs", VARIANT_NODES, ids=NODE_IDS)
-def test_signed_zeros_every_mode(run, op, attrs):
+def test_signed_zeros_every_mode(run):
     """Results that are zero keep the sign each rule gives (-0 for modes 0
     and 1 and to_bfp_prime, +0 for mode 2 from a non-zero quotient and for
     MX float elements) at every optimisation level: no Where or no-op
-    elimination loses a -0."""
+    elimination loses a -0.  Every node of VARIANT_NODES."""
     x = _signed_zero_lanes()
-    assert_same_bits(_via(*run, op, x, {**attrs, "axis": 1}), expected(op, x, {**attrs,
-                                                                              "axis": 1}),
-                     f"{run} {op} {attrs}")
+    _check_many(run, [{"op_type": op, "attrs": {**attrs, "axis": 1}, "x": x}
+                      for op, attrs in VARIANT_NODES], "signed zeros")
 
 
 @pytest.mark.parametrize("run", RUNS, ids=RUN_IDS)
-@pytest.mark.parametrize("op,attrs", VARIANT_NODES, ids=NODE_IDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
-def test_special_values(run, op, attrs, dtype):
+def test_special_values(run, dtype):
     """NaNs (payloads, signs), +-inf, +-0, subnormals, the smallest normal
     and the largest finite values, float32 and float16 (widened exactly,
-    rounded back), in blocks along a middle axis with a short last block."""
+    rounded back), in blocks along a middle axis with a short last block.
+    Every node of VARIANT_NODES."""
     specials = SPECIALS_F16 if dtype == np.float16 else SPECIALS_F32
-    rng = case_rng(op, "specials", str(attrs), str(dtype))
-    base = rng.permutation(np.concatenate([specials, specials[::-1]]))
-    x = np.resize(base, (2, 11, 3)).astype(dtype)
-    a = {**attrs, "axis": 1}
-    assert_same_bits(_via(*run, op, x, a), expected(op, x, a), f"{run} {op} {attrs}")
+    cases = []
+    for op, attrs in VARIANT_NODES:
+        rng = case_rng(op, "specials", str(attrs), str(dtype))
+        base = rng.permutation(np.concatenate([specials, specials[::-1]]))
+        cases.append({"op_type": op, "attrs": {**attrs, "axis": 1},
+                      "x": np.resize(base, (2, 11, 3)).astype(dtype)})
+    _check_many(run, cases, "special values")
 
 
 SHAPES = [(), (1,), (1, 1, 1), (7,), (1, 9), (5, 1), (0,), (2, 0, 3)]
 
 
 @pytest.mark.parametrize("run", RUNS, ids=RUN_IDS)
-@pytest.mark.parametrize("op,attrs", VARIANT_NODES[::3], ids=NODE_IDS[::3])
-@pytest.mark.parametrize("shape", SHAPES, ids=[str(s) for s in SHAPES])
-def test_small_and_empty_tensors(run, op, attrs, shape):
+def test_small_and_empty_tensors(run):
     """A one-element tensor passes through (after the bfloat16 pre-rounding),
-    rank 0 and rank 1 ignore the axis, an empty tensor gives an empty one."""
-    rng = case_rng(op, "small", str(shape))
-    x = np.asarray(rng.choice(SPECIALS_F32, shape), np.float32)
-    a = {**attrs, "axis": -1}
-    assert_same_bits(_via(*run, op, x, a), expected(op, x, a), f"{run} {op} {shape}")
+    rank 0 and rank 1 ignore the axis, an empty tensor gives an empty one
+    (every third node of VARIANT_NODES, every shape of SHAPES)."""
+    cases = []
+    for op, attrs in VARIANT_NODES[::3]:
+        for shape in SHAPES:
+            rng = case_rng(op, "small", str(shape))
+            cases.append({"op_type": op, "attrs": {**attrs, "axis": -1},
+                          "x": np.asarray(rng.choice(SPECIALS_F32, shape), np.float32)})
+    _check_many(run, cases, "small and empty")
 
 
 @pytest.mark.parametrize("path", FALLBACK_PATHS)
@@ -239,9 +261,10 @@ def test_blocks_along_any_axis(path, axis):
 def test_quark_models_inlined_give_quarks_bits(name, runner):
     """The models Quark's quantizer wrote, after inline_fallbacks: no custom
     operator left; onnxruntime without any library and onnx.reference give
-    Quark's stored output, bit for bit.  onnxruntime runs each model at its
-    default level (all) and at one other level, in turn from model to model
-    (a session of an inlined model takes about a second)."""
+    Quark's stored output, bit for bit.  onnxruntime runs each model at one
+    optimisation level, in turn from model to model, so that every level
+    runs a quarter of the models (a session of an inlined model takes about
+    a second; the nodes run at every level in the tests above)."""
     model = onnx.load(str(QUARK / f"{name}.onnx"))
     stored = model_values(name)
     inlined = extql.inline_fallbacks(model)
@@ -254,13 +277,11 @@ def test_quark_models_inlined_give_quarks_bits(name, runner):
         got = [ReferenceEvaluator(inlined).run(None, feeds)[0]]
     else:
         levels = list(LEVEL_IDS.values())
-        got = []
-        for level in (levels[-1], levels[BLOCK_MODELS.index(name) % (len(levels) - 1)]):
-            so = ort.SessionOptions()
-            so.graph_optimization_level = level
-            sess = ort.InferenceSession(inlined.SerializeToString(), so,
-                                        providers=["CPUExecutionProvider"])
-            got.append(sess.run(None, feeds)[0])
+        so = ort.SessionOptions()
+        so.graph_optimization_level = levels[BLOCK_MODELS.index(name) % len(levels)]
+        sess = ort.InferenceSession(inlined.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        got = [sess.run(None, feeds)[0]]
     for y in got:
         assert_same_bits(y, stored["y"], f"{name} {runner}")
 

@@ -40,15 +40,16 @@ from blockfmt_data import (
 )
 from blockfmt_values import MIXED_SPECIALS, as_dtype, mixed_values
 from contract import assert_same_bits, case_rng
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import extql
 from extql import block_formats, block_rules
 
-# Runs extql's kernels: once per instruction-set variant (tests/conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
+# Every test runs extql's kernels on every instruction-set variant
+# (tests/conftest.py): the grid and the properties check each variant against
+# one expectation (each_isa), the others run once per variant (kernel_isa).
 
 BFP = "BFPQuantizeDequantize"
 MX = "MXQuantizeDequantize"
@@ -71,13 +72,16 @@ def _blocky_data(rng: np.random.Generator, shape: tuple[int, ...], axis: int,
     return x
 
 
-def _check(op: str, x: np.ndarray, attrs: dict, what: str = "") -> np.ndarray:
+def _check(op: str, x: np.ndarray, attrs: dict, what: str = "", isas=None) -> np.ndarray:
     """Run the API on x and compare with the oracle (``op``: any of the four
-    names); x must stay as it was."""
+    names) on the variant in force, or on each of ``isas`` (each_isa); x must
+    stay as it was."""
     before = x.copy()
-    got = (API[BFP] if family(op) == "bfp" else API[MX])(x, **attrs)
-    assert_same_bits(got, expected(op, x, attrs), f"{op} {attrs} {what}")
-    assert_same_bits(x, before, "x was modified")
+    want = expected(op, x, attrs)
+    for isa in isas() if isas is not None else [""]:
+        got = (API[BFP] if family(op) == "bfp" else API[MX])(x, **attrs)
+        assert_same_bits(got, want, f"{isa} {op} {attrs} {what}")
+        assert_same_bits(x, before, f"{isa}: x was modified")
     return got
 
 
@@ -136,26 +140,28 @@ def _id(value) -> str:
     return "-".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
 @pytest.mark.parametrize("shape,axis", LAYOUTS, ids=[f"{s}@{a}" for s, a in LAYOUTS])
 @pytest.mark.parametrize("op,attrs", CONFIGS, ids=[f"{o[:3]}-{_id(c)}" for o, c in CONFIGS])
-def test_matches_contract(op, attrs, shape, axis, dtype):
-    x = as_dtype(mixed_values(case_rng(op, _id(attrs), shape, axis), shape), np.dtype(dtype))
-    _check(op, x, {**attrs, "axis": axis})
+def test_matches_contract(op, attrs, shape, axis, each_isa):
+    """float32 and float16."""
+    x = mixed_values(case_rng(op, _id(attrs), shape, axis), shape)
+    for dtype in (np.float32, np.float16):
+        _check(op, as_dtype(x, np.dtype(dtype)), {**attrs, "axis": axis}, isas=each_isa)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
 @pytest.mark.parametrize("shape,axis", [((7, 300), -1), ((4, 40, 9), 1), ((3, 64, 20), 1),
                                         ((2, 40, 400), 1)])
 @pytest.mark.parametrize("op,attrs", [(o, c) for o, c in CONFIGS if c.get("block_size", 1) < 100],
                          ids=[f"{o[:3]}-{_id(c)}" for o, c in CONFIGS
                               if c.get("block_size", 1) < 100])
-def test_blocks_of_every_scale_side_by_side(op, attrs, shape, axis, dtype):
+def test_blocks_of_every_scale_side_by_side(op, attrs, shape, axis, each_isa):
     """Blocks from subnormal to near the largest float32 next to each other
-    (each kernel path: contiguous blocks in tiles, columns, narrow columns)."""
+    (each kernel path: contiguous blocks in tiles, columns, narrow columns),
+    float32 and float16."""
     block = attrs.get("block_size", 8 if op == BFP else 32)
     x = _blocky_data(case_rng(op, "blocky", _id(attrs), shape), shape, axis, block)
-    _check(op, as_dtype(x, np.dtype(dtype)), {**attrs, "axis": axis})
+    for dtype in (np.float32, np.float16):
+        _check(op, as_dtype(x, np.dtype(dtype)), {**attrs, "axis": axis}, isas=each_isa)
 
 
 # ---------------------------------------------------------------- hypothesis
@@ -163,29 +169,32 @@ def test_blocks_of_every_scale_side_by_side(op, attrs, shape, axis, dtype):
 _lanes = st.one_of(st.sampled_from(MIXED_SPECIALS.tolist()), st.floats(width=32, allow_nan=True))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(x=arrays(np.float32, st.integers(1, 70), elements=_lanes),
        method=st.sampled_from(["to_bfp", "to_bfp_prime"]), mode=st.sampled_from([0, 1, 2]),
        compiler=st.sampled_from([0, 1]), bf16=st.sampled_from([0, 1]),
        bits=st.integers(10, 32), block=st.sampled_from([1, 2, 4, 8, 16, 24]),
        f16=st.booleans())
-def test_bfp_special_values_every_lane(x, method, mode, compiler, bf16, bits, block, f16):
+def test_bfp_special_values_every_lane(each_isa, x, method, mode, compiler, bf16, bits, block,
+                                       f16):
     attrs = {"bfp_method": method, "rounding_mode": mode, "bit_width": bits,
              "block_size": block, "sub_block_size": 2 if block % 2 == 0 else 1,
              "use_compiler_version_cpu_kernel": compiler,
              "convert_to_bfloat_before_bfp": bf16, "axis": 0}
-    _check(BFP, as_dtype(x, np.float16) if f16 else x, attrs)
+    _check(BFP, as_dtype(x, np.float16) if f16 else x, attrs, isas=each_isa)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(x=arrays(np.float32, st.tuples(st.integers(1, 9), st.integers(1, 40)), elements=_lanes),
        element=st.sampled_from(sorted(ELEMENT_TYPES)), mode=st.sampled_from([0, 1, 2]),
        block=st.sampled_from([1, 3, 8, 32]), axis=st.sampled_from([0, 1, -1, -2]),
        f16=st.booleans())
-def test_mx_special_values_every_lane(x, element, mode, block, axis, f16):
+def test_mx_special_values_every_lane(each_isa, x, element, mode, block, axis, f16):
     attrs = {"element_dtype": element, "rounding_mode": mode, "block_size": block,
              "axis": axis}
-    _check(MX, as_dtype(x, np.float16) if f16 else x, attrs)
+    _check(MX, as_dtype(x, np.float16) if f16 else x, attrs, isas=each_isa)
 
 
 # ---------------------------------------------------------------- out=
@@ -197,6 +206,7 @@ OUT_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("dtype", [np.float32, np.float16], ids=["f32", "f16"])
 @pytest.mark.parametrize("op,attrs", OUT_CASES, ids=[o[:3] + _id(a) for o, a in OUT_CASES])
 def test_out_in_place_and_separate(op, attrs, dtype):
@@ -209,6 +219,7 @@ def test_out_in_place_and_separate(op, attrs, dtype):
     assert_same_bits(x, want, "out=x")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("op", [BFP, MX])
 def test_out_refused_when_wrong(op):
     x = mixed_values(case_rng(op, "bad out"), (4, 16))
@@ -235,6 +246,7 @@ RANGE_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("op,attrs,shape", RANGE_CASES,
                          ids=[f"{o[:3]}-{_id(a)}-{s}" for o, a, s in RANGE_CASES])
 def test_any_split_into_ranges_gives_the_same_bits(op, attrs, shape):
@@ -254,6 +266,7 @@ def test_any_split_into_ranges_gives_the_same_bits(op, attrs, shape):
         assert_same_bits(got, want, f"cuts {cuts}")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("op", [BFP, MX])
 def test_python_numbers_are_float32(op):
     values = [[0.1, -2.5, 3.0, 7.75, 1e-39, 100.0, 0.0, -0.0]]
@@ -267,6 +280,7 @@ def _api(op_type: str):
     return API[BFP] if family(op_type) == "bfp" else API[MX]
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", BLOCK_MODELS)
 def test_quarks_bits_in_the_models_it_wrote(name):
     stored = model_values(name)

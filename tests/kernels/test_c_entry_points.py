@@ -5,6 +5,7 @@ against that one list."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,15 @@ def test_isa_selection(kernel_isa):
         _kernels.set_isa("sse9")
     assert LIB.extql_isa_force(99) == -1
     _kernels.set_isa(kernel_isa)
+
+
+def test_each_isa_forces_every_variant_and_restores(kernel_isa, each_isa):
+    """each_isa (conftest.py) forces every variant the CPU has, in turn, and
+    gives back the variant that was forced before the loop."""
+    seen = []
+    for isa in each_isa():
+        assert _kernels.isa() == isa
+        assert LIB.extql_isa_name(LIB.extql_isa()).decode() == isa
+        seen.append(isa)
+    assert seen == _kernels.available_isas() or os.environ.get("EXTQL_TEST_ISAS")
+    assert _kernels.isa() == kernel_isa

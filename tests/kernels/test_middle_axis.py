@@ -1,6 +1,7 @@
 """Per-axis quantization along a middle axis with short runs, against the
-contract, bit for bit, on both kernel variants (conftest.py runs this module
-once per variant).
+contract, bit for bit, on every kernel variant (conftest.py: kernel_isa runs
+a test once per variant; each_isa checks every variant against one
+expectation, where the expectation is the cost).
 
 A middle axis walks the tensor as [outer, D, inner]: runs of ``inner``
 elements share a channel.  The kernels take short runs in one pass with the
@@ -21,9 +22,6 @@ from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 
 import extql
 from extql import _kernels
-
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32 = np.float32
 ALL_TYPES = list(TYPES)
@@ -71,7 +69,7 @@ def threads(request):
 
 @pytest.mark.parametrize("name", ALL_TYPES)
 @pytest.mark.parametrize("inner", list(range(1, 71)))
-def test_short_runs_every_length(name, inner):
+def test_short_runs_every_length(name, inner, each_isa):
     """Runs of 1..70 elements, an odd batch (so the threads' chunks end
     anywhere in a run) and an axis whose period is short (D = 3) or longer
     than the windows (D = 37, inner >= 28); one thread for odd lengths, two
@@ -84,15 +82,18 @@ def test_short_runs_every_length(name, inner):
             shape = (outer, d, inner)
             s, z = _params(name, rng, d)
             x = _x(rng, shape)
-            assert_same_bits(extql.quantize_linear(x, s, z, axis=1),
-                             quantize(x, s, z, axis=1), f"Q {name} {shape}")
             q = _q(name, rng, shape)
-            assert_same_bits(extql.dequantize_linear(q, s, z, axis=1),
-                             dequantize(q, s, z, axis=1), f"DQ {name} {shape}")
+            want_q, want_dq = quantize(x, s, z, axis=1), dequantize(q, s, z, axis=1)
+            for isa in each_isa():
+                assert_same_bits(extql.quantize_linear(x, s, z, axis=1), want_q,
+                                 f"{isa}: Q {name} {shape}")
+                assert_same_bits(extql.dequantize_linear(q, s, z, axis=1), want_dq,
+                                 f"{isa}: DQ {name} {shape}")
     finally:
         _kernels.set_num_threads(0)
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", ALL_TYPES)
 @pytest.mark.parametrize("shape", [(2, 131072 // 49 + 3, 49), (1, 2000, 49), (3, 43700, 3),
                                    (1, 65536 // 63 + 5, 63), (2, 2100, 1, 31)])
@@ -109,6 +110,7 @@ def test_long_periods(name, shape, threads):
                      dequantize(q, s, z, axis=1), f"DQ {name} {shape}")
 
 
+@pytest.mark.usefixtures("kernel_isa")
 @pytest.mark.parametrize("name", ALL_TYPES)
 @pytest.mark.parametrize("offset", [0, 1, 3])
 @pytest.mark.parametrize("shape", [(5, 9, 7, 7), (3, 4, 13, 5), (2, 5, 40, 1), (6, 7, 1, 33)])
@@ -144,15 +146,16 @@ STREAM_CASES = [("short", "int8"), ("short", "int32"), ("mid", "uint16"), ("mid"
 
 
 @pytest.mark.parametrize("case,name", STREAM_CASES)
-def test_streamed_outputs(name, case, threads):
+def test_streamed_outputs(name, case, each_isa):
+    """Both directions' outputs of 16 MiB or more (streamed), misaligned, at 1
+    and 2 threads."""
     shape = STREAM_SHAPES[case]
     rng = np.random.default_rng(len(case) + ALL_TYPES.index(name))
     s, z = _params(name, rng, shape[1])
     q = _q(name, rng, shape)
     out = _misaligned(np.empty(shape, F32), 1)
     assert out.nbytes >= _kernels.stream_min_bytes()
-    extql.dequantize_linear(q, s, z, axis=1, out=out)
-    assert_same_bits(out, dequantize(q, s, z, axis=1), f"DQ {name} {shape}")
+    want_dq = dequantize(q, s, z, axis=1)
     # The quantize output in the same shape, the batch grown until it streams.
     dt = TYPES[name][0]
     grow = -(-_kernels.stream_min_bytes() // (int(np.prod(shape)) * dt.itemsize))
@@ -160,5 +163,16 @@ def test_streamed_outputs(name, case, threads):
     x = _x(rng, shape_q)
     outq = _misaligned(np.empty(shape_q, dt), 1)
     assert outq.nbytes >= _kernels.stream_min_bytes()
-    extql.quantize_linear(x, s, z, axis=1, out=outq)
-    assert_same_bits(outq, quantize(x, s, z, axis=1), f"Q {name} {shape_q}")
+    want_q = quantize(x, s, z, axis=1)
+    try:
+        for threads in (1, 2):
+            _kernels.set_num_threads(threads)
+            for isa in each_isa():
+                out.fill(0)
+                extql.dequantize_linear(q, s, z, axis=1, out=out)
+                assert_same_bits(out, want_dq, f"{isa} t{threads}: DQ {name} {shape}")
+                outq.fill(0)
+                extql.quantize_linear(x, s, z, axis=1, out=outq)
+                assert_same_bits(outq, want_q, f"{isa} t{threads}: Q {name} {shape_q}")
+    finally:
+        _kernels.set_num_threads(0)

@@ -1,18 +1,16 @@
-"""Property tests: random shapes, axes, types and values against the contract."""
+"""Property tests: random shapes, axes, types and values against the contract,
+every kernel variant against each example's one expectation (each_isa,
+conftest.py)."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import extql
-
-# Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
-pytestmark = pytest.mark.usefixtures("kernel_isa")
 
 F32 = np.dtype(np.float32)
 ANY_F32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
@@ -51,12 +49,15 @@ def problems(draw):
     return x, scale, zp, axis, name
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(problems())
-def test_quantize_matches_contract(problem):
+def test_quantize_matches_contract(each_isa, problem):
     x, scale, zp, axis, name = problem
-    got = extql.quantize_linear(x, scale, zp, axis=axis)
-    assert_same_bits(got, quantize(x, scale, zp, axis), f"{name} axis={axis}")
+    want = quantize(x, scale, zp, axis)
+    for isa in each_isa():
+        got = extql.quantize_linear(x, scale, zp, axis=axis)
+        assert_same_bits(got, want, f"{isa}: {name} axis={axis}")
 
 
 @st.composite
@@ -69,22 +70,26 @@ def dequantize_problems(draw):
     return raw.view(dt), scale, zp, axis, name
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(dequantize_problems())
-def test_dequantize_matches_contract(problem):
+def test_dequantize_matches_contract(each_isa, problem):
     q, scale, zp, axis, name = problem
-    got = extql.dequantize_linear(q, scale, zp, axis=axis)
-    assert_same_bits(got, dequantize(q, scale, zp, axis), f"{name} axis={axis}")
+    want = dequantize(q, scale, zp, axis)
+    for isa in each_isa():
+        got = extql.dequantize_linear(q, scale, zp, axis=axis)
+        assert_same_bits(got, want, f"{isa}: {name} axis={axis}")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.sampled_from(list(TYPES)),
     st.integers(1, 3),
     st.integers(65_536, 300_000),
     st.integers(1, 4),
 )
-def test_large_parallel_matches_contract(name, d, n, threads):
+def test_large_parallel_matches_contract(each_isa, name, d, n, threads):
     """Sizes above the parallel minimum, split over a varying thread count."""
     rng = np.random.default_rng(n)
     x = (rng.standard_normal(n * d) * 1e3).astype(np.float32).reshape(d, n)
@@ -92,9 +97,11 @@ def test_large_parallel_matches_contract(name, d, n, threads):
     dt = TYPES[name][0]
     zp = np.zeros(d, dt)
     extql.set_num_threads(threads)
+    q = quantize(x, s, zp, 0)
+    want = dequantize(q, s, zp, 0)
     try:
-        assert_same_bits(extql.quantize_linear(x, s, zp, axis=0), quantize(x, s, zp, 0), name)
-        q = quantize(x, s, zp, 0)
-        assert_same_bits(extql.dequantize_linear(q, s, zp, axis=0), dequantize(q, s, zp, 0), name)
+        for isa in each_isa():
+            assert_same_bits(extql.quantize_linear(x, s, zp, axis=0), q, f"{isa}: {name}")
+            assert_same_bits(extql.dequantize_linear(q, s, zp, axis=0), want, f"{isa}: {name}")
     finally:
         extql.set_num_threads(0)
