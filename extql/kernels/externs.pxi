@@ -50,6 +50,7 @@ cdef extern from "extql_primitives.h":
     enum:
         TILE "EXTQL_TILE"
         HAVE_STREAM "EXTQL_HAVE_STREAM"
+        VECTOR_BYTES "EXTQL_VECTOR_BYTES"
         FMA_QUOTIENT "EXTQL_FMA_QUOTIENT"
     uint32_t f32_bits "extql_f32_bits"(float f) noexcept nogil
     float bits_f32 "extql_bits_f32"(uint32_t u) noexcept nogil

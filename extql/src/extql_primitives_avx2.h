@@ -13,6 +13,8 @@
    aligned; the kernels align their tiles' outputs when streaming, and call
    extql_store_fence() once a range is written. */
 #define EXTQL_HAVE_STREAM 1
+/* The width of the vectors the bodies load and store. */
+#define EXTQL_VECTOR_BYTES 32
 
 static inline int extql_can_stream(const void *dst, int stream) {
   return stream && ((uintptr_t)dst & 31u) == 0;

@@ -18,6 +18,8 @@
    scalar.  Streaming stores stay 32 bytes wide, so the alignment the
    kernels give (32 bytes) is the one they need. */
 #define EXTQL_HAVE_STREAM 1
+/* The width of the vectors the bodies load and store. */
+#define EXTQL_VECTOR_BYTES 64
 
 static inline int extql_can_stream(const void *dst, int stream) {
   return stream && ((uintptr_t)dst & 31u) == 0;

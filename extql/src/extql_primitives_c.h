@@ -8,6 +8,8 @@
 #define EXTQL_PRIMITIVES_C_H
 
 #define EXTQL_HAVE_STREAM 0
+/* The widest vectors the compiler's loops of the baseline use (SSE2). */
+#define EXTQL_VECTOR_BYTES 16
 
 static inline void extql_store_i8(int8_t *dst, const int32_t *t, int64_t n, int stream) {
   (void)stream;

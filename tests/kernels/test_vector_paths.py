@@ -82,6 +82,34 @@ def test_per_tensor_lengths_and_alignment(name):
         _check_dq(_random_q(name, rng, n), s, None, 1, f"{name} n={n} no zp")
 
 
+@pytest.mark.parametrize("name", FLOAT_TYPES)
+def test_conversions_at_every_alignment(name):
+    """float16 / bfloat16 with the scale 1 and the zero point 0 (a conversion,
+    both directions) from and into buffers that start at every 4-byte (x)
+    and 2-byte (y) offset within a cache line, in lengths around two tiles
+    and longer: the kernels choose which of x and y to align."""
+    rng = np.random.default_rng(23)
+    dt = TYPES[name][0]
+    s, zp = F32(1.0), np.zeros((), dt)
+    for n in (255, 256, 257, 300, 1000, 4099):
+        x = random_f32(rng, n)
+        x[:: max(n // 7, 1)] = -0.0
+        want = quantize(x, s, zp, 1)
+        q = _random_q(name, rng, n)
+        want_dq = dequantize(q, s, zp, 1)
+        for x_offset in range(16):
+            xm = misaligned(x, x_offset)
+            qm = misaligned(q, x_offset)
+            for y_offset in range(0, 32, 3):
+                out = misaligned(np.empty(n, dt), y_offset)
+                extql.quantize_linear(xm, s, zp, out=out)
+                assert_same_bits(out, want, f"quantize {name} n={n} x+{x_offset} y+{y_offset}")
+                out = misaligned(np.empty(n, F32), y_offset)
+                extql.dequantize_linear(qm, s, zp, out=out)
+                assert_same_bits(out, want_dq, f"dequantize {name} n={n} x+{x_offset} "
+                                               f"y+{y_offset}")
+
+
 @pytest.mark.parametrize("name", ALL_TYPES)
 @pytest.mark.parametrize("d", [1, 7, 8, 9, 16, 31, 32, 33, 40, 67, 256])
 def test_per_axis_last_axis(name, d):
