@@ -19,7 +19,8 @@ concern:
   variant), :mod:`~extql.onnx.fallback_dispatch` (the type-generic ones);
   :mod:`~extql.onnx.fallback_protos` flattens and names them for models,
   :mod:`~extql.onnx.fallback_scripts` makes them callable from script
-  functions;
+  functions; :mod:`~extql.onnx.variants` names the variants (without
+  onnxscript);
 * :mod:`~extql.onnx.eager` -- eager onnxscript evaluation on the kernels;
 * :mod:`~extql.onnx.script_export` -- models from onnxscript functions that
   use extql's operators (:func:`extql.to_model_proto`).

@@ -9,8 +9,9 @@ operator (its ``overload`` the variant) and stamped with the model's ai.onnx
 version.  :mod:`extql.fallbacks` is the public face of these functions and
 describes what they compute.
 
-Variants: a quantized type name, or ``"default"`` (no zero point); for
-quantize also ``"<variant>-float64"``, the function of precision float64.
+Variants (:mod:`extql.onnx.variants`): a quantized type name, or
+``"default"`` (no zero point); for quantize also ``"<variant>-float64"``, the
+function of precision float64.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import onnx
 import onnx.inliner
 
-from ..types import DOMAIN, OP_NAMES, QUANTIZED, QUANTIZED_BY_ONNX, type_opset
+from ..types import DOMAIN, OP_NAMES, type_opset
 from . import fallback_arith as arith
 from . import fallback_block_math as block_math
 from . import fallback_blocks as blocks
@@ -31,7 +32,15 @@ from . import fallback_dispatch as dispatch
 from . import fallback_functions as functions
 from . import fallback_plan as plan
 from .blocks import BLOCK_OP_NAMES
-from .graph import type_name, walk_nodes
+from .graph import walk_nodes
+from .variants import (
+    FLOAT64,
+    FLOAT64_VARIANTS,
+    VARIANTS,
+    float64_overload,
+    split_overload,
+    variant,
+)
 
 __all__ = [
     "VARIANTS",
@@ -80,31 +89,6 @@ FALLBACK_DOMAIN = "ai.extql.fallbacks"
 #: string attribute (and BFP's use_compiler_version_cpu_kernel) selects.
 BLOCK_VARIANTS: dict[str, tuple[str, ...]] = {"bfp": blocks.BFP_VARIANTS,
                                               "mx": blocks.MX_VARIANTS}
-
-#: Variant names: one per quantized type, plus "default" (no zero point).
-VARIANTS: tuple[str, ...] = (*QUANTIZED, "default")
-
-
-#: The suffix of the quantize functions of precision float64 (the attribute
-#: ``precision`` 11, the default for an int32 scale): their ``overload`` is
-#: ``"<variant>-float64"`` (``"int8-float64"``, ``"default-float64"``, ...).
-FLOAT64 = "-float64"
-#: The overloads of the precision-float64 quantize functions, one per variant.
-FLOAT64_VARIANTS: tuple[str, ...] = tuple(f"{v}{FLOAT64}" for v in VARIANTS)
-
-
-def float64_overload(variant: str) -> str:
-    """The overload of a variant's precision-float64 quantize function."""
-    return f"{variant}{FLOAT64}"
-
-
-def split_overload(overload: str) -> tuple[str, bool]:
-    """``(variant, float64)`` of an overload: ``"int8"`` -> ``("int8",
-    False)``, ``"int8-float64"`` -> ``("int8", True)``."""
-    if overload.endswith(FLOAT64):
-        return overload[: -len(FLOAT64)], True
-    return overload, False
-
 
 def variant_opset(variant: str) -> int:
     """The oldest ai.onnx opset a variant's function can be stamped with:
@@ -360,21 +344,6 @@ def dispatcher_proto(
         raise ValueError("precision float64 is quantize's (dequantize has no precision)")
     name = OP_NAMES[domain][0 if quantize else 1]
     return _stamp(_flat_dispatch(quantize, float64), domain, name, "", opset)
-
-
-def variant(zero_point_type: int | None) -> str:
-    """The variant for a zero point's ONNX type code: its type name, or
-    ``"default"`` for None (no zero point).  Raises ``ValueError`` for a
-    type that is not a quantized type."""
-    if zero_point_type is None:
-        return "default"
-    qt = QUANTIZED_BY_ONNX.get(zero_point_type)
-    if qt is None:
-        raise ValueError(
-            f"zero point type {type_name(zero_point_type)} is not one "
-            f"of {', '.join(QUANTIZED)}"
-        )
-    return qt.name
 
 
 def function_name(quantize: bool, variant: str) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from .. import fallbacks, rules
+from .. import rules
 from ..onnx.blocks import BlockNode, block_nodes
 from ..onnx.check import check_node
 from ..onnx.graph import (
@@ -28,6 +28,7 @@ from ..onnx.graph import (
     type_name,
     zero_point_type,
 )
+from ..onnx.variants import variant as fallback_variant
 from ..types import MS_DOMAIN, OP_NAMES, is_float8
 
 __all__ = ["lower_to_standard", "block_reason"]
@@ -138,7 +139,7 @@ def lower_to_standard(
             messages.append(f"{ext.label}: left as is: {reason}")
             continue
         try:
-            variant = fallbacks.variant(zero_point_type(ext, types))
+            variant = fallback_variant(zero_point_type(ext, types))
         except ValueError as exc:
             messages.append(f"{exc}; left as is")
             continue

@@ -48,6 +48,19 @@ def test_import_exits_zero(modules):
     assert proc.stdout.strip() == "imported"
 
 
+def test_passes_without_fallbacks_do_not_load_onnxscript():
+    """``extql run`` (with the library), ``lower`` and ``optimize`` name the
+    fallbacks' variants but build no function: they start without onnxscript
+    (about a second of imports), which attach / inline / --no-library load."""
+    code = ("import sys, extql.cli.run, extql.tools.lower, extql.tools.optimize{}; "
+            "print('onnxscript' in sys.modules)")
+    proc = _python(code.format(""))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "False"
+    proc = _python(code.format(", extql.tools.attach"))
+    assert proc.stdout.strip() == "True"  # (the check can fail)
+
+
 def test_onnx_reference_imports_after_the_schemas():
     """onnx.reference, first imported after extql registered its schemas
     (com.microsoft's QuantizeLinear among them), still imports and runs: it
