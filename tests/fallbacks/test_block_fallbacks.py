@@ -66,10 +66,6 @@ RUNS = ([(FALLBACK, level) for level in LEVEL_IDS] + [(INLINED, level) for level
 RUN_IDS = [f"{p}-{lv}" if lv else p for p, lv in RUNS]
 
 
-def _via(path: str, level: str | None, op: str, x, attrs) -> np.ndarray:
-    return block_via(path, op, x, attrs, level=None if level is None else LEVEL_IDS[level])
-
-
 def _via_many(path: str, level: str | None, cases: list[dict]) -> list[np.ndarray]:
     """Each case (``op_type``, ``attrs``, ``x``) through one run: the cases
     side by side, one model per (operator name, variant) -- a session's fixed
@@ -93,20 +89,16 @@ def _grid_outputs(every_run: bool) -> dict[str, dict[tuple[str, str | None], np.
     paths at each level) sees a share of every variant's cases (a session's
     creation costs about 0.1 ms per node, a fallback node is about 240
     standard ones, and onnx.reference runs them one by one in Python)."""
-    out: dict[str, dict[tuple[str, str | None], np.ndarray]] = {}
+    by_run: dict[tuple[str, str | None], list[dict]] = {}
     for g, cases in enumerate(fallback_groups(GRID_CASES)):
-        by_run: dict[tuple[str, str | None], list[dict]] = {}
         for i, c in enumerate(cases):
-            runs = RUNS if every_run else [RUNS[(g + i) % len(RUNS)]]
-            for run in runs:
+            for run in RUNS if every_run else [RUNS[(g + i) % len(RUNS)]]:
                 by_run.setdefault(run, []).append(c)
-        for (path, level), run_cases in by_run.items():
-            model, feeds = many_node_model([(c["op_type"], c["attrs"], grid_arrays(c)[0])
-                                            for c in run_cases])
-            got = run_fallback(path, model, feeds,
-                               level=None if level is None else LEVEL_IDS[level])
-            for i, c in enumerate(run_cases):
-                out.setdefault(c["id"], {})[(path, level)] = got[f"y{i}"]
+    out: dict[str, dict[tuple[str, str | None], np.ndarray]] = {}
+    for run, run_cases in by_run.items():
+        got = _via_many(*run, [{**c, "x": grid_arrays(c)[0]} for c in run_cases])
+        for c, y in zip(run_cases, got, strict=True):
+            out.setdefault(c["id"], {})[run] = y
     return out
 
 
@@ -308,16 +300,11 @@ def test_quark_model_nodes_give_quarks_bits(name, path):
     the attached functions run whole models in
     test_quark_models_attached_run_without_the_library)."""
     stored = model_values(name)
-    cases = [{"op_type": node.op_type, "attrs": attrs, "name": node.name}
-             for _, node, attrs in block_nodes(name)]
+    cases = [{"op_type": node.op_type, "attrs": attrs, "name": node.name,
+              "x": stored[f"node_in__{node.name}"]} for _, node, attrs in block_nodes(name)]
     # The model's nodes side by side, one model per (operator, variant).
-    for group in fallback_groups(cases):
-        model, feeds = many_node_model([(c["op_type"], c["attrs"],
-                                         stored[f"node_in__{c['name']}"]) for c in group])
-        got = run_fallback(path, model, feeds)
-        for i, c in enumerate(group):
-            assert_same_bits(got[f"y{i}"], stored[f"node_out__{c['name']}"],
-                             f"{name} {c['name']} {path}")
+    for c, got in zip(cases, _via_many(path, None, cases), strict=True):
+        assert_same_bits(got, stored[f"node_out__{c['name']}"], f"{name} {c['name']} {path}")
 
 
 # ---------------------------------------------------------------- attach / inline
