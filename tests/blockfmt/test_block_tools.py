@@ -36,7 +36,15 @@ import onnxruntime as ort
 import pytest
 from blockfmt_contract import OPS, expected
 from blockfmt_data import BLOCK_MODELS, QUARK, model_values
-from blockfmt_paths import NODE, NUMPY, elem_type, node, node_model, refusal_words
+from blockfmt_paths import (
+    NODE,
+    NUMPY,
+    elem_type,
+    many_node_model,
+    node,
+    node_model,
+    refusal_words,
+)
 from blockfmt_refusals import (
     OTHER_X_TYPES,
     REFUSED,
@@ -175,14 +183,12 @@ def test_check_refuses_what_the_operator_refuses(tmp_path):
     model: ``check`` names each node with the operator's own words (the
     NumPy API's), in the graph's order, and counts them; an axis a rank-1 x
     ignores is no problem."""
-    nodes, inputs, outputs, want = [], [], [], []
-    for i, (op, attrs, rank) in enumerate(REFUSED):
-        x = np.ones(refused_shape(rank), np.float32)
-        nodes.append(node(op, attrs, f"x{i}", f"y{i}", name=f"node{i}"))
-        inputs.append(value_info(f"x{i}", TensorProto.FLOAT, x.shape))
-        outputs.append(value_info(f"y{i}", TensorProto.FLOAT, x.shape))
+    cases = [(op, attrs, np.ones(refused_shape(rank), np.float32))
+             for op, attrs, rank in REFUSED]
+    want = []
+    for i, (op, attrs, x) in enumerate(cases):
         name, value = refused_attribute(attrs)
-        if rank == 1 and name == "axis":  # rank 1 ignores the axis: the node is fine
+        if x.ndim == 1 and name == "axis":  # rank 1 ignores the axis: the node is fine
             continue
         words = refusal_words(NUMPY, op, x, attrs)
         assert words.startswith(f"{name} ") and str(value) in words, (refused_id(REFUSED[i]),
@@ -190,8 +196,7 @@ def test_check_refuses_what_the_operator_refuses(tmp_path):
         want.append(_check_line(op, words, f"node{i}"))
     assert len(want) < len(REFUSED)  # (a rank-1 axis case is among them)
     path = tmp_path / "refused.onnx"
-    onnx.save(make_model(nodes, inputs, outputs, domains=sorted({n.domain for n in nodes})),
-              str(path))
+    onnx.save(many_node_model(cases)[0], str(path))
     proc = extql_process("check", path, "-q")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.splitlines()[:len(want)] == want, proc.stdout
