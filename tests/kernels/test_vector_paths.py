@@ -110,6 +110,57 @@ def test_conversions_at_every_alignment(name):
                                                f"y+{y_offset}")
 
 
+@pytest.mark.parametrize("name", FLOAT_TYPES)
+def test_per_axis_conversions(name):
+    """float16 / bfloat16 per axis where the channels a range touches all
+    have the scale 1 and the zero point +0 (converted as one run), or all
+    but one: a channel with the scale 2, one with the zero point -0, and
+    ranges that start and stop mid-channel with channel 0 not a conversion
+    (the run takes the constants of the channels it touches), with and
+    without streaming stores."""
+    rng = np.random.default_rng(24)
+    code = QTYPES[name].onnx
+    dt = TYPES[name][0]
+    for d, inner in [(3, 1), (16, 1), (5, 7), (64, 49), (4, 1024)]:
+        size = 2 * d * inner
+        x = random_f32(rng, size)
+        x[:: max(size // 11, 1)] = -0.0
+        picks = x[1:: max(size // 13, 1)]
+        picks[...] = rng.choice(SPECIAL, picks.size) * rng.choice(F32([1, -1]), picks.size)
+        x = x.reshape(2, d, inner)
+        q = _random_q(name, rng, size).reshape(2, d, inner)
+        ones = np.ones(d, F32)
+        cases = {"all": (ones, np.zeros(d, dt)), "no zp": (ones, None)}
+        s2 = ones.copy()
+        s2[d // 2] = 2
+        cases["one scale 2"] = (s2, np.zeros(d, dt))
+        z2 = np.zeros(d, dt)
+        z2[(d - 1) // 2] = -0.0
+        cases["one zp -0"] = (ones, z2)
+        s0 = ones.copy()
+        s0[0] = 0.5
+        cases["channel 0 scale 0.5"] = (s0, np.zeros(d, dt))
+        for case, (s, zp) in cases.items():
+            if zp is not None:  # (the NumPy API's type without one is uint8)
+                _check(x, s, zp, 1, name, f"{name} d={d} inner={inner} {case}")
+                _check_dq(q, s, zp, 1, f"{name} d={d} inner={inner} {case}")
+            want_q = quantize(x, s, zp, 1, None if zp is not None else dt)
+            want_d = dequantize(q, s, zp, 1)
+            for start, stop in [(inner + inner // 2, size - inner // 2 - 1), (inner, d * inner)]:
+                for flags in (0, _STREAM):
+                    what = f"{name} d={d} inner={inner} {case} [{start}:{stop}] flags={flags}"
+                    y = np.zeros(x.shape, dt)
+                    assert _quantize_range(code, _ptr(x), _ptr(s), _ptr(zp), _ptr(y), d, inner,
+                                           start, stop, flags) == 0
+                    assert_same_bits(y.reshape(-1)[start:stop], want_q.reshape(-1)[start:stop],
+                                     "quantize " + what)
+                    out = np.zeros(x.shape, F32)
+                    assert _dequantize_range(code, _ptr(q), _ptr(s), _ptr(zp), _ptr(out), d,
+                                             inner, start, stop, flags) == 0
+                    assert_same_bits(out.reshape(-1)[start:stop], want_d.reshape(-1)[start:stop],
+                                     "dequantize " + what)
+
+
 @pytest.mark.parametrize("name", ALL_TYPES)
 @pytest.mark.parametrize("d", [1, 7, 8, 9, 16, 31, 32, 33, 40, 67, 256])
 def test_per_axis_last_axis(name, d):
