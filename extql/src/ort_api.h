@@ -22,7 +22,8 @@
  *                               ReleaseCustomOpDomain = 101)
  *  ... 163    up to version 8  (KernelInfoGetAttributeArray_int64 = 163)
  *  ... 238    up to version 14 (KernelInfo_GetInputCount = 230, _GetInputTypeInfo = 234)
- *  ... 254    version 15       (KernelInfo_GetNodeName = 244)
+ *  ... 254    version 15       (KernelInfo_GetNodeName = 244,
+ *                               KernelInfoGetConstantInput_tensor = 249)
  *  ... 265    version 16
  *  ... 275    version 17       (ShapeInferContext_GetInputCount = 267 .. ReadOpAttr = 272,
  *                               KernelContext_ParallelFor = 274)
@@ -169,7 +170,11 @@ struct OrtApi {
   void *slots_236_243[8];
   EXTQL_ORT_STATUS KernelInfo_GetNodeName)(const OrtKernelInfo *info, char *out,
                                            size_t *size);                         /* 244 */
-  void *slots_245_266[22];
+  void *slots_245_248[4];
+  EXTQL_ORT_STATUS KernelInfoGetConstantInput_tensor)(const OrtKernelInfo *info, size_t index,
+                                                     int *is_constant,
+                                                     const OrtValue **out); /* 249 */
+  void *slots_250_266[17];
   EXTQL_ORT_STATUS ShapeInferContext_GetInputCount)(const OrtShapeInferContext *ctx,
                                                     size_t *out);                 /* 267 */
   EXTQL_ORT_STATUS ShapeInferContext_GetInputTypeShape)(const OrtShapeInferContext *ctx,
@@ -197,6 +202,7 @@ struct OrtApi {
  * only when the runtime's API version is at least this. */
 #define EXTQL_ORT_API_KERNEL_INFO_TYPES 14 /* KernelInfo_GetInput/OutputTypeInfo */
 #define EXTQL_ORT_API_NODE_NAME 15         /* KernelInfo_GetNodeName */
+#define EXTQL_ORT_API_CONSTANT_INPUT 15    /* KernelInfoGetConstantInput_tensor */
 #define EXTQL_ORT_API_COMPUTE_V2 16        /* OrtCustomOp::CreateKernelV2 / KernelComputeV2 */
 #define EXTQL_ORT_API_PARALLEL_FOR 17      /* KernelContext_ParallelFor */
 
@@ -290,6 +296,7 @@ EXTQL_ORT_SLOT(KernelInfo_GetOutputCount, 231);
 EXTQL_ORT_SLOT(KernelInfo_GetInputTypeInfo, 234);
 EXTQL_ORT_SLOT(KernelInfo_GetOutputTypeInfo, 235);
 EXTQL_ORT_SLOT(KernelInfo_GetNodeName, 244);
+EXTQL_ORT_SLOT(KernelInfoGetConstantInput_tensor, 249);
 EXTQL_ORT_SLOT(KernelContext_ParallelFor, 274);
 EXTQL_ORT_SLOT(CreateTensorTypeAndShapeInfo, 57);
 EXTQL_ORT_SLOT(SetTensorElementType, 58);

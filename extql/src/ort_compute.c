@@ -80,6 +80,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   const OrtValue *vx = NULL, *vs = NULL, *vz = NULL;
   OrtValue *vy = NULL;
   TensorFacts fx, fs, fz, fy;
+  const TensorFacts *s_f = &fs, *z_f = &fz; /* the scale's and zero point's: read or constant */
   OrtStatus *st = NULL;
   size_t nin = 0;
   int out_type = 0, qtype, ftype, prec = 0, f64_int;
@@ -107,14 +108,19 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
                       extql_input_name(k->kind, 1));
 
   st = extql_facts_of_value(api, label, "x", vx, &fx);
-  if (st == NULL) st = extql_facts_of_value(api, label, extql_input_name(k->kind, 1), vs, &fs);
-  if (st == NULL && vz != NULL)
+  if (k->const_in[0])
+    s_f = &k->const_facts[0];
+  else if (st == NULL)
+    st = extql_facts_of_value(api, label, extql_input_name(k->kind, 1), vs, &fs);
+  if (vz != NULL && k->const_in[1])
+    z_f = &k->const_facts[1];
+  else if (st == NULL && vz != NULL)
     st = extql_facts_of_value(api, label, extql_input_name(k->kind, 2), vz, &fz);
   if (st == NULL)
-    st = extql_check_types(api, label, k->kind, fx.type, fs.type, vz ? fz.type : 0,
+    st = extql_check_types(api, label, k->kind, fx.type, s_f->type, vz ? z_f->type : 0,
                            k->output_dtype, k->precision, &out_type, &prec);
   if (st == NULL)
-    st = extql_check_granularity(api, label, &fx, &fs, vz ? &fz : NULL, k->axis, k->block, &D,
+    st = extql_check_granularity(api, label, &fx, s_f, vz ? z_f : NULL, k->axis, k->block, &D,
                                  &inner);
   if (st != NULL) goto done;
   qtype = k->kind == OP_QUANTIZE ? out_type : fx.type;
@@ -129,17 +135,21 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     st = extql_fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave no output tensor");
     goto done;
   }
-  st = extql_facts_of_value(api, label, "y", vy, &fy);
-  if (st != NULL) goto done;
   /* The graph decides the output's element type: it must be the one the
-   * inputs give, or the kernel would write the wrong element size. */
-  if (fy.type != out_type || fy.count != fx.count) {
-    st = extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
-                    "the output y is %s but the inputs%s make it %s",
-                    extql_type_name(fy.type, b1, sizeof b1),
-                    k->output_dtype != 0 ? " and output_dtype" : "",
-                    extql_type_name(out_type, b2, sizeof b2));
-    goto done;
+   * inputs give, or the kernel would write the wrong element size.  (y has
+   * x's shape: it was made so above.) */
+  if (EXTQL_LOAD_RELAXED(&k->y_type_seen) != out_type) {
+    st = extql_facts_of_value(api, label, "y", vy, &fy);
+    if (st != NULL) goto done;
+    if (fy.type != out_type || fy.count != fx.count) {
+      st = extql_fail(api, label, EXTQL_ORT_INVALID_GRAPH,
+                      "the output y is %s but the inputs%s make it %s",
+                      extql_type_name(fy.type, b1, sizeof b1),
+                      k->output_dtype != 0 ? " and output_dtype" : "",
+                      extql_type_name(out_type, b2, sizeof b2));
+      goto done;
+    }
+    EXTQL_STORE_RELAXED(&k->y_type_seen, out_type);
   }
   if (fx.count == 0) goto done; /* empty: nothing to compute */
 
@@ -159,8 +169,8 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
   y_size = extql_elem_size(out_type);
   py_out = py;
   if (stage_input(&staging, 0, &px, fx.count, x_size) != 0 ||
-      stage_input(&staging, 1, &ps, fs.count, extql_elem_size(fs.type)) != 0 ||
-      stage_input(&staging, 2, &pz, fz.count, extql_elem_size(qtype)) != 0) {
+      stage_input(&staging, 1, &ps, s_f->count, extql_elem_size(s_f->type)) != 0 ||
+      stage_input(&staging, 2, &pz, z_f->count, extql_elem_size(qtype)) != 0) {
     st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
     goto done;
   }
@@ -169,43 +179,43 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     goto done;
   }
   /* float64's stage takes an int32 scale as it is. */
-  f64_int = k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE && fs.type == EXTQL_INT32;
+  f64_int = k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE && s_f->type == EXTQL_INT32;
   if (!f64_int &&
-      (fs.type != EXTQL_ORT_FLOAT || (prec != 0 && prec != EXTQL_ORT_FLOAT && prec != EXTQL_ORT_DOUBLE)) &&
+      (s_f->type != EXTQL_ORT_FLOAT || (prec != 0 && prec != EXTQL_ORT_FLOAT && prec != EXTQL_ORT_DOUBLE)) &&
       k->convert_scales != NULL) {
     /* Scales of float16 / bfloat16 / int32 (rounded to nearest even, as an
      * int32 x is), or rounded to the precision of the division: converted
      * once into float32 (the kernels take float32; float64's stage takes
      * float scales exact). */
-    float *converted = (float *)malloc((fs.count ? fs.count : 1) * sizeof(float));
+    float *converted = (float *)malloc((s_f->count ? s_f->count : 1) * sizeof(float));
     int rc;
     if (converted == NULL) {
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
       goto done;
     }
-    rc = k->convert_scales(fs.type,
+    rc = k->convert_scales(s_f->type,
                            k->kind == OP_QUANTIZE && prec != EXTQL_ORT_DOUBLE ? prec : EXTQL_ORT_FLOAT, ps,
-                           converted, (int64_t)fs.count);
+                           converted, (int64_t)s_f->count);
     /* The converted scales replace ps, which may be a staged copy. */
     free(staging.copies[1]);
     staging.copies[1] = converted;
     ps = converted;
     if (rc != 0) {
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "the kernels do not know scale type %d",
-                      fs.type);
+                      s_f->type);
       goto done;
     }
   }
   if (pz != NULL && extql_unpacked_size(qtype) != 0) {
     /* A sub-byte or small float zero point: converted once into the form
      * the kernels take (int8 / uint8 or float32 elements). */
-    void *unpacked = malloc((fz.count ? fz.count : 1) * extql_unpacked_size(qtype));
+    void *unpacked = malloc((z_f->count ? z_f->count : 1) * extql_unpacked_size(qtype));
     int rc;
     if (unpacked == NULL) {
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory");
       goto done;
     }
-    rc = k->unpack == NULL ? -1 : k->unpack(qtype, pz, unpacked, (int64_t)fz.count);
+    rc = k->unpack == NULL ? -1 : k->unpack(qtype, pz, unpacked, (int64_t)z_f->count);
     /* The unpacked zero points replace pz, which may be a staged copy. */
     free(staging.copies[2]);
     staging.copies[2] = unpacked;
@@ -217,7 +227,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     }
     if (k->kind == OP_DEQUANTIZE && extql_is_float8(qtype)) {
       size_t i;
-      for (i = 0; i < fz.count; i++)
+      for (i = 0; i < z_f->count; i++)
         if (((const float *)pz)[i] != 0) {
           st = extql_fail(api, label, EXTQL_ORT_INVALID_ARGUMENT,
                           "x_zero_point of %s must be 0 (a float8 dequantize takes no zero "
@@ -241,7 +251,7 @@ OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel, OrtKernelContext *c
     memset(&job, 0, sizeof job);
     if (k->kind == OP_QUANTIZE && prec == EXTQL_ORT_DOUBLE) {
       /* The float32 stage's parameters. */
-      size_t m = fs.count ? fs.count : 1;
+      size_t m = s_f->count ? s_f->count : 1;
       staging.copies[4] = malloc(m * sizeof(float));
       staging.copies[5] = malloc(m * sizeof(float));
       if (staging.copies[4] == NULL || staging.copies[5] == NULL) {

@@ -166,6 +166,16 @@ typedef struct {
   const ExtqlBlockKernels *blocks;
 } ExtqlOpSet;
 
+/* Type, shape and element count of a tensor. */
+#define EXTQL_SMALL_RANK 8
+typedef struct {
+  int type;
+  size_t rank;
+  size_t count;
+  int64_t *dims;
+  int64_t small[EXTQL_SMALL_RANK];
+} TensorFacts;
+
 /* A kernel: one node of a session. */
 typedef struct {
   const OrtApi *api;
@@ -180,17 +190,26 @@ typedef struct {
   int precision;    /* quantize's attribute precision, 0 when absent */
   int saturate;     /* quantize's attribute saturate (float8), 1 when absent */
   char label[192]; /* "ExtendedQuantizeLinear (node 'q')" */
+  /* The scale (0) and the zero point (1) when the graph makes them
+   * constants (initializers): their facts, read once when the kernel is
+   * made (const_in[i] 1), so that a run reads only x's and y's. */
+  int const_in[2];
+  TensorFacts const_facts[2];
+  /* The type a run has found y to have, as the inputs make it (0 before
+   * one has): the graph's types do not change between runs, so later runs
+   * with the same type skip reading y's.  Read and written with
+   * EXTQL_LOAD_RELAXED / EXTQL_STORE_RELAXED (runs may be concurrent). */
+  int y_type_seen;
 } ExtqlKernel;
 
-/* Type, shape and element count of a tensor. */
-#define EXTQL_SMALL_RANK 8
-typedef struct {
-  int type;
-  size_t rank;
-  size_t count;
-  int64_t *dims;
-  int64_t small[EXTQL_SMALL_RANK];
-} TensorFacts;
+/* One int shared by concurrent runs, read and written whole. */
+#if defined(_MSC_VER)
+#define EXTQL_LOAD_RELAXED(p) (*(volatile const int *)(p))
+#define EXTQL_STORE_RELAXED(p, v) (*(volatile int *)(p) = (v))
+#else
+#define EXTQL_LOAD_RELAXED(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define EXTQL_STORE_RELAXED(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#endif
 
 /* ort_register.c */
 EXTQL_INTERNAL OrtStatus *extql_ort_register(OrtSessionOptions *options, const OrtApiBase *base,
@@ -236,6 +255,8 @@ EXTQL_INTERNAL void extql_facts_free(TensorFacts *t);
 EXTQL_INTERNAL OrtStatus *extql_facts_of_value(const OrtApi *api, const char *label,
                                                const char *what, const OrtValue *v,
                                                TensorFacts *t);
+EXTQL_INTERNAL void extql_read_constant_facts(const OrtApi *api, const OrtKernelInfo *info,
+                                              ExtqlKernel *k);
 EXTQL_INTERNAL const char *extql_input_name(int kind, int index);
 EXTQL_INTERNAL OrtStatus *extql_check_types(const OrtApi *api, const char *label, int kind,
                                             int x_type, int s_type, int zp_type,

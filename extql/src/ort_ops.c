@@ -90,11 +90,18 @@ static OrtStatus *EXTQL_ORT_CALL kernel_create(const OrtCustomOp *op_, const Ort
     free(k);
     return st;
   }
+  extql_read_constant_facts(api, info, k);
   *out = k;
   return NULL;
 }
 
-static void EXTQL_ORT_CALL kernel_destroy(void *kernel) { free(kernel); }
+static void EXTQL_ORT_CALL kernel_destroy(void *kernel) {
+  ExtqlKernel *k = (ExtqlKernel *)kernel;
+  if (k == NULL) return;
+  if (k->const_in[0]) extql_facts_free(&k->const_facts[0]);
+  if (k->const_in[1]) extql_facts_free(&k->const_facts[1]);
+  free(k);
+}
 
 /* ------------------------------------------------------------------------ */
 /* The OrtCustomOp callbacks                                                 */

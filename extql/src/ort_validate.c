@@ -25,7 +25,9 @@
 /* ------------------------------------------------------------------------ */
 
 void extql_facts_init(TensorFacts *t) {
-  memset(t, 0, sizeof *t);
+  t->type = 0;
+  t->rank = 0;
+  t->count = 0;
   t->dims = t->small;
 }
 
@@ -66,6 +68,36 @@ OrtStatus *extql_facts_of_value(const OrtApi *api, const char *label, const char
   }
   api->ReleaseTensorTypeAndShapeInfo(info);
   return st;
+}
+
+/* The facts of the scale and the zero point when the graph makes them
+ * constants (initializers), read once for every run of the kernel; an input
+ * that is not a constant, or whose facts cannot be read, is left to each
+ * run (which says what is wrong with it). */
+void extql_read_constant_facts(const OrtApi *api, const OrtKernelInfo *info, ExtqlKernel *k) {
+  size_t i, nin = 0;
+  OrtStatus *st = api->KernelInfo_GetInputCount(info, &nin);
+  if (st != NULL) {
+    api->ReleaseStatus(st);
+    return;
+  }
+  for (i = 1; i < 3 && i < nin; i++) {
+    TensorFacts *t = &k->const_facts[i - 1];
+    const OrtValue *v = NULL;
+    int is_constant = 0;
+    extql_facts_init(t);
+    st = api->KernelInfoGetConstantInput_tensor(info, i, &is_constant, &v);
+    if (st == NULL && is_constant && v != NULL)
+      st = extql_facts_of_value(api, k->label, "", v, t);
+    else
+      is_constant = 0;
+    if (st != NULL) {
+      api->ReleaseStatus(st);
+      extql_facts_free(t);
+      is_constant = 0;
+    }
+    k->const_in[i - 1] = is_constant;
+  }
 }
 
 /* The element type of a node input/output as the graph declares it; 0 when

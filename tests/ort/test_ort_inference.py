@@ -206,3 +206,42 @@ def test_legacy_names_and_threads(legacy, threads):
     y, y_shape = run(sess, {"x": x}, [F16, np.int64], [SHAPE, (3,)])
     assert list(y_shape) == list(SHAPE)
     assert_same_bits(y, dequantize(x, s, z, output_dtype=F16))
+
+
+@pytest.mark.parametrize("scale_form", ["constant", "input"])
+def test_each_run_checks_x_against_the_scale(scale_form):
+    """The scale and zero point of a node are read once when they are
+    constants (initializers) and at every run when they are graph inputs;
+    either way every run checks them against that run's x: a session whose
+    x has no fixed shape runs an x that fits, fails with a clear error for
+    one whose axis does not fit the per-axis scale, and runs the next one
+    that fits; its y's type is checked on the first run only, and later
+    runs of other shapes still give the contract's bits."""
+    s = np.array([0.5, 0.25, 2.0], np.float32)
+    z = np.array([1, -3, 7], np.int16)
+    nodes = [helper.make_node(Q, ["x", "s", "z"], ["q"], domain="com.amd.quark", axis=1),
+             helper.make_node(DQ, ["q", "s", "z"], ["y"], domain="com.amd.quark", axis=1)]
+    inputs = [value_info("x", TensorProto.FLOAT, [None, None])]
+    feeds_of = {}
+    if scale_form == "constant":
+        inits = [tensor("s", s), tensor("z", z)]
+    else:
+        inits = []
+        inputs += [value_info("s", TensorProto.FLOAT, [None]),
+                   value_info("z", TensorProto.INT16, [None])]
+        feeds_of = {"s": s, "z": z}
+    model = make_model(nodes, inputs, [value_info("q", TensorProto.INT16, [None, None]),
+                                       value_info("y", TensorProto.FLOAT, [None, None])], inits)
+    sess = session(model)
+    rng = np.random.default_rng(5)
+    for rows, cols in [(2, 3), (2, 4), (5, 3), (1, 2), (7, 3)]:
+        x = (rng.standard_normal((rows, cols)) * 300).astype(np.float32)
+        if cols != 3:
+            with pytest.raises(Exception, match=f"{Q}.*the scale has 3 elements but x has "
+                                                f"{cols} along axis 1"):
+                sess.run(None, {"x": x, **feeds_of})
+            continue
+        q, y = sess.run(None, {"x": x, **feeds_of})
+        want = quantize(x, s, z, 1)
+        assert_same_bits(q, want)
+        assert_same_bits(y, dequantize(want, s, z, 1))
