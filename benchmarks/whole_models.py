@@ -22,7 +22,13 @@ on ``[1, 3, 224, 224]`` and a 2-layer BERT-base-like encoder (seq 128, hidden
   (com.microsoft Q/DQ, opset 17, IR 8): optimize + library against the
   Quark-form model run by onnxruntime as it is.
 
-Every variant is also compared with the float model.
+Every variant is also compared with the float model.  ``--floor`` adds the
+extql model with every Q->DQ pair on an activation replaced by one
+onnxruntime ``Abs`` node (timing only: not the pair's values): what any
+one-node form of the pair costs in onnxruntime beyond its arithmetic -- the
+node boundary, at which onnxruntime's NCHWc layout is reordered and its
+Conv + activation / Add fusions stop.  No implementation of the pair as a
+node of its own runs faster than that against the float model.
 
 Folded weights (``--folded``, ``--folded-files``): Quark stores the weights
 of its BFP16 / MX models as float32 initializers, each behind a block node
@@ -114,6 +120,34 @@ def _variant_models(float_model: onnx.ModelProto, variant: str, cache: dict):
     return "official", quark, quark
 
 
+def _pairs_as_abs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with each quantize -> dequantize pair (any domain) whose
+    quantized tensor feeds only the dequantize replaced by one Abs node."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    nodes = out.graph.node
+    producer = {o: n for n in nodes for o in n.output}
+    uses: dict[str, int] = {}
+    for n in nodes:
+        for i in n.input:
+            uses[i] = uses.get(i, 0) + 1
+    graph_outputs = {o.name for o in out.graph.output}
+    paired: set[int] = set()
+    kept = []
+    for n in nodes:
+        q = producer.get(n.input[0]) if n.op_type.endswith("DequantizeLinear") else None
+        if (q is not None and q.op_type.endswith("QuantizeLinear")
+                and not q.op_type.endswith("DequantizeLinear")
+                and uses.get(q.output[0]) == 1 and q.output[0] not in graph_outputs):
+            paired.add(id(q))
+            kept.append(onnx.helper.make_node("Abs", [q.input[0]], list(n.output), name=n.name))
+        else:
+            kept.append(n)
+    del nodes[:]
+    nodes.extend(n for n in kept if id(n) not in paired)
+    return out
+
+
 def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and bool(
         np.array_equal(a.view(np.uint8), b.view(np.uint8))
@@ -179,7 +213,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                     sessions["no_fuse"] = _session(unfused, threads, True)
                 if args.control:
                     sessions["control"] = _session(anchor, threads, False)
-                outs = {k: s.run(None, feeds) for k, s in sessions.items()}
+                floor = _pairs_as_abs(optimized) if args.floor else None
+                if floor is not None:
+                    sessions["floor"] = _session(floor, threads, True)
+                outs = {k: s.run(None, feeds) for k, s in sessions.items() if k != "floor"}
                 pairs = list(zip(outs["extql"], outs[anchor_name], strict=True))
                 exact = all(_bits_equal(a, b) for a, b in pairs)
                 if "no_fuse" in outs:
@@ -204,6 +241,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "exact_bits": exact, "max_abs_diff": max_diff,
                     "same_nodes_as_anchor": _same_nodes(optimized, anchor),
                     "control_ratio": paired("control", anchor_name) if args.control else None,
+                    "floor_vs_float": paired("floor", "float") if args.floor else None,
+                    "floor_nodes_left": _quant_nodes(floor) if floor is not None else None,
                     "no_fuse_ratio_anchor": paired("no_fuse", anchor_name)
                     if "no_fuse" in times else None,
                     "no_fuse_max_abs_diff": max(
@@ -315,7 +354,8 @@ def _print_row(row: dict) -> None:
         + (f"  unoptimized {ms['unoptimized']:.2f} ms" if "unoptimized" in ms else "")
         + (f"  no-fuse x{row['anchor']} {row['no_fuse_ratio_anchor']:.3f}"
            if row.get("no_fuse_ratio_anchor") else "")
-        + (f"  control {row['control_ratio']:.3f}" if row.get("control_ratio") else ""),
+        + (f"  control {row['control_ratio']:.3f}" if row.get("control_ratio") else "")
+        + (f"  floor xfloat {row['floor_vs_float']:.3f}" if row.get("floor_vs_float") else ""),
         flush=True,
     )
 
@@ -366,8 +406,8 @@ def _markdown(rows: list[dict], argv: list[str], folded: list[dict]) -> str:
         "",
         "| model | variant | threads | extql ms | anchor | anchor ms | float ms | "
         "extql / anchor | extql / float | output bits | target | same nodes | "
-        "control / anchor | unoptimized / extql | no-fuse / anchor |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "control / anchor | unoptimized / extql | no-fuse / anchor | floor / float |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ms = r["ms"]
@@ -381,6 +421,7 @@ def _markdown(rows: list[dict], argv: list[str], folded: list[dict]) -> str:
             + (f"{r['control_ratio']:.3f} | " if r.get("control_ratio") else " | ")
             + (f"{ms['unoptimized'] / ms['extql']:.2f} |" if "unoptimized" in ms else "|")
             + (f" {r['no_fuse_ratio_anchor']:.3f} |" if r.get("no_fuse_ratio_anchor") else " |")
+            + (f" {r['floor_vs_float']:.3f} |" if r.get("floor_vs_float") else " |")
         )
     return "\n".join((lines if rows else lines[:2]) + _folded_markdown(folded)) + "\n"
 
@@ -414,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also time optimize(fuse=False) for the int and Quark variants")
     p.add_argument("--unoptimized", action="store_true",
                    help="also time the Extended model as it is (no optimize) with the library")
+    p.add_argument("--floor", action="store_true",
+                   help="also time the extql model with each Q->DQ pair replaced by one Abs "
+                        "node: the cost of the node boundary alone, against the float model")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print optimize's report of the nodes it left")
     args = p.parse_args(argv)

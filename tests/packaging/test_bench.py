@@ -317,6 +317,24 @@ def test_models_folded_section_runs_exact(tmp_path):
         assert r["block_nodes"]["folded"] < r["block_nodes"]["unfolded"], r
 
 
+def test_models_floor_replaces_every_pair(tmp_path):
+    """``whole_models.py --floor``: the float16 ResNet's extql model with
+    each activation Q->DQ pair replaced by one Abs node, timed beside the
+    float model; no quantization node is left in it."""
+    bench_dir = os.environ["EXTQL_BENCHMARKS"]
+    out = tmp_path / "floor.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(bench_dir, "whole_models.py"), "--quick", "--models",
+         "resnet", "--variants", "float16", "--floor", "--repeat", "1", "--warmup", "1",
+         "--json", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["nodes_left"], row  # the extql model has its pairs ...
+    assert row["floor_nodes_left"] == {}, row  # ... the floor model none
+    assert row["floor_vs_float"] > 0 and row["ms"]["floor"] > 0, row
+
+
 def test_bench_help_is_the_harness_help(tmp_path):
     """Also without a source checkout: the harness is installed with extql."""
     env = dict(os.environ, EXTQL_BENCHMARKS=str(tmp_path))
