@@ -177,11 +177,13 @@ static inline void extql_cast_f16(uint16_t *dst, const float *x, int64_t n, int 
   const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m256 mx = _mm256_set1_ps(65504.0f), nmx = _mm256_set1_ps(-65504.0f);
   stream = extql_can_stream(dst, stream);
-  for (; k + 16 <= n; k += 16)
+  for (; k + 16 <= n; k += 16) {
+    extql_prefetch(x + k, 64);
     extql_put256(dst + k, _mm256_set_m128i(
                               _mm256_cvtps_ph(extql_sat256(_mm256_loadu_ps(x + k + 8), mx, nmx), rne),
                               _mm256_cvtps_ph(extql_sat256(_mm256_loadu_ps(x + k), mx, nmx), rne)),
                  stream);
+  }
   for (; k < n; k++) dst[k] = extql_f32_to_f16(extql_sat_value(x[k], 65504.0f));
 }
 static inline void extql_cast_bf16(uint16_t *dst, const float *x, int64_t n, int stream) {
@@ -189,11 +191,13 @@ static inline void extql_cast_bf16(uint16_t *dst, const float *x, int64_t n, int
   const __m256 mx = _mm256_castsi256_ps(_mm256_set1_epi32(0x7F7F0000));
   const __m256 nmx = _mm256_castsi256_ps(_mm256_set1_epi32((int)0xFF7F0000u));
   stream = extql_can_stream(dst, stream);
-  for (; k + 16 <= n; k += 16)
+  for (; k + 16 <= n; k += 16) {
+    extql_prefetch(x + k, 64);
     extql_put256(dst + k, _mm256_permute4x64_epi64(
         _mm256_packus_epi32(extql_bf16_lanes(extql_sat256(_mm256_loadu_ps(x + k), mx, nmx)),
                             extql_bf16_lanes(extql_sat256(_mm256_loadu_ps(x + k + 8), mx, nmx))),
         0xD8), stream);
+  }
   for (; k < n; k++)
     dst[k] = extql_f32_to_bf16(extql_sat_value(x[k], extql_bits_f32(0x7F7F0000u)));
 }

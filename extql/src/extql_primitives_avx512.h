@@ -175,13 +175,15 @@ static inline void extql_cast_f16(uint16_t *dst, const float *x, int64_t n, int 
   const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   const __m512 mx = _mm512_set1_ps(65504.0f), nmx = _mm512_set1_ps(-65504.0f);
   stream = extql_can_stream(dst, stream);
-  for (; k + 32 <= n; k += 32)
+  for (; k + 32 <= n; k += 32) {
+    extql_prefetch(x + k, 128);
     extql_put512(dst + k, _mm512_inserti64x4(
                               _mm512_castsi256_si512(_mm512_cvtps_ph(
                                   extql_sat512(_mm512_loadu_ps(x + k), mx, nmx), rne)),
                               _mm512_cvtps_ph(extql_sat512(_mm512_loadu_ps(x + k + 16), mx, nmx),
                                               rne), 1),
                  stream);
+  }
   for (; k < n; k += 16) {
     __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : extql_mask16(n - k);
     _mm256_mask_storeu_epi16(
@@ -193,12 +195,14 @@ static inline void extql_cast_bf16(uint16_t *dst, const float *x, int64_t n, int
   const __m512 mx = _mm512_castsi512_ps(_mm512_set1_epi32(0x7F7F0000));
   const __m512 nmx = _mm512_castsi512_ps(_mm512_set1_epi32((int)0xFF7F0000u));
   stream = extql_can_stream(dst, stream);
-  for (; k + 32 <= n; k += 32)
+  for (; k + 32 <= n; k += 32) {
+    extql_prefetch(x + k, 128);
     extql_put512(dst + k, _mm512_permutex2var_epi16(
                               extql_bf16_lanes(extql_sat512(_mm512_loadu_ps(x + k), mx, nmx)),
                               EXTQL_HIGH_WORDS,
                               extql_bf16_lanes(extql_sat512(_mm512_loadu_ps(x + k + 16), mx, nmx))),
                  stream);
+  }
   for (; k < n; k += 16) {
     __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : extql_mask16(n - k);
     _mm512_mask_cvtepi32_storeu_epi16(
