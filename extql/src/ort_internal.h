@@ -192,7 +192,7 @@ typedef struct {
   char label[192]; /* "ExtendedQuantizeLinear (node 'q')" */
   /* The scale (0) and the zero point (1) when the graph makes them
    * constants (initializers): their facts, read once when the kernel is
-   * made (const_in[i] 1), so that a run reads only x's and y's. */
+   * made (const_in[i] 1), so that a run reads only x's (and y's, below). */
   int const_in[2];
   TensorFacts const_facts[2];
   /* The type a run has found y to have, as the inputs make it (0 before
