@@ -22,9 +22,9 @@ on ``[1, 3, 224, 224]`` and a 2-layer BERT-base-like encoder (seq 128, hidden
   (com.microsoft Q/DQ, opset 17, IR 8): optimize + library against the
   Quark-form model run by onnxruntime as it is.
 
-Every variant is also compared with the float model.  ``--floor`` adds the
-extql model with every Q->DQ pair on an activation replaced by one
-onnxruntime ``Abs`` node (timing only: not the pair's values): what any
+Every variant is also compared with the float model.  ``--floor`` adds, for
+float16 and bfloat16, the extql model with every Q->DQ pair on an activation
+replaced by one onnxruntime ``Abs`` node (timing only: not the pair's values): what any
 one-node form of the pair costs in onnxruntime beyond its arithmetic -- the
 node boundary, at which onnxruntime's NCHWc layout is reordered and its
 Conv + activation / Add fusions stop.  No implementation of the pair as a
@@ -213,7 +213,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     sessions["no_fuse"] = _session(unfused, threads, True)
                 if args.control:
                     sessions["control"] = _session(anchor, threads, False)
-                floor = _pairs_as_abs(optimized) if args.floor else None
+                floor = (_pairs_as_abs(optimized) if args.floor and variant in FLOAT_VARIANTS
+                         else None)
                 if floor is not None:
                     sessions["floor"] = _session(floor, threads, True)
                 outs = {k: s.run(None, feeds) for k, s in sessions.items() if k != "floor"}
@@ -241,7 +242,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                     "exact_bits": exact, "max_abs_diff": max_diff,
                     "same_nodes_as_anchor": _same_nodes(optimized, anchor),
                     "control_ratio": paired("control", anchor_name) if args.control else None,
-                    "floor_vs_float": paired("floor", "float") if args.floor else None,
+                    "floor_vs_float": paired("floor", "float") if floor is not None else None,
                     "floor_nodes_left": _quant_nodes(floor) if floor is not None else None,
                     "no_fuse_ratio_anchor": paired("no_fuse", anchor_name)
                     if "no_fuse" in times else None,
@@ -456,8 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unoptimized", action="store_true",
                    help="also time the Extended model as it is (no optimize) with the library")
     p.add_argument("--floor", action="store_true",
-                   help="also time the extql model with each Q->DQ pair replaced by one Abs "
-                        "node: the cost of the node boundary alone, against the float model")
+                   help="float16 / bfloat16: also time the extql model with each Q->DQ pair "
+                        "replaced by one Abs node: the cost of the node boundary alone, "
+                        "against the float model")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print optimize's report of the nodes it left")
     args = p.parse_args(argv)
