@@ -125,26 +125,27 @@ def _pairs_as_abs(model: onnx.ModelProto) -> onnx.ModelProto:
     quantized tensor feeds only the dequantize replaced by one Abs node."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    nodes = out.graph.node
-    producer = {o: n for n in nodes for o in n.output}
+    nodes = list(out.graph.node)
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output}
     uses: dict[str, int] = {}
     for n in nodes:
-        for i in n.input:
-            uses[i] = uses.get(i, 0) + 1
+        for name in n.input:
+            uses[name] = uses.get(name, 0) + 1
     graph_outputs = {o.name for o in out.graph.output}
-    paired: set[int] = set()
-    kept = []
-    for n in nodes:
-        q = producer.get(n.input[0]) if n.op_type.endswith("DequantizeLinear") else None
-        if (q is not None and q.op_type.endswith("QuantizeLinear")
-                and not q.op_type.endswith("DequantizeLinear")
+    replaced: dict[int, onnx.NodeProto | None] = {}
+    for i, n in enumerate(nodes):
+        if not n.op_type.endswith("DequantizeLinear") or n.input[0] not in producer:
+            continue
+        k = producer[n.input[0]]
+        q = nodes[k]
+        if (q.op_type.endswith("QuantizeLinear") and not q.op_type.endswith("DequantizeLinear")
                 and uses.get(q.output[0]) == 1 and q.output[0] not in graph_outputs):
-            paired.add(id(q))
-            kept.append(onnx.helper.make_node("Abs", [q.input[0]], list(n.output), name=n.name))
-        else:
-            kept.append(n)
-    del nodes[:]
-    nodes.extend(n for n in kept if id(n) not in paired)
+            replaced[k] = None  # the quantize goes ...
+            replaced[i] = onnx.helper.make_node("Abs", [q.input[0]], list(n.output),
+                                                name=n.name)  # ... the dequantize is the Abs
+    kept = [replaced.get(i, n) for i, n in enumerate(nodes)]
+    del out.graph.node[:]
+    out.graph.node.extend(n for n in kept if n is not None)
     return out
 
 
