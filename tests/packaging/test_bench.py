@@ -320,22 +320,21 @@ def test_models_folded_section_runs_exact(tmp_path):
 def test_models_floor_replaces_every_pair(tmp_path):
     """``whole_models.py --floor``: the float16 ResNet's extql model with
     each activation Q->DQ pair replaced by one Abs node, timed beside the
-    float model; no quantization node is left in it.  The int8 model, whose
-    pairs onnxruntime fuses into its Conv, gets no floor."""
+    float model; no quantization node is left in it.  (The int variants get
+    no floor; their models come from onnxruntime's quantize_static, which
+    the oldest declared onnxruntime cannot run with a recent onnx.)"""
     bench_dir = os.environ["EXTQL_BENCHMARKS"]
     out = tmp_path / "floor.json"
     proc = subprocess.run(
         [sys.executable, os.path.join(bench_dir, "whole_models.py"), "--quick", "--models",
-         "resnet", "--variants", "float16", "int8", "--floor", "--repeat", "1", "--warmup", "1",
+         "resnet", "--variants", "float16", "--floor", "--repeat", "1", "--warmup", "1",
          "--json", str(out)],
         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    row, int8_row = json.loads(out.read_text())["rows"]
+    (row,) = json.loads(out.read_text())["rows"]
     assert row["nodes_left"], row  # the extql model has its pairs ...
     assert row["floor_nodes_left"] == {}, row  # ... the floor model none
     assert row["floor_vs_float"] > 0 and row["ms"]["floor"] > 0, row
-    assert int8_row["variant"] == "int8" and int8_row["floor_vs_float"] is None, int8_row
-    assert "floor" not in int8_row["ms"], int8_row
 
 
 def test_bench_help_is_the_harness_help(tmp_path):
