@@ -161,10 +161,21 @@ cdef inline void zero_into(Chan *c, qtype_t z) noexcept nogil:
         c.fh = 0
 
 
+cdef inline bint converts(float s, qtype_t z) noexcept nogil:
+    """Whether a channel of scale s and zero point z is a conversion
+    (Chan.conv): a float16 / bfloat16 type, the scale 1 and the zero point
+    +0."""
+    if qtype_t is float16_t or qtype_t is bfloat16_t:
+        return s == 1 and z.bits == 0
+    else:
+        return False
+
+
 cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
                          int64_t d) noexcept nogil:
     """Channel d's constants (zp NULL: zero point 0)."""
-    zero_into(c, zero_of(<qtype_t *>zp) if zp == NULL else zp[d])
+    cdef qtype_t z = zero_of(<qtype_t *>zp) if zp == NULL else zp[d]
+    zero_into(c, z)
     c.s = scale[d]
     c.r = exact_reciprocal(c.s)
     # quotient_fma: the 8/16-bit types, and the 32-bit ones with the zero
@@ -175,8 +186,7 @@ cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
     c.yl = fmaf(-c.s, c.y, 1) / c.s if c.y != 0 else 0
     c.xh = (c.s if c.s >= 0 else -c.s) * <float>8589934592.0 if c.y != 0 else 0
     c.xl = -c.xh
-    c.conv = ((qtype_t is float16_t or qtype_t is bfloat16_t) and c.s == 1
-              and f32_bits(c.zf) == 0)
+    c.conv = converts(c.s, z)
 
 cdef struct Cols:
     # Entry k holds the constants of one element; arrays of the entries a
