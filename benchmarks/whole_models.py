@@ -73,6 +73,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import model_zoo  # noqa: E402
 
 import extql  # noqa: E402
+from extql.onnx.graph import QDQ_OPS  # noqa: E402
 from extql_bench.config import BLOCK_CONFIGS  # noqa: E402
 
 INT_VARIANTS = ("int8", "uint16", "int16")
@@ -121,8 +122,9 @@ def _variant_models(float_model: onnx.ModelProto, variant: str, cache: dict):
 
 
 def _pairs_as_abs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with each quantize -> dequantize pair (any domain) whose
-    quantized tensor feeds only the dequantize replaced by one Abs node."""
+    """The model with each quantize -> dequantize pair (Extended, Vitis or
+    com.microsoft: QDQ_OPS) whose quantized tensor feeds only the dequantize
+    replaced by one Abs node."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     nodes = list(out.graph.node)
@@ -134,11 +136,11 @@ def _pairs_as_abs(model: onnx.ModelProto) -> onnx.ModelProto:
     graph_outputs = {o.name for o in out.graph.output}
     replaced: dict[int, onnx.NodeProto | None] = {}
     for i, n in enumerate(nodes):
-        if not n.op_type.endswith("DequantizeLinear") or n.input[0] not in producer:
+        if QDQ_OPS.get((n.domain, n.op_type)) is not False or n.input[0] not in producer:
             continue
         k = producer[n.input[0]]
         q = nodes[k]
-        if (q.op_type.endswith("QuantizeLinear") and not q.op_type.endswith("DequantizeLinear")
+        if (QDQ_OPS.get((q.domain, q.op_type)) is True
                 and uses.get(q.output[0]) == 1 and q.output[0] not in graph_outputs):
             replaced[k] = None  # the quantize goes ...
             replaced[i] = onnx.helper.make_node("Abs", [q.input[0]], list(n.output),
