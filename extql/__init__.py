@@ -12,12 +12,39 @@ import onnx only when used.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
+from . import api, rules  # noqa: F401 - the packages, as attributes of extql
 from ._version import __version__
-from .block_formats import bfp_quantize_dequantize, mx_quantize_dequantize
-from .numpy_api import dequantize_linear, get_num_threads, quantize_linear, set_num_threads
-from .types import DOMAIN, LEGACY_DOMAIN
+from .api import (
+    bfp_quantize_dequantize,
+    dequantize_linear,
+    get_num_threads,
+    mx_quantize_dequantize,
+    quantize_linear,
+    set_num_threads,
+)
+from .rules import blocks as _block_rules
+from .rules import types
+from .rules.types import DOMAIN, LEGACY_DOMAIN
+
+#: Module paths of the releases before the NumPy API and the rules became
+#: the packages :mod:`extql.api` and :mod:`extql.rules`: the same module
+#: objects under their earlier names (``import extql.types``,
+#: ``from extql.block_rules import check_bfp``, ...).  Each is loaded by
+#: ``import extql`` anyway.
+_EARLIER_PATHS: dict[str, Any] = {
+    "types": types,
+    "block_rules": _block_rules,
+    "numpy_api": api.linear,
+    "numpy_out": api.out,
+    "block_formats": api.blocks,
+}
+for _name, _module in _EARLIER_PATHS.items():
+    sys.modules.setdefault(f"{__name__}.{_name}", _module)
+    globals().setdefault(_name, _module)
+del _name, _module
 
 __all__ = [
     "__version__",

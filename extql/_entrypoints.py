@@ -117,7 +117,7 @@ STRUCTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
       "int emax: MX: the element type's emax",
       "float largest: MX: the element type's largest magnitude"),
      "The checked attributes of BFPQuantizeDequantize / MXQuantizeDequantize as the "
-     "block-format kernels take them (extql/block_rules.py checks and fills them)."),
+     "block-format kernels take them (extql/rules/blocks.py checks and fills them)."),
 )
 
 #: The block-format operations (ExtqlBlockParams.kind): name, code.

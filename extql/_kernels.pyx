@@ -8,7 +8,7 @@ entry points (src/extql_kernels.h) run elements [start, stop) of a tensor on
 the copy the CPU supports.  This module, compiled once and linked against
 that library, hands a whole tensor to them: cut into ranges for an OpenMP
 team of extql's thread count (src/extql_split.h), the GIL released.  Its
-functions take validated, contiguous byte buffers from extql.numpy_api.
+functions take validated, contiguous byte buffers from extql.api.linear.
 """
 
 from libc.stdint cimport int64_t, uint8_t
@@ -166,7 +166,7 @@ def quantize(int qtype, int xtype, int prec, const uint8_t[::1] x,
     [outer, ceil(D / block), inner].  A sub-byte ``qtype`` (int4, uint4,
     int2, uint2) writes y packed, or one element per byte with ``flags``
     UNPACKED, and takes its zero point as int8 / uint8 elements.  Called by
-    extql.numpy_api, which has checked every length; the GIL is released
+    extql.api.linear, which has checked every length; the GIL is released
     for the whole loop.
     """
     cdef Call c
@@ -300,7 +300,7 @@ def block_quantize_dequantize(int kind, int64_t block, int rounding, int mbits,
     """BFPQuantizeDequantize / MXQuantizeDequantize on x's bytes (ONNX type
     xtype, [outer, D, inner] with the blocks along D) into y's (y may be x's
     memory).  The attributes (ExtqlBlockParams) must have been checked
-    (extql.block_rules; extql.block_formats fills them).
+    (extql.rules.blocks; extql.api.blocks fills them).
 
     ``splits`` (tests): work-item boundaries [0, s1, ..., items]; the range
     entry point then runs on each range in turn, on this thread, as a thread

@@ -143,7 +143,7 @@ from .onnx.fallback_protos import (
     variant_opset,
 )
 from .onnx.fallback_scripts import FallbackFunction
-from .types import OP_NAMES
+from .rules.types import OP_NAMES
 
 __all__ = [
     "QUANTIZE",

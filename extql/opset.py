@@ -40,7 +40,7 @@ from onnxscript.values import Op, Opset
 from .onnx.eager import run_op
 from .onnx.schemas import QUANTIZE_TYPES, register_schemas
 from .onnx.script_export import to_model_proto
-from .types import DOMAIN, EXTENDED_OPS, LEGACY_DOMAIN
+from .rules.types import DOMAIN, EXTENDED_OPS, LEGACY_DOMAIN
 
 __all__ = ["quark", "vai", "QuarkOpset", "QuarkOp", "register_schemas", "to_model_proto",
            "QUANTIZE_TYPES"]

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .types import QTYPES, SMALLFLOAT, SUBBYTE, SmallFloatType, SubByteType, code_of
+from .rules.types import QTYPES, SMALLFLOAT, SUBBYTE, SmallFloatType, SubByteType, code_of
 
 __all__ = [
     "WIDENED_SUFFIX",

@@ -22,7 +22,7 @@ with float32 x and scale.
 :func:`extql.bfp_quantize_dequantize` / :func:`extql.mx_quantize_dequantize`
 (the kernels' bits, which are Quark's).  A node's attributes are checked
 when the evaluator is made, x's type and the axis against x's rank when it
-runs, by :mod:`extql.block_rules`: the refusals of the NumPy API, in the same
+runs, by :mod:`extql.rules.blocks`: the refusals of the NumPy API, in the same
 words, naming the node.
 """
 
@@ -33,8 +33,11 @@ from typing import Any
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from .block_formats import bfp_quantize_dequantize, mx_quantize_dequantize
-from .block_rules import (
+from .api.blocks import bfp_quantize_dequantize, mx_quantize_dequantize
+from .api.linear import dequantize_linear, quantize_linear
+from .onnx.microsoft import reference_dequantize_int32
+from .rules import DEFAULTS
+from .rules.blocks import (
     BFP_OP,
     MX_OP,
     X_TYPES,
@@ -43,10 +46,7 @@ from .block_rules import (
     check_mx,
     check_x_type,
 )
-from .numpy_api import dequantize_linear, quantize_linear
-from .onnx.microsoft import reference_dequantize_int32
-from .rules import DEFAULTS
-from .types import (
+from .rules.types import (
     DOMAIN,
     FLOAT_CODES,
     LEGACY_DOMAIN,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import QTYPES, QuantizedType
+from extql.rules.types import QTYPES, QuantizedType
 
 from .config import DQ, Q
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import DOMAIN
+from extql.rules.types import DOMAIN
 
 from .config import BLOCK_CONFIGS, BLOCK_LAYOUTS, BenchConfig
 from .data import Data, elements, shape

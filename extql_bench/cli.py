@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from extql.cli.args import thread_count
 from extql.cli.errors import CliError, writable_output
-from extql.types import QTYPES, QUANTIZED, SUBBYTE
+from extql.rules.types import QTYPES, QUANTIZED, SUBBYTE
 
 from .config import (
     BLOCK_CONFIGS,

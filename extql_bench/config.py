@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 
 Q, DQ = "Q", "DQ"
 #: ``tensor``: scalar scale; ``axis0``: shape (256, n/256), axis 0;

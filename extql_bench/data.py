@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from extql.types import QuantizedType
+from extql.rules.types import QuantizedType
 
 from .config import Q
 
@@ -172,7 +172,7 @@ class Data:
         """The quantized input of a dequantize: extql's quantize of x."""
         key = (n, qt.name, granularity, np.dtype(fdt).name)
         if key not in self._q:
-            from extql.numpy_api import quantize_linear
+            from extql.api.linear import quantize_linear
 
             x = self.x(elements(n, granularity), fdt).reshape(shape(n, granularity))
             self._q[key] = quantize_linear(

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from extql import ort_io
-from extql.types import DOMAIN, FLOAT_CODES, QTYPES, SMALLFLOAT, SUBBYTE, QuantizedType
+from extql.rules.types import DOMAIN, FLOAT_CODES, QTYPES, SMALLFLOAT, SUBBYTE, QuantizedType
 
 from .config import Q
 from .data import axis as axis_of

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from extql.types import FLOAT_CODES, QTYPES, QUANTIZED
+from extql.rules.types import FLOAT_CODES, QTYPES, QUANTIZED
 
 from . import anchors
 from .config import BenchConfig, Q, size_label
@@ -138,7 +138,7 @@ def _emit(cfg: BenchConfig, out: list[Result], r: Result) -> None:
 def _check(ext, anc, kind, y, x, qt, op, scale, zp, ax, block=0) -> str:
     """Run extql (and the anchor where it shares the formula) and compare
     the output bits; returns "=ort", "=api" or "MISMATCH ..."."""
-    from extql.numpy_api import dequantize_linear, quantize_linear
+    from extql.api.linear import dequantize_linear, quantize_linear
 
     y.fill(0)
     ext()
@@ -260,7 +260,7 @@ def run_ort_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
 
 def run_numpy_table(cfg: BenchConfig, data: Data, out: list[Result]) -> None:
     """The NumPy API against the NumPy expression."""
-    from extql import numpy_api
+    from extql.api import linear as numpy_api
 
     try:
         for threads in _thread_counts(cfg):

@@ -38,8 +38,8 @@ from onnx import helper
 from ortutil import LEVELS, ONNX_OF, make_model, session, value_info
 
 import extql
-from extql.block_rules import BFP_OP, MX_OP, check_bfp, check_mx
 from extql.onnx.fallback_blocks import block_variant
+from extql.rules.blocks import BFP_OP, MX_OP, check_bfp, check_mx
 
 NUMPY = "numpy"
 LIBRARY = "library"

@@ -26,7 +26,7 @@ import onnx
 from contract import TYPES, quantize
 from onnx import TensorProto, helper
 
-from extql.types import DOMAIN, LEGACY_DOMAIN
+from extql.rules.types import DOMAIN, LEGACY_DOMAIN
 
 MS = "com.microsoft"
 #: Activation types a model can be built for: the eight.

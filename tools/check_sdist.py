@@ -32,7 +32,7 @@ REQUIRED = [
     "tox.ini",
     "tests/contract.py",
     "docs/conf.py",
-    "extql/_typetable.py",
+    "extql/rules/typetable.py",
     "tools/gen_types_header.py",
     "tools/gen_rules_header.py",
     "tools/gen_block_rules_header.py",

@@ -1,4 +1,4 @@
-"""Write ``extql/src/extql_block_rules.h``, the C view of ``extql/block_rules.py``.
+"""Write ``extql/src/extql_block_rules.h``, the C view of ``extql/rules/blocks.py``.
 
 The onnxruntime library's BFPQuantizeDequantize / MXQuantizeDequantize
 (``extql/src/ort_blocks.c``) read and check their attributes with the rules
@@ -29,24 +29,28 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ROOT / "extql" / "block_rules.py"
+RULES = ROOT / "extql" / "rules" / "blocks.py"
 HEADER = ROOT / "extql" / "src" / "extql_block_rules.h"
 #: The package name the rules are loaded under (their relative import of
-#: ``_entrypoints`` resolves in it), never ``extql`` itself.
+#: ``.._entrypoints`` resolves in it), never ``extql`` itself.
 _PACKAGE = "_extql_block_rules_pkg"
 
 
 def load_rules(rules: Path = RULES) -> ModuleType:
-    """The rules module of ``rules`` (a block_rules.py beside its _entrypoints.py)."""
+    """The rules module of ``rules`` (extql/rules/blocks.py, whose package's
+    parent holds _entrypoints.py), loaded without running either package."""
     package = types.ModuleType(_PACKAGE)
-    package.__path__ = [str(rules.parent)]
+    package.__path__ = [str(rules.parent.parent)]
+    subpackage = types.ModuleType(f"{_PACKAGE}.rules")
+    subpackage.__path__ = [str(rules.parent)]
     saved = {k: sys.modules[k] for k in list(sys.modules)
              if k == _PACKAGE or k.startswith(_PACKAGE + ".")}
     for k in saved:
         del sys.modules[k]
     sys.modules[_PACKAGE] = package
+    sys.modules[subpackage.__name__] = subpackage
     try:
-        spec = importlib.util.spec_from_file_location(f"{_PACKAGE}.block_rules", rules)
+        spec = importlib.util.spec_from_file_location(f"{_PACKAGE}.rules.blocks", rules)
         if spec is None or spec.loader is None:
             raise SystemExit(f"{rules}: cannot be read")
         module = importlib.util.module_from_spec(spec)
@@ -144,7 +148,7 @@ def header_text(rules: ModuleType) -> str:
  * extql_block_rules.h - the rules of BFPQuantizeDequantize and
  * MXQuantizeDequantize, for C.
  *
- * GENERATED from extql/block_rules.py by tools/gen_block_rules_header.py
+ * GENERATED from extql/rules/blocks.py by tools/gen_block_rules_header.py
  * (setup.py runs it at build time); edit the rules, not this file.  Type
  * codes are ONNX's TensorProto.DataType; the operations (EXTQL_BLOCK_*) are
  * extql_kernels.h's.

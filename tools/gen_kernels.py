@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "extql" / "_entrypoints.py"
-TYPES = ROOT / "extql" / "_typetable.py"
+TYPES = ROOT / "extql" / "rules" / "typetable.py"
 TEMPLATES = ROOT / "extql" / "kernels"
 PUBLIC_HEADER = ROOT / "extql" / "src" / "extql_kernels.h"
 

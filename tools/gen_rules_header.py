@@ -1,4 +1,4 @@
-"""Write ``extql/src/extql_rules.h``, the C view of the operator rules ``extql/rules.py``.
+"""Write ``extql/src/extql_rules.h``, the C view of the operator rules ``extql/rules/linear.py``.
 
 The onnxruntime shim (``extql/src/ort_*.c``) checks a node's inputs and
 attributes with the rules every Python layer reads: the inputs' names, the
@@ -24,8 +24,8 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-RULES = ROOT / "extql" / "rules.py"
-TABLE = ROOT / "extql" / "_typetable.py"
+RULES = ROOT / "extql" / "rules" / "linear.py"
+TABLE = ROOT / "extql" / "rules" / "typetable.py"
 HEADER = ROOT / "extql" / "src" / "extql_rules.h"
 
 
@@ -93,7 +93,7 @@ def header_text(rules: ModuleType, table: ModuleType) -> str:
 /*
  * extql_rules.h - the operator rules, for C.
  *
- * GENERATED from extql/rules.py by tools/gen_rules_header.py (setup.py runs
+ * GENERATED from extql/rules/linear.py by tools/gen_rules_header.py (setup.py runs
  * it at build time); edit the rules, not this file.  Type codes are ONNX's
  * TensorProto.DataType.
  */

@@ -1,4 +1,4 @@
-"""Write ``extql/src/extql_types.h``, the C view of the type table ``extql/_typetable.py``.
+"""Write ``extql/src/extql_types.h``, the C view of the type table ``extql/rules/typetable.py``.
 
 ``setup.py`` runs this at build time, so the C sources always see the table
 Python sees; the header is a build product (not kept in git).  By hand::
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLE = ROOT / "extql" / "_typetable.py"
+TABLE = ROOT / "extql" / "rules" / "typetable.py"
 HEADER = ROOT / "extql" / "src" / "extql_types.h"
 
 
@@ -168,7 +168,7 @@ def header_text(rows: tuple[tuple[str, int, int, float, float], ...],
 /*
  * extql_types.h - the quantized element types, for C.
  *
- * GENERATED from extql/_typetable.py by tools/gen_types_header.py (setup.py
+ * GENERATED from extql/rules/typetable.py by tools/gen_types_header.py (setup.py
  * runs it at build time); edit the table, not this file.
  */
 #ifndef EXTQL_TYPES_H

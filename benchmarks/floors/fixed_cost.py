@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 from extql_bench.data import Data
 from extql_bench.models import Ort
 

@@ -16,7 +16,8 @@ __all__ = ["register"]
 
 def _cmd_info(args: argparse.Namespace) -> int:
     """Print one row per fact: versions, kernels, cores, threads, library."""
-    from .. import _kernels, numpy_api, ort
+    from .. import _kernels, ort
+    from ..api import linear as numpy_api
 
     rows = [
         ("extql", __version__),

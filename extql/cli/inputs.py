@@ -57,7 +57,7 @@ def _np_dtype(elem: int) -> np.dtype:
     small float types: ml_dtypes', which an older onnx may not map)."""
     import onnx
 
-    from ..types import QUANTIZED_BY_ONNX
+    from ..rules.types import QUANTIZED_BY_ONNX
 
     known = QUANTIZED_BY_ONNX.get(elem)
     if known is not None:

@@ -1,5 +1,5 @@
 # The C side the kernels build on: the type codes and the type table
-# (generated from extql/_typetable.py into src/extql_types.h), the stores and
+# (generated from extql/rules/typetable.py into src/extql_types.h), the stores and
 # loads of src/extql_primitives.h, the split of the work, and the naming of
 # this unit's entry points for the instruction set it is compiled for.
 

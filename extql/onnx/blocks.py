@@ -6,7 +6,7 @@ the legacy ``BFPFixNeuron`` / ``MXFixNeuron`` (``com.vai.quantize``) take one
 input x (float32 or float16) and give y of x's type and shape
 (docs/operators/bfp_quantize_dequantize.rst, mx_quantize_dequantize.rst).
 Their whole behaviour is in their attributes, whose rules are
-:mod:`extql.block_rules`'s: the NumPy API and the onnxruntime library check
+:mod:`extql.rules.blocks`'s: the NumPy API and the onnxruntime library check
 them with the same words, and so does everything here --
 
 * :data:`BLOCK_OPS`, :func:`block_family`, :func:`block_nodes` -- finding
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..block_formats import bfp_quantize_dequantize, mx_quantize_dequantize
-from ..block_rules import (
+from ..api.blocks import bfp_quantize_dequantize, mx_quantize_dequantize
+from ..rules.blocks import (
     BFP_LEGACY_OP,
     BFP_OP,
     MX_LEGACY_OP,
@@ -42,7 +42,7 @@ from ..block_rules import (
     check_mx,
     check_x_type,
 )
-from ..types import DOMAIN, FLOAT64_CODE, FLOAT_NAMES, LEGACY_DOMAIN, QUANTIZED_BY_ONNX
+from ..rules.types import DOMAIN, FLOAT64_CODE, FLOAT_NAMES, LEGACY_DOMAIN, QUANTIZED_BY_ONNX
 from .graph import TypeInfo, graphs, node_label
 
 __all__ = [
@@ -151,7 +151,7 @@ def node_attributes(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 def checked_attributes(node: onnx.NodeProto, *, name: str | None = None) -> BFPAttrs | MXAttrs:
-    """The node's attributes checked by :mod:`extql.block_rules`: a
+    """The node's attributes checked by :mod:`extql.rules.blocks`: a
     ``TypeError`` / ``ValueError`` naming the operator (the node's own
     op_type; and ``name``), the attribute and the value."""
     family = block_family(node)
@@ -178,7 +178,7 @@ def x_type_name(code: int) -> str:
 
 def check_block_node(node: onnx.NodeProto, types: dict[str, TypeInfo]) -> list[str]:
     """Every problem of one block-format node that its attributes and x's
-    static type and shape prove, each in the words of :mod:`extql.block_rules`
+    static type and shape prove, each in the words of :mod:`extql.rules.blocks`
     (without the operator, which the caller names with the node): the input
     and output count, each attribute, x's type, the axis against x's rank.
     What is unknown (x's type or rank) is no problem: the library checks it

@@ -13,7 +13,7 @@ from __future__ import annotations
 import onnx
 
 from .. import rules
-from ..types import (
+from ..rules.types import (
     FLOAT_NAMES,
     MS_DEQUANTIZE_TYPES,
     MS_FLOAT_NAMES,

@@ -28,8 +28,8 @@ import onnxscript.evaluator
 from onnxscript import tensor
 
 from .. import rules
-from ..numpy_api import dequantize_linear, quantize_linear
-from ..types import EXTENDED_OPS, QTYPES
+from ..api.linear import dequantize_linear, quantize_linear
+from ..rules.types import EXTENDED_OPS, QTYPES
 
 __all__ = ["Evaluator", "run_op", "OPS"]
 

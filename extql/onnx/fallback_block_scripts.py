@@ -38,7 +38,7 @@ import onnx_ir as ir
 import onnxscript.evaluator
 from onnxscript.values import OnnxFunction, Opset
 
-from ..block_rules import check_bfp, check_mx
+from ..rules.blocks import check_bfp, check_mx
 from .eager import Evaluator
 from .fallback_blocks import block_variant
 from .fallback_protos import (

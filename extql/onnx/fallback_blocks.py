@@ -55,7 +55,7 @@ from onnxscript import FLOAT, script
 from onnxscript import opset21 as op
 from onnxscript.values import Opset
 
-from ..block_rules import (
+from ..rules.blocks import (
     BIT_WIDTH_RANGE,
     METHOD_TO_BFP,
     METHOD_TO_BFP_PRIME,
@@ -63,7 +63,7 @@ from ..block_rules import (
     SIGN_AND_EXPONENT_BITS,
     SUB_BLOCK_SHIFT_BITS_RANGE,
 )
-from ..types import DOMAIN
+from ..rules.types import DOMAIN
 from .fallback_block_math import (
     Blocked,
     BlockMax,
@@ -383,7 +383,7 @@ HELPERS = [Magnitude, ModeOk, KeepsSign, Finish, BitWidthIn, MantissaBits, BfpBl
 
 def block_variant(family: str, attrs) -> str:
     """The variant of a node of ``family`` from its checked attributes
-    (:func:`extql.block_rules.check_bfp` / ``check_mx``)."""
+    (:func:`extql.rules.blocks.check_bfp` / ``check_mx``)."""
     if family == "mx":
         return attrs.element.name
     if attrs.method == METHOD_TO_BFP_PRIME:

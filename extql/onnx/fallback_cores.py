@@ -6,7 +6,7 @@ type's route does with the quotient (quantize) or the difference (dequantize).
 point already broadcastable against x; :func:`quantize_core64` the quantize
 core of precision float64; :func:`zero_point_carrier` the type a zero point
 is spread in.  The type ranges and codes come from the type table
-(:mod:`extql.types`).  Internal helpers, always inlined.
+(:mod:`extql.rules.types`).  Internal helpers, always inlined.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from onnx import TensorProto
 from onnxscript import FLOAT, script
 from onnxscript import opset21 as op
 
-from ..types import DEFAULT_QTYPE, QUANTIZED, SMALLFLOAT, SmallFloatType, is_float8
+from ..rules.types import DEFAULT_QTYPE, QUANTIZED, SMALLFLOAT, SmallFloatType, is_float8
 from .fallback_arith import AddSigned, OpaqueZero
 from .fallback_plan import INTERNAL as _INTERNAL
 

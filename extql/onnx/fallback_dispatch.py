@@ -15,7 +15,7 @@ from onnxscript import FLOAT, INT64, script
 from onnxscript import opset21 as op
 from onnxscript.values import Opset
 
-from ..types import DOMAIN, QTYPES
+from ..rules.types import DOMAIN, QTYPES
 from .fallback_arith import (
     AddSigned,
     OpaqueZero,

@@ -22,7 +22,7 @@ from onnxscript import opset21 as op
 from onnxscript import script
 from onnxscript.values import Opset
 
-from ..types import DOMAIN, QUANTIZED, is_float8
+from ..rules.types import DOMAIN, QUANTIZED, is_float8
 from .fallback_arith import Quotient, Quotient64, RoundedQuotient64, ShiftedQuotient64
 from .fallback_cores import (
     PACKED,

@@ -23,7 +23,7 @@ from typing import Any
 import onnx
 import onnx.inliner
 
-from ..types import DOMAIN, OP_NAMES, type_opset
+from ..rules.types import DOMAIN, OP_NAMES, type_opset
 from . import fallback_arith as arith
 from . import fallback_block_math as block_math
 from . import fallback_blocks as blocks

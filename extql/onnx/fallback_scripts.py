@@ -61,7 +61,7 @@ import onnxscript.evaluator
 from onnxscript.values import OnnxFunction, Opset
 
 from .. import rules
-from ..types import (
+from ..rules.types import (
     E8M0_CODE,
     E8M0_DTYPE,
     FLOAT64_CODE,
@@ -115,7 +115,7 @@ def _scale_code(scale: Any) -> int:
 def _eager_body(quantize: bool, variant: str, body: Callable) -> Callable:
     """The eager body of a fallback: the operator's attributes with their
     meaning -- ``precision`` / ``output_dtype`` 0 stand for the scale's type
-    (:func:`extql.rules.default_precision`: float64 for an int32 scale, as
+    (:func:`extql.rules.linear.default_precision`: float64 for an int32 scale, as
     the converted call gets from :func:`extql.onnx.script_export.finish_model`)
     -- and, for the "default" variants, the zero point optional (the
     decomposition ignores it), so that ``f(x, scale)`` is a valid call.

@@ -23,7 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .. import rules
-from ..types import EXTENDED_OPS, MS_DOMAIN, MS_QDQ, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
+from ..rules.types import EXTENDED_OPS, MS_DOMAIN, MS_QDQ, QTYPES, QUANTIZED, QUANTIZED_BY_ONNX
 from .schemas import register_schemas
 
 __all__ = [

@@ -31,8 +31,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from ..numpy_api import dequantize_linear
-from ..types import (
+from ..api.linear import dequantize_linear
+from ..rules.types import (
     DEFAULT_QTYPE,
     DOMAIN,
     EXTENDED_OPS,
@@ -70,7 +70,7 @@ __all__ = [
     "reference_dequantize_int32",
 ]
 
-# (MS_DOMAIN, MS_QDQ and the type sets are the type table's, extql.types.)
+# (MS_DOMAIN, MS_QDQ and the type sets are the type table's, extql.rules.types.)
 _INT32 = QTYPES["int32"]
 
 # Domains whose every operator is known without onnxruntime's help.

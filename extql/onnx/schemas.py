@@ -20,7 +20,7 @@ DequantizeLinear in onnx's schema registry (once per process).  With them:
 The block formats ``com.amd.quark::BFPQuantizeDequantize`` /
 ``MXQuantizeDequantize`` and the legacy ``com.vai.quantize::BFPFixNeuron`` /
 ``MXFixNeuron`` (version 1) are registered too: one input x of float32 or
-float16, y of x's type and shape, the attributes of :mod:`extql.block_rules`
+float16, y of x's type and shape, the attributes of :mod:`extql.rules.blocks`
 with Quark's defaults.  ``onnx.checker`` then accepts their nodes (and names
 an attribute they do not have), and shape inference carries types and shapes
 through them.
@@ -50,7 +50,7 @@ import onnx
 import onnx.defs
 
 from .. import rules
-from ..block_rules import (
+from ..rules.blocks import (
     BFP_ATTRIBUTES,
     BFP_LEGACY_OP,
     BFP_OP,
@@ -59,7 +59,7 @@ from ..block_rules import (
     MX_OP,
     X_TYPES,
 )
-from ..types import (
+from ..rules.types import (
     DOMAIN,
     LEGACY_DOMAIN,
     MS_DEQUANTIZE_NAMES,
@@ -95,7 +95,7 @@ def tensor_types(names: Iterable[str]) -> list[str]:
 QUANTIZE_TYPES = tensor_types(QUANTIZED)
 
 def _attributes(names: Iterable[str]) -> list[onnx.defs.OpSchema.Attribute]:
-    """The named attributes of :data:`extql.rules.ATTRIBUTES`, with their
+    """The named attributes of :data:`extql.rules.linear.ATTRIBUTES`, with their
     defaults and meanings."""
     return [onnx.defs.OpSchema.Attribute(name, onnx.helper.make_attribute(name, default), what)
             for name, default, _, what in rules.ATTRIBUTES if name in names]
@@ -222,7 +222,7 @@ _BLOCK_ATTRIBUTE_DOCS: dict[str, str] = {
 
 def _block_schema(name: str, domain: str) -> onnx.defs.OpSchema:
     """A block-format operator: x (float32 / float16) -> y of x's type and
-    shape, with the attributes and defaults of :mod:`extql.block_rules`."""
+    shape, with the attributes and defaults of :mod:`extql.rules.blocks`."""
     FP = onnx.defs.OpSchema.FormalParameter
     table = BFP_ATTRIBUTES if name in (BFP_OP, BFP_LEGACY_OP) else MX_ATTRIBUTES
     what = ("block floating point" if table is BFP_ATTRIBUTES else "OCP microscaling")

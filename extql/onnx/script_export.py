@@ -44,7 +44,14 @@ import onnx
 from onnxscript.values import OnnxFunction
 
 from .. import rules
-from ..types import DOMAIN, FLOAT64_CODE, LEGACY_DOMAIN, OUTPUT_CODES, default_precision, is_float8
+from ..rules.types import (
+    DOMAIN,
+    FLOAT64_CODE,
+    LEGACY_DOMAIN,
+    OUTPUT_CODES,
+    default_precision,
+    is_float8,
+)
 from .check import check_node
 from .fallback_protos import (
     FALLBACK_DOMAIN,
@@ -135,7 +142,7 @@ def _explicit_calls(model: onnx.ModelProto) -> None:
     """Spell out what fallback calls leave to defaults, for onnx.reference,
     which ignores a function's attribute defaults and wants every input:
     ``axis`` and ``block_size`` where not given (their defaults, the same
-    meaning), quantize's ``precision`` (:func:`extql.rules.default_precision`
+    meaning), quantize's ``precision`` (:func:`extql.rules.linear.default_precision`
     of the scale's type: float64 for an int32 scale, float32 for a
     float8e8m0 one) and dequantize's ``output_dtype`` (the scale's type
     where the types say it is a float type, else float32, the functions'

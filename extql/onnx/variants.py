@@ -11,7 +11,7 @@ onnxscript.
 
 from __future__ import annotations
 
-from ..types import QUANTIZED, QUANTIZED_BY_ONNX
+from ..rules.types import QUANTIZED, QUANTIZED_BY_ONNX
 from .graph import type_name
 
 __all__ = ["VARIANTS", "FLOAT64", "FLOAT64_VARIANTS", "float64_overload", "split_overload",

@@ -16,7 +16,7 @@
  * type and shape (ort_infer.c).
  *
  * Attributes.  Read when the session is made, with the defaults and the
- * checks of extql/block_rules.py, from the header generated from it
+ * checks of extql/rules/blocks.py, from the header generated from it
  * (extql_block_rules.h: the attribute tables and the words of each
  * refusal), so a node is refused with the NumPy API's words, after the
  * label "<operator> (node '<name>')".  The axis is checked against x's rank
@@ -252,7 +252,7 @@ static OrtStatus *check_common(const OrtApi *api, const char *label, int64_t blo
   return NULL;
 }
 
-/* BFPQuantizeDequantize's attributes, checked as extql.block_rules.check_bfp
+/* BFPQuantizeDequantize's attributes, checked as extql.rules.blocks.check_bfp
  * does (in its order), into the kernels' parameters. */
 static OrtStatus *bfp_params(const OrtApi *api, const char *label, const int64_t *v,
                              char *const *s, ExtqlBlockParams *p, int64_t *axis) {
@@ -290,7 +290,7 @@ static OrtStatus *bfp_params(const OrtApi *api, const char *label, const int64_t
       return refuse(api, label, EXTQL_ORT_INVALID_GRAPH, msg);
     }
   }
-  /* The parameters as extql.block_formats gives them to the kernels. */
+  /* The parameters as extql.api.blocks gives them to the kernels. */
   memset(p, 0, sizeof *p);
   p->kind = kind;
   p->block = block;
@@ -304,7 +304,7 @@ static OrtStatus *bfp_params(const OrtApi *api, const char *label, const int64_t
   return NULL;
 }
 
-/* MXQuantizeDequantize's attributes, checked as extql.block_rules.check_mx
+/* MXQuantizeDequantize's attributes, checked as extql.rules.blocks.check_mx
  * does, into the kernels' parameters. */
 static OrtStatus *mx_params(const OrtApi *api, const char *label, const int64_t *v,
                             char *const *s, ExtqlBlockParams *p, int64_t *axis) {
@@ -345,7 +345,7 @@ static OrtStatus *check_x_type(const OrtApi *api, const char *label, int code, i
   return refuse(api, label, status, msg);
 }
 
-/* The axis against the rank, as extql.block_rules.check_axis: rank 0 and 1
+/* The axis against the rank, as extql.rules.blocks.check_axis: rank 0 and 1
  * ignore it. */
 static OrtStatus *check_axis(const OrtApi *api, const char *label, int64_t axis, int64_t rank,
                              int status) {

@@ -3,7 +3,7 @@
  *
  * Every failure is a failed OrtStatus "<label>: <message>", the label being
  * the operator and node name, with types and shapes written as the NumPy
- * API's messages write them (extql/numpy_api.py), so a user reads the same
+ * API's messages write them (extql/api/linear.py), so a user reads the same
  * words from both.
  */
 #include <stdarg.h>

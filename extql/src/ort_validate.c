@@ -1,7 +1,7 @@
 /*
  * ort_validate.c - the checks of a node and of its inputs.
  *
- * Everything the NumPy API (extql/numpy_api.py) rejects is rejected here with
+ * Everything the NumPy API (extql/api/linear.py) rejects is rejected here with
  * the same rule and the same words.  Nothing reads outside a buffer: each
  * input's element count and shape come from onnxruntime and are checked
  * before a kernel touches them.  Kernel creation checks what the graph
@@ -128,7 +128,7 @@ static int declared_type(const OrtApi *api, const OrtKernelInfo *info, int outpu
 }
 
 /* ------------------------------------------------------------------------ */
-/* The rules (the same as extql/numpy_api.py)                                */
+/* The rules (the same as extql/api/linear.py)                                */
 /* ------------------------------------------------------------------------ */
 
 /* Names of the inputs, as the operator documents call them (extql_rules.h). */
@@ -139,7 +139,7 @@ const char *extql_input_name(int kind, int index) {
 }
 
 /* Every quantized type: the eight, the sub-byte ones, the small floats (the
- * order of extql.types.QUANTIZED, so the messages are the NumPy API's). */
+ * order of extql.rules.types.QUANTIZED, so the messages are the NumPy API's). */
 #define EXTQL_ALL_QTYPE_NAMES \
   EXTQL_QTYPE_NAMES ", " EXTQL_SUBBYTE_NAMES ", " EXTQL_SMALLFLOAT_NAMES
 

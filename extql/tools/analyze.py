@@ -135,7 +135,7 @@ def _check_runnable(model: onnx.ModelProto, name: str) -> None:
 
 def _declared(vi: onnx.ValueInfoProto) -> tuple[np.dtype | None, list[int | None] | None]:
     """The NumPy dtype and shape (None for a symbolic dimension) of a graph input."""
-    from ..types import QUANTIZED_BY_ONNX
+    from ..rules.types import QUANTIZED_BY_ONNX
 
     tt = vi.type.tensor_type
     dtype = None

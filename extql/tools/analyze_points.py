@@ -29,7 +29,7 @@ import dataclasses
 import onnx
 
 from ..onnx.graph import QDQ_OPS, TypeInfo, node_label, type_name
-from ..types import BY_ONNX, QUANTIZED_BY_ONNX
+from ..rules.types import BY_ONNX, QUANTIZED_BY_ONNX
 
 __all__ = [
     "Point",

@@ -25,7 +25,7 @@ import onnx
 from onnx import helper
 
 from ..onnx.graph import Names, TypeInfo, array_to_tensor, constant_value, copy_model, set_opset
-from ..types import DOMAIN, OP_NAMES
+from ..rules.types import DOMAIN, OP_NAMES
 from .analyze_points import Point, constant_names
 
 __all__ = ["Skipped", "WIDER", "bypass", "widen"]
@@ -101,7 +101,7 @@ def bypass(model: onnx.ModelProto, point: Point, types: dict[str, TypeInfo],
 
 
 def _float_dtype(info: TypeInfo | None) -> np.dtype:
-    from ..types import FLOAT_DTYPES
+    from ..rules.types import FLOAT_DTYPES
 
     if info is None:
         return np.dtype(np.float32)
@@ -170,7 +170,7 @@ def widen(model: onnx.ModelProto, point: Point, types: dict[str, TypeInfo],
     if point.form == "dequantize":
         if float_value is None:
             raise Skipped("FLOAT's weight is not a constant to requantize")
-        from ..numpy_api import quantize_linear
+        from ..api.linear import quantize_linear
 
         axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
         block = next((a.i for a in dq.attribute if a.name == "block_size"), 0)

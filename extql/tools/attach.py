@@ -28,7 +28,7 @@ from ..onnx.graph import (
     type_name,
     zero_point_type,
 )
-from ..types import (
+from ..rules.types import (
     DEFAULT_QTYPE,
     E8M0_CODE,
     E8M0_NAME,
@@ -96,7 +96,7 @@ def _scale_type(ext: ExtNode, types: dict[str, TypeInfo], what: str) -> int:
 
 def _precision(ext: ExtNode, types: dict[str, TypeInfo]) -> int:
     """A quantize node's ``precision``: its attribute, else what the
-    operator takes without one (:func:`extql.rules.default_precision`) --
+    operator takes without one (:func:`extql.rules.linear.default_precision`) --
     the scale's type, float32 for a float8e8m0 scale (which widens to
     float32 exactly), float64 for an int32 scale (never a float type: that
     would round the scale, and the library reads the attribute too)."""

@@ -2,7 +2,7 @@
 ``BFPQuantizeDequantize`` / ``MXQuantizeDequantize`` (and legacy
 ``BFPFixNeuron`` / ``MXFixNeuron``) nodes their fallback functions.
 
-Each node is checked (:mod:`extql.block_rules`: a refused attribute, or an
+Each node is checked (:mod:`extql.rules.blocks`: a refused attribute, or an
 axis out of range for x's rank where the model gives it, is a ``ValueError``
 / ``TypeError`` naming the node), gets ``overload`` = its variant
 (:data:`extql.fallbacks.BLOCK_VARIANTS`: ``to_bfp``, ``to_bfp_compiler``,
@@ -21,11 +21,11 @@ import warnings
 import onnx
 from onnx import helper
 
-from ..block_rules import BFP_ATTRIBUTES, MX_ATTRIBUTES
 from ..onnx.blocks import BLOCK_OP_NAMES, BlockNode, block_nodes
 from ..onnx.fallback_blocks import block_variant
 from ..onnx.fallback_protos import BLOCK_MIN_OPSET, block_function_proto
 from ..onnx.graph import TypeInfo, set_opset, static_shape
+from ..rules.blocks import BFP_ATTRIBUTES, MX_ATTRIBUTES
 
 __all__ = ["attach_block_fallbacks"]
 

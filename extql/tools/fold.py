@@ -32,7 +32,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .. import rules
-from ..numpy_api import dequantize_linear, quantize_linear
+from ..api.linear import dequantize_linear, quantize_linear
 from ..onnx import blocks
 from ..onnx.graph import (
     Names,
@@ -45,7 +45,7 @@ from ..onnx.graph import (
     tensor_to_array,
 )
 from ..onnx.microsoft import int32_wraps
-from ..types import (
+from ..rules.types import (
     BY_ONNX,
     FLOAT64_CODE,
     FLOAT_CODES,

@@ -31,7 +31,7 @@ from ..onnx.graph import (
     static_shape,
 )
 from ..onnx.microsoft import to_extended
-from ..types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
+from ..rules.types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
 from .attach import attach_fallbacks
 
 __all__ = ["inline_fallbacks"]

@@ -29,7 +29,7 @@ from ..onnx.graph import (
     zero_point_type,
 )
 from ..onnx.variants import variant as fallback_variant
-from ..types import MS_DOMAIN, OP_NAMES, is_float8
+from ..rules.types import MS_DOMAIN, OP_NAMES, is_float8
 
 __all__ = ["lower_to_standard", "block_reason"]
 

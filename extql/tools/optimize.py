@@ -44,7 +44,7 @@ import onnx
 
 from ..onnx.blocks import block_nodes
 from ..onnx.graph import graphs, is_quantization_node
-from ..types import DEFAULT_QTYPE, DOMAIN, MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES
+from ..rules.types import DEFAULT_QTYPE, DOMAIN, MS_DOMAIN, MS_EXACT_TYPES, OP_NAMES, QTYPES
 from .fold import fold_constants
 from .lower import block_reason, lower_to_standard
 

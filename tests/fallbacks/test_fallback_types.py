@@ -29,7 +29,7 @@ from packaging.version import Version
 import extql
 from extql import fallbacks, ort_io
 from extql.onnx.fallback_cores import overflow_from
-from extql.types import FLOAT_CODES, QUANTIZED, SMALLFLOAT, quantized_type_of, type_opset
+from extql.rules.types import FLOAT_CODES, QUANTIZED, SMALLFLOAT, quantized_type_of, type_opset
 
 pytestmark = pytest.mark.fallback
 

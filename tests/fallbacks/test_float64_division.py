@@ -51,7 +51,7 @@ from ortutil import LEVELS, ONNX_OF, bfloat16_io_fallback, ort_casts_to, run, se
 import extql
 import extql.fallbacks
 from extql import fallbacks, ort_io, quark
-from extql.types import FLOAT64_CODE, OP_NAMES, type_opset
+from extql.rules.types import FLOAT64_CODE, OP_NAMES, type_opset
 
 pytestmark = pytest.mark.fallback
 

@@ -622,7 +622,7 @@ x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
 f(x, np.array(0.5, np.float32), np.array(1, np.int16))
 extql.to_model_proto(f)
 extql.fallbacks.QUANTIZE["bfloat16"](x, np.array(0.5, np.float32),
-                                     np.array(0, extql.types.QTYPES["bfloat16"].dtype))
+                                     np.array(0, extql.rules.types.QTYPES["bfloat16"].dtype))
 """
 
 SNAPSHOT = """

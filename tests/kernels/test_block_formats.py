@@ -45,7 +45,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import extql
-from extql import block_formats, block_rules
+from extql.api import blocks as block_formats
+from extql.rules import blocks as block_rules
 
 # Every test runs extql's kernels on every instruction-set variant
 # (tests/conftest.py): the grid and the properties check each variant against

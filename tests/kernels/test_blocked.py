@@ -172,7 +172,7 @@ def test_aligned_power_of_two_blocks(name, block, uniform_zero, threads):
     assert_same_bits(back, _expected_dq(y, s, z, 1, block))
     # Ranges that start and end anywhere (inside a block, off the tiles),
     # through the C entry points: together they are the whole tensor.
-    code = extql.types.QTYPES[name].onnx
+    code = extql.rules.types.QTYPES[name].onnx
     n = x.size
     cuts = [0, 3, 131, 517, 4099, 40001, n - 77, n]
     yq = np.zeros(n, y.dtype)

@@ -18,7 +18,7 @@ from contract import TYPES, assert_same_bits, dequantize, quantize
 import extql
 from extql import _kernels
 from extql._entrypoints import ENTRY_POINTS, ISAS
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")

@@ -20,7 +20,7 @@ import pytest
 from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 
 import extql
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 
 pytestmark = pytest.mark.usefixtures("kernel_isa")
 

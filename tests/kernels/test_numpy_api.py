@@ -383,7 +383,7 @@ def test_kernels_get_aligned_buffers(name, monkeypatch):
     the kernels as it was, a misaligned float/int pointer -- undefined
     behaviour that the compiler may turn into faulting aligned loads.  The
     API now copies such arrays; the kernels only ever see aligned buffers."""
-    from extql import numpy_api
+    from extql.api import linear as numpy_api
 
     real = numpy_api._kernels
     seen = []

@@ -1,5 +1,5 @@
-"""The one type table (extql/_typetable.py) and what is generated from it: the
-C header extql/src/extql_types.h the shim compiles with, and extql.types.
+"""The one type table (extql/rules/typetable.py) and what is generated from it: the
+C header extql/src/extql_types.h the shim compiles with, and extql.rules.types.
 
 Each value is compared with an independent source: ONNX's TensorProto codes,
 NumPy's / ml_dtypes' sizes and limits."""
@@ -17,8 +17,7 @@ from onnx import TensorProto
 from ortutil import node_model, session
 
 import extql
-from extql._typetable import QTYPE_ROWS, SMALLFLOAT_ROWS, SUBBYTE_ROWS
-from extql.types import (
+from extql.rules.types import (
     MS_DEQUANTIZE_NAMES,
     MS_DEQUANTIZE_TYPES,
     MS_EXACT_TYPES,
@@ -28,6 +27,7 @@ from extql.types import (
     QUANTIZED,
     SUBBYTE,
 )
+from extql.rules.typetable import QTYPE_ROWS, SMALLFLOAT_ROWS, SUBBYTE_ROWS
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")

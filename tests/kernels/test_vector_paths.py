@@ -19,7 +19,7 @@ from contract import FLOAT_TYPES, TYPES, assert_same_bits, dequantize, quantize
 from vector_inputs import NAN_BITS, SPECIAL, misaligned, random_f32, zero_points
 
 import extql
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")

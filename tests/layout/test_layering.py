@@ -5,9 +5,11 @@ layers below it:
 
     spec  <-  kernels  <-  api  <-  onnx  <-  tools  <-  cli
 
-* spec: the facts written once (the type table, the operator rules);
+* spec: the facts written once (the package :mod:`extql.rules`: the type
+  table, every operator's rules; the kernels' entry points);
 * kernels: the compiled extension;
-* api: the NumPy API and the registration of the onnxruntime library;
+* api: the NumPy API of every operator (the package :mod:`extql.api`) and the
+  registration of the onnxruntime library;
 * onnx: what works on ONNX models and onnxscript -- graph helpers, checks,
   schemas, fallbacks, reference ops, the onnxscript integration;
 * tools: the graph passes (:mod:`extql.tools`);
@@ -15,7 +17,9 @@ layers below it:
 
 The graph counts every ``import`` statement, function-level ones too (an
 import inside a function is a dependency all the same), and must have no
-cycle at all.  A new module must be given a layer in :data:`LAYERS`.
+cycle at all.  A new module must be given a layer in :data:`LAYERS`, and the
+package's root holds only the modules of :data:`ROOT_MODULES`: an operator's
+NumPy API goes into :mod:`extql.api`, its rules into :mod:`extql.rules`.
 """
 
 from __future__ import annotations
@@ -31,16 +35,22 @@ PACKAGE = ROOT / "extql"
 
 #: The layers, lowest first: module name patterns (fnmatch) of each.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("spec", ("extql._typetable", "extql._entrypoints", "extql.types", "extql.rules",
-              "extql.block_rules", "extql._version")),
+    ("spec", ("extql.rules", "extql.rules.*", "extql._entrypoints", "extql._version")),
     ("kernels", ("extql._kernels", "extql.kernels.*")),
-    ("api", ("extql", "extql.numpy_api", "extql.numpy_out", "extql.block_formats",
-             "extql.ort")),
+    ("api", ("extql", "extql.api", "extql.api.*", "extql.ort")),
     ("onnx", ("extql.onnx", "extql.onnx.*", "extql.fallbacks", "extql.reference", "extql.opset",
               "extql.ort_io", "extql.ort_levels")),
     ("tools", ("extql.tools", "extql.tools.*")),
     ("cli", ("extql.cli", "extql.cli.*", "extql.__main__")),
 ]
+#: The modules of the package's root: the package itself, the compiled
+#: extension's wrappers and what the build reads, the onnxruntime glue, and the
+#: public ONNX-side modules (fallbacks, reference ops, the onnxscript opset).
+ROOT_MODULES = frozenset({
+    "extql", "extql.__main__", "extql._version", "extql._entrypoints", "extql._kernels",
+    "extql.ort", "extql.ort_io", "extql.ort_levels", "extql.fallbacks", "extql.reference",
+    "extql.opset",
+})
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 
 
@@ -160,9 +170,9 @@ GRAPH = import_graph()
 def test_the_graph_sees_the_package():
     """The reader finds the modules and both kinds of import (a broken reader
     would pass the tests below with an empty graph)."""
-    assert {"extql", "extql.numpy_api", "extql._kernels", "extql.tools.attach",
+    assert {"extql", "extql.api.linear", "extql._kernels", "extql.tools.attach",
             "extql.cli"} <= set(GRAPH)
-    assert GRAPH["extql.numpy_api"].get("extql._kernels") == "module"
+    assert GRAPH["extql.api.linear"].get("extql._kernels") == "module"
     assert "function" in {w for edges in GRAPH.values() for w in edges.values()}
 
 
@@ -170,6 +180,14 @@ def test_the_graph_sees_the_package():
 def test_every_module_has_a_layer(module):
     assert layer_of(module) is not None, (
         f"{module} belongs to no layer: add it to LAYERS in {Path(__file__).name}")
+
+
+def test_the_root_holds_no_operator_modules():
+    """Operators' NumPy API and rules live in their packages, not at the root."""
+    root = {m for m in GRAPH if m.count(".") <= 1 and not (PACKAGE / m.split(".")[-1]).is_dir()}
+    assert root - ROOT_MODULES == set(), (
+        "modules at the extql root: put an operator's NumPy API into extql/api/ and its "
+        "rules into extql/rules/")
 
 
 def test_no_import_cycle():
@@ -185,9 +203,9 @@ def test_imports_go_down_the_layers():
 def test_the_checks_catch_a_cycle_and_an_upward_import():
     """The two checks on a graph made wrong on purpose."""
     bad = {m: dict(edges) for m, edges in GRAPH.items()}
-    bad["extql.types"]["extql.tools.attach"] = "function"
-    assert any("extql.types" in c and "extql.tools.attach" in c for c in cycles(bad))
-    assert any(v.startswith("extql.types (spec) -> extql.tools.attach (tools)")
+    bad["extql.rules.types"]["extql.tools.attach"] = "function"
+    assert any("extql.rules.types" in c and "extql.tools.attach" in c for c in cycles(bad))
+    assert any(v.startswith("extql.rules.types (spec) -> extql.tools.attach (tools)")
                for v in violations(bad))
 
 

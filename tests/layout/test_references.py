@@ -102,4 +102,4 @@ def test_the_reader_finds_a_broken_reference():
     text = (f"See {design} and {numerics}, docs/differences.rst, "
             "tests/contract.py, ../guide/" "cli.rst, types.rst and /tmp/x/y.onnx.")
     assert broken_references("docs/operators/index.rst", text) == [numerics, design]
-    assert broken_references("extql/types.py", "extql/src/extql_types.h (generated)") == []
+    assert broken_references("extql/rules/types.py", "extql/src/extql_types.h (generated)") == []

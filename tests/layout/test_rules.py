@@ -1,4 +1,4 @@
-"""The operator rules, written once (extql/rules.py), and what is generated
+"""The operator rules, written once (extql/rules/linear.py), and what is generated
 from them or reads them: the C header extql/src/extql_rules.h the shim
 compiles with, the ONNX schemas, the NumPy API, the reference ops, the eager
 ops and the fallbacks.
@@ -23,7 +23,7 @@ from onnx import TensorProto
 
 import extql
 from extql import rules
-from extql.types import PRECISION_CODES, QUANTIZE_SCALE_CODES, default_precision
+from extql.rules.types import PRECISION_CODES, QUANTIZE_SCALE_CODES, default_precision
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The header the library was built with, as installed with the package.
@@ -101,7 +101,7 @@ def test_the_rules_keep_the_official_attributes(direction):
 @pytest.mark.parametrize("direction", [rules.QUANTIZE, rules.DEQUANTIZE])
 def test_the_schemas_are_the_rules(domain, direction):
     import extql.opset  # noqa: F401  (registers the schemas)
-    from extql.types import OP_NAMES
+    from extql.rules.types import OP_NAMES
 
     name = OP_NAMES[domain][0 if direction == rules.QUANTIZE else 1]
     schema = onnx.defs.get_schema(name, 1, domain)

@@ -278,7 +278,7 @@ def test_codes_are_onnxs():
     for name in NAMES:
         if CODE[name] is not None:
             assert CODE_OF[name] == CODE[name]
-        assert extql.types.SUBBYTE[name].onnx == CODE_OF[name]
+        assert extql.rules.types.SUBBYTE[name].onnx == CODE_OF[name]
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ tests/blockfmt/test_block_ops.py.
 * tensors at odd addresses, empty tensors;
 * each name in its own domain only;
 * the C header the library checks its attributes with is the one
-  tools/gen_block_rules_header.py writes from extql/block_rules.py.
+  tools/gen_block_rules_header.py writes from extql/rules/blocks.py.
 
 Values against the oracle (tests/blockfmt_contract.py), bit for bit.
 """

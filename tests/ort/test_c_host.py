@@ -57,7 +57,7 @@ from packaging.version import Version
 from quarkmodels import all_models, sample_input
 
 import extql
-from extql.types import OP_NAMES
+from extql.rules.types import OP_NAMES
 
 pytestmark = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 

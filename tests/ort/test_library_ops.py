@@ -15,7 +15,7 @@ import pytest
 from ortutil import run, session
 
 import extql
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 from extql_bench import copy_library, data
 from extql_bench.models import Ort
 

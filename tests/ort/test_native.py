@@ -16,7 +16,7 @@ from onnx_helpers import DOMAIN, LEGACY, run_ort
 from pass_models import ALL, X_KERNEL, assert_outputs, canonical_nans, mixed_model
 
 import extql
-from extql.types import OP_NAMES
+from extql.rules.types import OP_NAMES
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")

@@ -36,7 +36,7 @@ from packaging.version import Version
 
 import extql
 from extql import ort_io
-from extql.types import QUANTIZED
+from extql.rules.types import QUANTIZED
 
 # Runs extql's kernels in this process: once per instruction-set variant (conftest.py).
 pytestmark = pytest.mark.usefixtures("kernel_isa")

@@ -224,7 +224,7 @@ def test_onnx_node_case_through_the_fallbacks(case):
     arrays, zp, expected, kw = _unpack(case)
     x, scale = arrays[0], arrays[1]
     model, feeds, _ = node_model(op, x, scale, zp, declare_output=False, **kw)
-    qtype = extql.types.quantized_type_of(x.dtype if op == DQ else expected.dtype)
+    qtype = extql.rules.types.quantized_type_of(x.dtype if op == DQ else expected.dtype)
     opset = max(model.opset_import[0].version, fallbacks.variant_opset(qtype.name))
     model.opset_import[0].version = opset
     model.ir_version = max(model.ir_version, 11 if opset >= 23 else 10)

@@ -16,7 +16,7 @@ import pytest
 from ortutil import bfloat16_io_fallback, run
 
 from extql import cli, ort_io
-from extql.types import QTYPES
+from extql.rules.types import QTYPES
 from extql_bench import anchors, config, copy_library, data, runner
 from extql_bench.models import Ort
 

@@ -35,7 +35,7 @@ import extql
 import extql.reference
 from extql.cli import main
 from extql.cli.check import check_model
-from extql.types import OP_NAMES
+from extql.rules.types import OP_NAMES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "quark"
 MODELS = sorted(p.stem for p in DATA.glob("*.onnx"))

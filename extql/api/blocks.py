@@ -4,7 +4,7 @@ Both are fake quantizations (quantize, then dequantize): the result has x's
 dtype and shape.  Blocks of ``block_size`` consecutive elements along ``axis``
 share an exponent (docs/operators/bfp_quantize_dequantize.rst and
 mx_quantize_dequantize.rst have the math).  The attributes are checked by
-:mod:`extql.block_rules` (the same checks as the onnxruntime library's and
+:mod:`extql.rules.blocks` (the same checks as the onnxruntime library's and
 ``extql check``'s); x and ``out`` here, then the kernels run.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _kernels
-from .block_rules import (
+from .. import _kernels
+from ..rules.blocks import (
     BFP_OP,
     KERNEL_MX,
     MX_OP,
@@ -27,7 +27,7 @@ from .block_rules import (
     check_mx,
     check_x_type,
 )
-from .numpy_out import output_array
+from .out import output_array
 
 __all__ = ["bfp_quantize_dequantize", "mx_quantize_dequantize"]
 

@@ -6,9 +6,9 @@ float side, the precision of the division and the output's type.  The
 operator pages state them (docs/operators/extended_quantize_linear.rst,
 docs/operators/extended_dequantize_linear.rst).
 
-Plain data with no imports, like the type table (``extql/_typetable.py``),
+Plain data with no imports, like the type table (``extql/rules/typetable.py``),
 so that the build reads it without numpy or onnx: every Python layer reads it
-(the NumPy API through :mod:`extql.types`, the schemas, the checks, the
+(the NumPy API through :mod:`extql.rules.types`, the schemas, the checks, the
 fallbacks, the eager ops, the graph passes), and ``tools/gen_types_header.py``
 writes the C header ``extql/src/extql_rules.h`` the onnxruntime shim compiles
 with.  Types are named as users read them (``float32``, ``int32``, ...; the
@@ -86,6 +86,6 @@ def default_precision(scale_type: str) -> str:
 OUTPUT_DTYPE_REQUIRED: tuple[str, ...] = ("float8e8m0",)
 
 #: ONNX's ``TensorProto.DataType`` codes of the types above that are not in
-#: the type table (``extql/_typetable.py`` has the quantized ones and
+#: the type table (``extql/rules/typetable.py`` has the quantized ones and
 #: float8e8m0).
 OTHER_CODES: dict[str, int] = {"float32": 1, "float64": 11}

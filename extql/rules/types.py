@@ -1,6 +1,6 @@
 """The quantized element types: NumPy dtypes, ONNX codes and ranges.
 
-The Python view of the type table ``extql/_typetable.py`` (the one place the
+The Python view of the type table ``extql/rules/typetable.py`` (the one place the
 types are written; the C header ``extql/src/extql_types.h`` is generated from
 it), read by the NumPy API, the graph tools and the tests, so that a type is
 named the same way everywhere.  With them, the operator names and domains the
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from . import rules
-from ._typetable import (
+from . import linear as rules
+from .typetable import (
     DEFAULT_TYPE,
     E8M0_SCALE,
     FLOAT_TYPES,
@@ -278,7 +278,7 @@ def _codes(names: tuple[str, ...]) -> dict[int, str]:
 
 #: The float types' names by ONNX code (float32, float16, bfloat16): the
 #: floating-point side of the operators -- quantize's x and scale,
-#: dequantize's scale and output (:data:`extql.rules.REAL_TYPES`).
+#: dequantize's scale and output (:data:`extql.rules.linear.REAL_TYPES`).
 FLOAT_NAMES: dict[int, str] = _codes(rules.REAL_TYPES)
 #: The same by dtype -> ONNX code.
 FLOAT_CODES: dict[np.dtype, int] = {
@@ -312,7 +312,7 @@ PRECISION_CODES: dict[int, str] = _codes(rules.PRECISION_TYPES)
 
 def default_precision(scale_code: int) -> int:
     """The ONNX code of a quantize's precision without the attribute, by the
-    ONNX code of its scale's type (:func:`extql.rules.default_precision`:
+    ONNX code of its scale's type (:func:`extql.rules.linear.default_precision`:
     the scale's type, float64 for int32, float32 for float8e8m0)."""
     name = QUANTIZE_SCALE_CODES.get(scale_code)
     return scale_code if name is None else code_of(rules.default_precision(name))

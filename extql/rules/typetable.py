@@ -1,7 +1,7 @@
 """The table of the quantized element types, the one place they are written.
 
 Plain data with no imports, so that the build can read it without numpy or
-ml_dtypes: ``extql/types.py`` turns it into :class:`extql.types.QType` objects
+ml_dtypes: ``extql/rules/types.py`` turns it into :class:`extql.rules.types.QType` objects
 for Python, and ``tools/gen_types_header.py`` (run by ``setup.py`` at build
 time) writes the C header ``extql/src/extql_types.h`` from it.
 """

@@ -14,10 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _kernels
-from .numpy_out import output_array
-from .rules import DEFAULTS
-from .types import (
+from .. import _kernels
+from ..rules.linear import DEFAULTS
+from ..rules.types import (
     DEFAULT_QTYPE,
     E8M0_DTYPE,
     E8M0_NAME,
@@ -37,6 +36,7 @@ from .types import (
     default_precision,
     quantized_type_of,
 )
+from .out import output_array
 
 __all__ = ["quantize_linear", "dequantize_linear", "set_num_threads", "get_num_threads"]
 
@@ -320,7 +320,7 @@ def quantize_linear(
 
     ``out``: an array to write the result into (and return) instead of a new
     one -- writeable, C-contiguous, of the output's dtype and shape, not
-    overlapping an input (see :mod:`extql.numpy_out`).
+    overlapping an input (see :mod:`extql.api.out`).
     """
     op = QUANTIZE
     block = _block_size(op, block_size)
@@ -482,7 +482,7 @@ def dequantize_linear(
 
     ``out``: an array of the output's type and x's shape to write the result
     into (and return) instead of a new one; a float32 one may be ``x`` itself
-    when x is int32 / uint32 (see :mod:`extql.numpy_out`).
+    when x is int32 / uint32 (see :mod:`extql.api.out`).
     """
     op = DEQUANTIZE
     block = _block_size(op, block_size)

@@ -16,7 +16,7 @@ strings, and the words of every refusal are templates (:data:`MESSAGES`),
 so that ``tools/gen_block_rules_header.py`` writes them into C
 (``extql/src/extql_block_rules.h``, at build time) as
 ``tools/gen_types_header.py`` writes ``extql/src/extql_types.h`` from
-``extql/_typetable.py``.
+``extql/rules/typetable.py``.
 
 The checks raise ``TypeError`` for a value of the wrong kind (a string where
 an integer belongs) and ``ValueError`` for a value outside the accepted ones;
@@ -30,7 +30,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
-from ._entrypoints import BLOCK_KINDS
+from .._entrypoints import BLOCK_KINDS
 
 __all__ = [
     "BFP_OP",
