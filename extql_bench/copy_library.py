@@ -98,8 +98,8 @@ def library_path() -> str:
     src = root / "extql" / "src"
     if not (root / COPY_SOURCE_NAME).is_file():
         raise Unavailable(NEEDS_CHECKOUT)
-    inputs = sources() + sorted(src.glob("*.h")) + [root / "extql" / "_typetable.py",
-                                                     root / "extql" / "block_rules.py"]
+    inputs = sources() + sorted(src.glob("*.h")) + [root / "extql" / "rules" / "typetable.py",
+                                                     root / "extql" / "rules" / "blocks.py"]
     missing = [str(p) for p in inputs if not p.is_file()]
     if missing:
         raise BuildError(f"not a source checkout of extql: missing {', '.join(missing)}")

@@ -15,7 +15,7 @@ the header is a build product (not kept in git).  By hand::
     python tools/gen_block_rules_header.py --print   # print it
 
 It reads the rules by path, without importing ``extql`` (which needs the
-compiled extension this header is part of): ``block_rules.py`` and the
+compiled extension this header is part of): ``rules/blocks.py`` and the
 module it imports, ``_entrypoints.py``, are plain data.
 """
 
