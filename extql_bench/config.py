@@ -14,9 +14,11 @@ Q, DQ = "Q", "DQ"
 #: ``axis1``: shape (n/256, 256), axis 1 (the channel changes every element);
 #: ``nchw``: shape (1, 64, H, W), axis 1 (a middle axis, as in a convolution's
 #: activations: the channel changes every H*W elements); ``nchw7`` /
-#: ``nchw56``: shape (N, 256, 7, 7) / (N, 64, 56, 56), axis 1 (short runs of
-#: 49 / 3136 elements), N the batch that comes nearest the size.
-GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw56", "block32", "block128")
+#: ``nchw32`` / ``nchw56``: shape (N, 256, 7, 7) / (N, 256, 32, 32) /
+#: (N, 64, 56, 56), axis 1 (runs of 49 / 1024 / 3136 elements), N the batch
+#: that comes nearest the size.
+GRANULARITIES = ("tensor", "axis0", "axis1", "nchw", "nchw7", "nchw32", "nchw56", "block32",
+                 "block128")
 DEFAULT_SIZES = (1 << 16, 1 << 18, 1 << 20, 1 << 24)
 #: The float side of a row: quantize's x and scale, dequantize's scale and
 #: output.

@@ -17,9 +17,11 @@ F32 = np.dtype(np.float32)
 CHANNELS = 256
 NCHW_CHANNELS = 64
 #: The fixed (C, H, W) of the short-run NCHW granularities (axis 1, N varies):
-#: nchw7 as a late ResNet stage (runs of 49 elements share a scale), nchw56
-#: as an early one (runs of 3136).
-NCHW_FIXED = {"nchw7": (256, 7, 7), "nchw56": (64, 56, 56)}
+#: nchw7 as a late ResNet stage (runs of 49 elements share a scale), nchw32
+#: as a middle one of a larger input (runs of 1024: many runs, each a few
+#: tiles, where a per-run cost of the per-channel driver shows), nchw56 as an
+#: early one (runs of 3136).
+NCHW_FIXED = {"nchw7": (256, 7, 7), "nchw32": (256, 32, 32), "nchw56": (64, 56, 56)}
 #: Blocked quantization (block_size) of a weight of shape (n/4096, 4096)
 #: along its last axis, in blocks of 32 or 128 elements (the LLM case).
 BLOCKED = {"block32": 32, "block128": 128}
@@ -43,7 +45,7 @@ def shape(n: int, granularity: str) -> tuple[int, ...]:
     (1, 64, H, W) with H * W = n/64, H the largest divisor <= sqrt(n/64)
     (16M: (1, 64, 512, 512); 1M: (1, 64, 128, 128); 64K: (1, 64, 32, 32)).
 
-    nchw7 / nchw56: (N, C, H, W) with (C, H, W) fixed (NCHW_FIXED) and N the
+    nchw7 / nchw32 / nchw56: (N, C, H, W) with (C, H, W) fixed (NCHW_FIXED) and N the
     batch whose size is nearest n (at least 1), so the tensor has about, not
     exactly, n elements (16M: (1337, 256, 7, 7), 16,771,328 elements;
     (84, 64, 56, 56), 16,859,136 elements): see ``elements``."""

@@ -26,7 +26,8 @@ _NODES = {
     "ort": ("QuantizeLinear", "DequantizeLinear", ""),
 }
 _DIMS = {"tensor": ["n"], "axis0": ["c", "n"], "axis1": ["n", "c"], "nchw": ["n", "c", "h", "w"],
-         "nchw7": ["n", "c", "h", "w"], "nchw56": ["n", "c", "h", "w"],
+         "nchw7": ["n", "c", "h", "w"], "nchw32": ["n", "c", "h", "w"],
+         "nchw56": ["n", "c", "h", "w"],
          "block32": ["n", "c"], "block128": ["n", "c"]}
 
 

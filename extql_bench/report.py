@@ -160,13 +160,14 @@ How it was measured (`extql bench`, the harness extql_bench):
   (shape (256, n/256), axis 0: the channel changes every n/256 elements),
   `axis1` (shape (n/256, 256), axis 1: the channel changes every element) and
   `nchw` (shape (1, 64, H, W), axis 1, as a convolution's activations: 16M is
-  (1, 64, 512, 512)), `nchw7` and `nchw56` (shapes (N, 256, 7, 7) and
-  (N, 64, 56, 56), axis 1: short runs of 49 and 3136 elements sharing a
-  scale; N is the batch nearest the size, so these rows have about the size's
-  elements, not exactly: at 16M, N = 1337 (16,771,328 elements) / N = 84
-  (16,859,136 elements)), `block32` and `block128` (shape (n/4096, 4096),
-  blocked quantization along axis 1 with block_size 32 / 128, a scale per
-  block: an LLM weight; the anchor is onnxruntime's own blocked op).
+  (1, 64, 512, 512)), `nchw7`, `nchw32` and `nchw56` (shapes (N, 256, 7, 7),
+  (N, 256, 32, 32) and (N, 64, 56, 56), axis 1: runs of 49, 1024 and 3136
+  elements sharing a scale; N is the batch nearest the size, so the first and
+  last have about the size's elements, not exactly: at 16M, N = 1337
+  (16,771,328 elements) / 64 (exactly 16M) / 84 (16,859,136 elements)),
+  `block32` and `block128` (shape (n/4096, 4096), blocked quantization along
+  axis 1 with block_size 32 / 128, a scale per block: an LLM weight; the
+  anchor is onnxruntime's own blocked op).
 * The block formats' table: Quark's BFPQuantizeDequantize /
   MXQuantizeDequantize configurations on an NCHW activation (blocks along
   axis 1) and a (n/256, 256) MatMul input (blocks along the last axis); the

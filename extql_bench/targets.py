@@ -17,8 +17,9 @@ from .runner import Result, type_label
 _16M, _64K = 1 << 24, 1 << 16
 #: The sizes and granularities of the operator check of issue 32: real
 #: activations' sizes and bigger, per tensor and per channel of an NCHW
-#: activation.
-_CHECK_SIZES, _CHECK_GRANULARITIES = (1 << 18, 1 << 20, 1 << 24), ("tensor", "nchw")
+#: activation (long runs of one channel, and the runs of 1024 of a 32 x 32
+#: feature map with 256 channels).
+_CHECK_SIZES, _CHECK_GRANULARITIES = (1 << 18, 1 << 20, 1 << 24), ("tensor", "nchw", "nchw32")
 
 #: (name, table, the rows it applies to, the test a row must pass).  A row
 #: counts for a target only when it has what the target compares (an anchor,

@@ -117,10 +117,10 @@ def _rows(tmp_path, *options: str) -> list[dict]:
 
 
 @pytest.mark.usefixtures("kernel_isa")
-@pytest.mark.parametrize("gran", ["nchw", "nchw7", "nchw56", "block32", "block128"])
+@pytest.mark.parametrize("gran", ["nchw", "nchw7", "nchw32", "nchw56", "block32", "block128"])
 def test_rows_are_exact(tmp_path, gran):
-    """The NCHW middle-axis rows (axis 1 of (1, 64, H, W), (N, 256, 7, 7) and
-    (N, 64, 56, 56)) and the blocked ones (block_size along the last axis of
+    """The NCHW middle-axis rows (axis 1 of (1, 64, H, W), (N, 256, 7, 7),
+    (N, 256, 32, 32) and (N, 64, 56, 56)) and the blocked ones (block_size along the last axis of
     (n/4096, 4096)): every type checked bit for bit against onnxruntime's op
     (its own blocked op where it has one) or extql's NumPy API."""
     rows = _rows(tmp_path, "--granularity", gran)
@@ -171,9 +171,10 @@ def test_nchw_shapes():
 
 @pytest.mark.usefixtures("kernel_isa")
 def test_fixed_nchw_shapes_come_nearest_the_size():
-    """nchw7 / nchw56: (C, H, W) fixed, N the batch whose element count is
+    """nchw7 / nchw32 / nchw56: (C, H, W) fixed, N the batch whose element count is
     nearest the size (at least 1); the inputs have that shape."""
-    for gran, chw in (("nchw7", (256, 7, 7)), ("nchw56", (64, 56, 56))):
+    for gran, chw in (("nchw7", (256, 7, 7)), ("nchw32", (256, 32, 32)),
+                      ("nchw56", (64, 56, 56))):
         per = int(np.prod(chw))
         for n in (1 << 16, 1 << 20, 1 << 24, 256):
             shp = data.shape(n, gran)
@@ -187,6 +188,7 @@ def test_fixed_nchw_shapes_come_nearest_the_size():
         assert d.input("Q", 1 << 16, qt, gran).shape == data.shape(1 << 16, gran)
         assert d.input("DQ", 1 << 16, qt, gran).shape == data.shape(1 << 16, gran)
     assert data.shape(1 << 24, "nchw7") == (1337, 256, 7, 7)
+    assert data.shape(1 << 24, "nchw32") == (64, 256, 32, 32)
     assert data.shape(1 << 24, "nchw56") == (84, 64, 56, 56)
 
 
