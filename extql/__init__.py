@@ -20,6 +20,7 @@ from ._version import __version__
 from .api import (
     bfp_quantize_dequantize,
     dequantize_linear,
+    extended_instance_normalization,
     get_num_threads,
     mx_quantize_dequantize,
     quantize_linear,
@@ -54,6 +55,7 @@ __all__ = [
     "dequantize_linear",
     "bfp_quantize_dequantize",
     "mx_quantize_dequantize",
+    "extended_instance_normalization",
     "set_num_threads",
     "get_num_threads",
     "have_openmp",

@@ -91,6 +91,12 @@ items [start, stop) of x (xtype: EXTQL_FLOAT32 or EXTQL_FLOAT16), seen as
 x).  A tensor of one element passes through (bfloat16-rounded first when p->bfloat_first
 is set).  Returns 0, -1 for another xtype, -2 when a block too long for the stack finds
 no memory."""),
+    ("dpu_in_range", False, "int",
+     ("const float *x", "const float *scale", "const float *bias", "float *y", "int64_t C",
+      "int64_t S", "float epsilon", "int64_t start", "int64_t stop"),
+     """ExtendedInstanceNormalization (Quark's DPU instance norm) on instances [start, stop)
+of float32 x seen as [N * C, S] into y (not x's memory), with the scale and bias of
+instance i at i % C.  Returns 0."""),
     ("unpack", False, "int",
      ("int qtype", "const void *src", "void *dst", "int64_t n"),
      """n elements of a sub-byte or small float type as in an ONNX tensor (int4 / uint4 /

@@ -328,6 +328,31 @@ def block_quantize_dequantize(int kind, int64_t block, int rounding, int mbits,
     return items
 
 
+def dpu_instance_norm(const float[::1] x, const float[::1] scale, const float[::1] bias,
+                      float[::1] y, int64_t C, int64_t S, float epsilon, int nthreads=0):
+    """ExtendedInstanceNormalization on x's float32 elements ([N * C, S] in
+    memory order) into y (another buffer): instances split statically
+    between up to nthreads threads.  Inputs must have been checked
+    (extql.api.dpu)."""
+    cdef int64_t n = x.shape[0]
+    cdef int64_t inst = n // S if S > 0 else 0
+    cdef int64_t i
+    cdef int nt = threads_for(n, nthreads)
+    cdef const float *px
+    cdef const float *pg
+    cdef const float *pb
+    cdef float *py
+    if inst == 0 or C == 0:
+        return
+    px, pg, pb, py = &x[0], &scale[0], &bias[0], &y[0]
+    with nogil:
+        if nt <= 1 or inst == 1:
+            extql_dpu_in_range(px, pg, pb, py, C, S, epsilon, 0, inst)
+        else:
+            for i in prange(inst, schedule="static", num_threads=nt):
+                extql_dpu_in_range(px, pg, pb, py, C, S, epsilon, i, i + 1)
+
+
 def stream_min_bytes():
     """Outputs of at least this many bytes are written with non-temporal
     stores (EXTQL_STREAM_MIN_BYTES)."""

@@ -18,7 +18,7 @@ import extql
 from extql._entrypoints import ENTRY_POINTS
 
 #: C parameter types to ctypes (every pointer is passed as an address).
-_SCALARS = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "void": None}
+_SCALARS = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "void": None}
 
 LIB = ctypes.CDLL(extql.get_library_path())
 

@@ -5,6 +5,7 @@
   count;
 * :mod:`extql.api.blocks` -- Quark's block formats (:func:`bfp_quantize_dequantize`,
   :func:`mx_quantize_dequantize`);
+* :mod:`extql.api.dpu` -- Quark's DPU emulation (:func:`extended_instance_normalization`);
 * :mod:`extql.api.out` -- the ``out=`` argument they share.
 
 Each module validates its arguments (with the rules of :mod:`extql.rules`)
@@ -15,6 +16,7 @@ validated buffers.  ``extql`` re-exports every public function here.
 from __future__ import annotations
 
 from .blocks import bfp_quantize_dequantize, mx_quantize_dequantize
+from .dpu import extended_instance_normalization
 from .linear import dequantize_linear, get_num_threads, quantize_linear, set_num_threads
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "dequantize_linear",
     "bfp_quantize_dequantize",
     "mx_quantize_dequantize",
+    "extended_instance_normalization",
     "set_num_threads",
     "get_num_threads",
 ]

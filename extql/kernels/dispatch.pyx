@@ -31,6 +31,7 @@ How the unit is laid out, one file per concern:
 * entry.pxi.tp       type codes to typed drivers; the entry points
 * float64.pxi        quantize with the division in float64
 * blockfmt.pxi       Quark's block formats (BFP, MX), with blockfmt_elements.pxi
+* dpu_in.pxi         Quark's DPU instance norm (ExtendedInstanceNormalization)
 
 The .tp files are Tempita templates, expanded at build time (tools/tempita.py).
 """
@@ -46,3 +47,4 @@ include "smallfloat.pxi"
 include "entry.pxi"
 include "float64.pxi"
 include "blockfmt.pxi"
+include "dpu_in.pxi"

@@ -6,7 +6,9 @@
 * :mod:`extql.rules.linear` -- ExtendedQuantizeLinear / ExtendedDequantizeLinear:
   inputs, attributes, types of the float side;
 * :mod:`extql.rules.blocks` -- Quark's block formats: attributes, element
-  types, refusals.
+  types, refusals;
+* :mod:`extql.rules.dpu` -- Quark's DPU-emulation operators: names, domains,
+  the instance norm's refusals.
 
 The plain-data modules (``typetable``, ``linear``, ``blocks``) import nothing
 heavier than each other, so that the build reads them by path without numpy:

@@ -1,0 +1,121 @@
+# Quark's DPU instance norm (ExtendedInstanceNormalization /
+# VitisInstanceNormalization; docs/operators/extended_instance_normalization.rst):
+# bfloat16-precision rounding from the bits, sequential float32 statistics
+# (the squares added in double), the DPU's msc32 variance and the C
+# library's powf.  Every operation is one C float operation (the build has
+# -ffp-contract=off: no fused multiply-add), in the order the page writes.
+
+from libc.math cimport powf
+
+
+cdef inline uint32_t dpu_bits(float v) noexcept nogil:
+    cdef uint32_t u
+    memcpy(&u, &v, 4)
+    return u
+
+
+cdef inline float dpu_float(uint32_t u) noexcept nogil:
+    cdef float v
+    memcpy(&v, &u, 4)
+    return v
+
+
+cdef inline float dpu_bf(float v) noexcept nogil:
+    """bf(v): add 0x10000 when the low half is above 0x8000, or equal with
+    bit 16 set; clear the low half (no NaN case)."""
+    cdef uint32_t u = dpu_bits(v)
+    cdef uint32_t low = u & 0xFFFFu
+    if low > 0x8000u or (low == 0x8000u and (u & 0x10000u) != 0):
+        u = u + 0x10000u
+    return dpu_float(u & 0xFFFF0000u)
+
+
+cdef inline int dpu_expo(float v) noexcept nogil:
+    return <int>((dpu_bits(v) >> 23) & 0xFFu)
+
+
+cdef inline float dpu_rnd(float v, int m) noexcept nogil:
+    """v onto the grid of exponent m: (v + X) - X, X = v's sign and exponent
+    plus (m - E(v)) in the exponent field, in wrapping 32-bit arithmetic."""
+    cdef uint32_t sh = <uint32_t>(m - dpu_expo(v))
+    cdef float x = dpu_float((dpu_bits(v) & 0xFF800000u) + (sh << 23))
+    cdef float s = v + x
+    return s - x
+
+
+cdef inline float dpu_mac32(float a, float b, float c) noexcept nogil:
+    cdef float d = a * b
+    cdef int m = dpu_expo(a) + dpu_expo(b) - 127
+    if dpu_expo(c) > m:
+        m = dpu_expo(c)
+    return dpu_rnd(c, m) + dpu_rnd(d, m)
+
+
+cdef inline float dpu_addmac32(float a, float b, float c, float d) noexcept nogil:
+    cdef float e = a * b
+    cdef int m = dpu_expo(a) + dpu_expo(b) - 127
+    cdef float s
+    if dpu_expo(c) > m:
+        m = dpu_expo(c)
+    if dpu_expo(d) > m:
+        m = dpu_expo(d)
+    s = dpu_rnd(c, m) + dpu_rnd(d, m)
+    return s + dpu_rnd(e, m)
+
+
+cdef float dpu_msc32(float a, float b, float c) noexcept nogil:
+    """The DPU's c - a*b, a and -b each split into three bfloat16 parts."""
+    cdef float a0 = dpu_bf(a)
+    cdef float ar = a - a0
+    cdef float a1 = dpu_bf(ar)
+    cdef float a2 = dpu_bf(ar - a1)
+    cdef float nb = -b
+    cdef float b0 = dpu_bf(nb)
+    cdef float br = nb - b0
+    cdef float b1 = dpu_bf(br)
+    cdef float b2 = dpu_bf(br - b1)
+    cdef float terms = a2 * b2
+    terms = dpu_mac32(a2, b1, terms)
+    terms = dpu_mac32(a1, b2, terms)
+    terms = dpu_mac32(a0, b2, terms)
+    terms = dpu_mac32(a1, b1, terms)
+    terms = dpu_mac32(a2, b0, terms)
+    terms = dpu_mac32(a1, b0, terms)
+    terms = dpu_mac32(a0, b1, terms)
+    return dpu_addmac32(a0, b0, terms, c)
+
+
+cdef inline void dpu_in_instance(const float *x, float *y, int64_t s, float inv, float eps,
+                                 float g, float b) noexcept nogil:
+    """One instance of s elements: statistics, then every element."""
+    cdef float acc = 0.0, sq = 0.0, v, mean, msq, var, r, ms, t, p
+    cdef int64_t j
+    for j in range(s):
+        v = dpu_bf(x[j])
+        acc = acc + v
+        sq = <float>(<double>sq + <double>v * <double>v)
+    mean = acc * inv
+    msq = sq * inv
+    var = dpu_msc32(mean, mean, msq)
+    r = dpu_bf(powf(var + eps, <float>-0.5))
+    ms = dpu_bf(dpu_bf(mean) * r)
+    for j in range(s):
+        t = dpu_bf(dpu_bf(dpu_bf(x[j]) * r) - ms)
+        p = g * t
+        y[j] = dpu_bf(p + b)
+
+
+cdef public int dpu_in_range "EXTQL_ISA_FN(extql_dpu_in_range)"(
+        const float *x, const float *scale, const float *bias, float *y, int64_t C,
+        int64_t S, float epsilon, int64_t start, int64_t stop) noexcept nogil:
+    """Instances [start, stop) of x seen as [N * C, S] into y (not x's
+    memory), γ = bf(scale[i % C]), β = bf(bias[i % C]).  Returns 0."""
+    cdef int64_t i
+    cdef float inv
+    if S <= 0 or C <= 0:
+        return 0
+    inv = <float>(1.0 / <double>S)
+    for i in range(start, stop):
+        dpu_in_instance(x + i * S, y + i * S, S, inv, epsilon, dpu_bf(scale[i % C]),
+                        dpu_bf(bias[i % C]))
+    return 0
