@@ -3,6 +3,7 @@
 * :func:`quantize_linear` / :func:`dequantize_linear` -- the NumPy API.
 * :func:`bfp_quantize_dequantize` / :func:`mx_quantize_dequantize` -- Quark's
   block formats, in NumPy.
+* :func:`extended_lstm` -- Quark's DPU emulation of an LSTM, in NumPy.
 * :func:`get_library_path` / :func:`register` -- the native onnxruntime ops.
 
 The ONNX tools (fallbacks, the model tools of :mod:`extql.tools`, reference ops)
@@ -21,6 +22,7 @@ from .api import (
     bfp_quantize_dequantize,
     dequantize_linear,
     extended_instance_normalization,
+    extended_lstm,
     get_num_threads,
     mx_quantize_dequantize,
     quantize_linear,
@@ -56,6 +58,7 @@ __all__ = [
     "bfp_quantize_dequantize",
     "mx_quantize_dequantize",
     "extended_instance_normalization",
+    "extended_lstm",
     "set_num_threads",
     "get_num_threads",
     "have_openmp",

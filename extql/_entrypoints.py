@@ -97,6 +97,36 @@ no memory."""),
      """ExtendedInstanceNormalization (Quark's DPU instance norm) on instances [start, stop)
 of float32 x seen as [N * C, S] into y (not x's memory), with the scale and bias of
 instance i at i % C.  Returns 0."""),
+    ("lstm_params", False, "int",
+     ("ExtqlLstmParams *p", "const float *scales", "const int *zero_points",
+      "int64_t input", "int64_t hidden", "int dirs", "int reverse"),
+     """ExtendedLSTM's fixed-point parameters into p, from the five scales and zero
+points (x, w, r, b, y; the zero points uint16 values, checked by the caller), the input
+and hidden sizes, the directions (1 or 2) and, for one direction, whether it is
+"reverse".  Every member is filled first; returns 0, or the EXTQL_LSTM_BAD_* code of
+the first shift outside its range (docs/operators/extended_lstm.rst, "Ranges"), or
+EXTQL_LSTM_BAD_SIZE for an input or hidden size outside [1, 2^22)."""),
+    ("lstm_prepared_size", False, "int64_t",
+     ("const ExtqlLstmParams *p",),
+     """Bytes of the buffer extql_lstm_prepare fills (int32-aligned memory suffices)."""),
+    ("lstm_prepare", True, "int",
+     ("const ExtqlLstmParams *p", "const float *w", "const float *r", "const float *b",
+      "void *prepared"),
+     """W [dirs, 4H, input], R [dirs, 4H, H] and B [dirs, 8H] (NULL: zeros) quantized
+into `prepared`: per direction the transposed int16 weights and the gate constants.
+Returns 0, or -2 when it finds no memory."""),
+    ("lstm_items", False, "int64_t",
+     ("const ExtqlLstmParams *p", "int64_t batch"),
+     """The work items of an ExtendedLSTM call: batch * dirs (item n * dirs + d)."""),
+    ("lstm_range", True, "int",
+     ("const ExtqlLstmParams *p", "const void *prepared", "const float *x", "float *y",
+      "float *y_h", "float *y_c", "int64_t seq", "int64_t batch", "int layout",
+      "int64_t start", "int64_t stop"),
+     """ExtendedLSTM's work items [start, stop), each a batch element in one direction
+over its whole sequence: X (layout 0 [seq, batch, input], 1 [batch, seq, input]) into
+Y ([seq, dirs, batch, H] / [batch, seq, dirs, H]), Y_h and Y_c ([dirs, batch, H] /
+[batch, dirs, H]), any of them NULL when not wanted.  Returns 0, or -2 when it finds
+no memory."""),
     ("unpack", False, "int",
      ("int qtype", "const void *src", "void *dst", "int64_t n"),
      """n elements of a sub-byte or small float type as in an ONNX tensor (int4 / uint4 /
@@ -124,7 +154,34 @@ STRUCTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
       "float largest: MX: the element type's largest magnitude"),
      "The checked attributes of BFPQuantizeDequantize / MXQuantizeDequantize as the "
      "block-format kernels take them (extql/rules/blocks.py checks and fills them)."),
+    ("ExtqlLstmParams",
+     ("int64_t input: the input size, >= 1",
+      "int64_t hidden: hidden_size H, >= 1",
+      "int dirs: 2 for bidirectional, else 1",
+      "int reverse: one direction: 1 for reverse",
+      "float scale[5]: x, w, r, b and y scales",
+      "int zero_point[5]: their zero points, uint16 values",
+      "double qxf: float32(x_scale * w_scale) * 2^24",
+      "double qhf: float32(y_scale * r_scale) * 2^24",
+      "double qaf: qxf * (w_zero_point - 32768)",
+      "double qbf: qhf * (r_zero_point - 32768)",
+      "int qx: fix(qxf)'s factor", "int ax: fix(qxf)'s exponent",
+      "int qh: fix(qhf)'s factor", "int ah: fix(qhf)'s exponent",
+      "int qa: fix(qaf)'s factor", "int xs: fix(qaf)'s exponent",
+      "int qb: fix(qbf)'s factor", "int hs: fix(qbf)'s exponent",
+      "int xw: ceil(log2 input)", "int hr: ceil(log2 H)",
+      "int xwq: ax - xw", "int hrq: ah - hr",
+      "int ohs: the output rescale's factor (uint16)",
+      "int ohz: h's start and the output's offset (int16)",
+      "int oh: the output rescale's shift"),
+     "ExtendedLSTM's fixed-point parameters (docs/operators/extended_lstm.rst), filled "
+     "by extql_lstm_params from a node's attributes and sizes."),
 )
+
+#: The refusals of extql_lstm_params: name, code.
+LSTM_CODES: tuple[tuple[str, int], ...] = (
+    ("OK", 0), ("BAD_AX", 1), ("BAD_AH", 2), ("BAD_XWQ", 3), ("BAD_HRQ", 4), ("BAD_XS", 5),
+    ("BAD_HS", 6), ("BAD_OH", 7), ("BAD_SIZE", 8))
 
 #: The block-format operations (ExtqlBlockParams.kind): name, code.
 BLOCK_KINDS: tuple[tuple[str, int], ...] = (("BFP", 0), ("BFP_PRIME", 1), ("MX", 2))

@@ -410,3 +410,103 @@ def set_isa(name=None):
     if extql_isa_force(codes[name]) != 0:
         raise ValueError(f"extql: instruction set {name!r} is not available "
                          "in this build or on this CPU")
+
+
+# ---------------------------------------------------------------------------
+# ExtendedLSTM
+
+cdef int lstm_fill(ExtqlLstmParams *p, scales, zero_points, int64_t n_in, int64_t hidden,
+                   int dirs, int reverse) except? -100:
+    cdef float s[5]
+    cdef int z[5]
+    cdef int i
+    for i in range(5):
+        s[i] = scales[i]
+        z[i] = zero_points[i]
+    return extql_lstm_params(p, s, z, n_in, hidden, dirs, reverse)
+
+
+_LSTM_PARAM_NAMES = ("qxf", "qhf", "qaf", "qbf", "qx", "ax", "qh", "ah", "qa", "xs", "qb",
+                     "hs", "xw", "hr", "xwq", "hrq", "ohs", "ohz", "oh")
+
+
+def lstm_params(scales, zero_points, int64_t n_in, int64_t hidden, int dirs=2,
+                int reverse=0):
+    """(code, parameters) of an ExtendedLSTM node: extql_lstm_params's return
+    code (0, or an EXTQL_LSTM_BAD_* code: LSTM_CODES in extql/_entrypoints.py)
+    and its fixed-point parameters as a dict.  ``scales`` / ``zero_points``:
+    x, w, r, b, y (the zero points uint16 values)."""
+    cdef ExtqlLstmParams p
+    cdef int rc = lstm_fill(&p, scales, zero_points, n_in, hidden, dirs, reverse)
+    d = <dict>p
+    return rc, {k: d[k] for k in _LSTM_PARAM_NAMES}
+
+
+def lstm_run(scales, zero_points, int64_t n_in, int64_t hidden, int dirs, int reverse,
+             const float[::1] w, const float[::1] r, b, const float[::1] x, y, y_h, y_c,
+             int64_t seq, int64_t batch, int layout, int nthreads=0, splits=None):
+    """ExtendedLSTM on checked, contiguous float32 buffers (extql.api.lstm has
+    checked every shape and attribute): W, R quantized once (b: B's buffer or
+    None for zeros), then the batch elements x directions in parallel
+    (statically split between up to ``nthreads`` threads), each over its whole
+    sequence.  ``y``, ``y_h``, ``y_c``: float32 buffers of the outputs' sizes,
+    or None.  ``splits`` (tests): work-item boundaries [0, s1, ..., items] run
+    in turn on this thread, as a thread pool may cut the call."""
+    cdef ExtqlLstmParams p
+    cdef int rc = lstm_fill(&p, scales, zero_points, n_in, hidden, dirs, reverse)
+    cdef const float[::1] bv
+    cdef float[::1] yv, yhv, ycv
+    cdef const float *bp = NULL
+    cdef const float *xp = NULL
+    cdef float *yp = NULL
+    cdef float *yhp = NULL
+    cdef float *ycp = NULL
+    cdef void *prep
+    cdef int64_t items, t, a, e
+    cdef int nt, failed = 0
+    if rc != 0:
+        raise ValueError(f"ExtendedLSTM: the kernel refuses the parameters (code {rc})")
+    if b is not None:
+        bv = b
+        bp = &bv[0]
+    if x.shape[0] > 0:
+        xp = &x[0]
+    if y is not None and seq * batch > 0:
+        yv = y
+        yp = &yv[0]
+    if y_h is not None and batch > 0:
+        yhv = y_h
+        yhp = &yhv[0]
+    if y_c is not None and batch > 0:
+        ycv = y_c
+        ycp = &ycv[0]
+    items = extql_lstm_items(&p, batch)
+    if items == 0:
+        return 0
+    prep = malloc(extql_lstm_prepared_size(&p))
+    if prep == NULL:
+        raise MemoryError("ExtendedLSTM: no memory for the quantized weights")
+    with nogil:
+        failed = extql_lstm_prepare(&p, &w[0], &r[0], bp, prep) != 0
+    if not failed and splits is not None:
+        bounds = [int(v) for v in splits]
+        for a, e in zip(bounds[:-1], bounds[1:]):
+            failed |= extql_lstm_range(&p, prep, xp, yp, yhp, ycp,
+                                       seq, batch, layout, a, e) != 0
+    elif not failed:
+        nt = nthreads if nthreads > 0 else default_threads()
+        nt = nt if nt < items else <int>items
+        if not HAVE_OPENMP or seq * p.hidden * (p.input + p.hidden) * items < 65536:
+            nt = 1
+        with nogil:
+            if nt <= 1:
+                failed = extql_lstm_range(&p, prep, xp, yp, yhp,
+                                          ycp, seq, batch, layout, 0, items) != 0
+            else:
+                for t in prange(items, schedule="static", num_threads=nt):
+                    failed |= extql_lstm_range(&p, prep, xp, yp,
+                                               yhp, ycp, seq, batch, layout, t, t + 1) != 0
+    free(prep)
+    if failed:
+        raise MemoryError("ExtendedLSTM: the kernel found no memory for its buffers")
+    return items

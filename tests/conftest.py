@@ -72,7 +72,7 @@ _RUNNING: list[pytest.Item | None] = [None]
 _UNSWEPT: set[str] = set()
 #: The kernels' entry points that compute (the NumPy API's calls).
 _COMPUTING = ("quantize", "quantize_f64", "dequantize", "convert_scales", "unpack",
-              "block_quantize_dequantize")
+              "block_quantize_dequantize", "lstm_run")
 
 
 def _watch_the_kernels() -> None:

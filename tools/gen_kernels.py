@@ -81,6 +81,7 @@ def public_header(spec) -> str:
         f"{_comment(doc)}\nEXTQL_API {_proto(ret, 'extql_' + name, params)};"
         for name, _, ret, params, doc in spec.ENTRY_POINTS)
     kinds = "\n".join(f"#define EXTQL_BLOCK_{name} {code}" for name, code in spec.BLOCK_KINDS)
+    kinds += "".join(f"\n#define EXTQL_LSTM_{name} {code}" for name, code in spec.LSTM_CODES)
     structs = "\n\n".join(_struct(name, members, doc) for name, members, doc in spec.STRUCTS)
     return f"""/*
  * extql_kernels.h - the C entry points of extql's kernels.
@@ -258,6 +259,7 @@ def api_pxi(spec) -> str:
         for name, _, ret, params, _ in spec.ENTRY_POINTS)
     flags = "\n".join(f"        EXTQL_{name}" for name, _, _ in spec.FLAGS)
     kinds = "\n".join(f"        EXTQL_BLOCK_{name}" for name, _ in spec.BLOCK_KINDS)
+    kinds += "".join(f"\n        EXTQL_LSTM_{name}" for name, _ in spec.LSTM_CODES)
     structs = "\n".join(
         f"    ctypedef struct {name}:\n"
         + "\n".join(f"        {m.split(':', 1)[0].strip()}" for m in members)

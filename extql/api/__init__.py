@@ -6,6 +6,7 @@
 * :mod:`extql.api.blocks` -- Quark's block formats (:func:`bfp_quantize_dequantize`,
   :func:`mx_quantize_dequantize`);
 * :mod:`extql.api.dpu` -- Quark's DPU emulation (:func:`extended_instance_normalization`);
+* :mod:`extql.api.lstm` -- Quark's DPU emulation of an LSTM (:func:`extended_lstm`);
 * :mod:`extql.api.out` -- the ``out=`` argument they share.
 
 Each module validates its arguments (with the rules of :mod:`extql.rules`)
@@ -18,6 +19,7 @@ from __future__ import annotations
 from .blocks import bfp_quantize_dequantize, mx_quantize_dequantize
 from .dpu import extended_instance_normalization
 from .linear import dequantize_linear, get_num_threads, quantize_linear, set_num_threads
+from .lstm import extended_lstm
 
 __all__ = [
     "quantize_linear",
@@ -25,6 +27,7 @@ __all__ = [
     "bfp_quantize_dequantize",
     "mx_quantize_dequantize",
     "extended_instance_normalization",
+    "extended_lstm",
     "set_num_threads",
     "get_num_threads",
 ]
