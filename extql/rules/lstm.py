@@ -6,8 +6,7 @@ its quantization from ten required attributes, and accepts less than ONNX's
 activations or clip, ``input_forget`` 0.  This module is the one place those
 rules are written for Python: the NumPy API, the reference op and
 ``extql check`` read it, so that a node is accepted or refused with the same
-words everywhere (the onnxruntime library's ``extql/src/ort_lstm.c`` writes
-the same refusals in C).
+words everywhere.
 
 Plain data and checks, no numpy.  The checks raise ``TypeError`` for a value
 of the wrong kind and ``ValueError`` for a value outside the accepted ones;
