@@ -61,7 +61,7 @@ LIBRARY = "extql.libextql_ort"
 # and the choice of the kernels' copy.
 SHIM_SOURCES = [
     os.path.join(SRC, f"ort_{name}.c")
-    for name in ("library", "register", "ops", "blocks", "validate", "infer", "compute",
+    for name in ("library", "register", "ops", "blocks", "dpu", "validate", "infer", "compute",
                  "messages")
 ] + [os.path.join(SRC, "extql_isa.c")]
 HEADERS = [os.path.join(SRC, h) for h in (

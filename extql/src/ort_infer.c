@@ -158,7 +158,7 @@ void extql_infer_like_input(const OrtApi *api, OrtShapeInferContext *ctx,
 
   if (api == NULL) return;
   st = api->ShapeInferContext_GetInputCount(ctx, &n_inputs);
-  if (st != NULL || n_inputs != 1) goto keep;
+  if (st != NULL || n_inputs < 1) goto keep;
   x_type = input_type(api, ctx, 0, &x);
   if (x == NULL || !type_ok(x_type)) goto keep;
   st = api->CreateTensorTypeAndShapeInfo(&out);

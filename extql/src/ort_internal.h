@@ -39,8 +39,10 @@
 
 /* The kinds of operator: quantize and dequantize (ExtqlWork), and the
  * block formats (ort_blocks.c). */
-enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1, OP_BFP = 2, OP_MX = 3 };
+enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1, OP_BFP = 2, OP_MX = 3, OP_DPU_IN = 4 };
 #define EXTQL_IS_BLOCK_OP(kind) ((kind) == OP_BFP || (kind) == OP_MX)
+/* Quark's DPU-emulation operators (ort_dpu.c): every kind from OP_DPU_IN on. */
+#define EXTQL_IS_DPU_OP(kind) ((kind) >= OP_DPU_IN)
 
 /* The first C API version (onnxruntime release) on which the inference
  * callback is registered (ort_infer.c says why not before). */
@@ -138,7 +140,7 @@ enum {
  * by the first RegisterCustomOps (under lock) and kept for the life of the
  * process: onnxruntime requires a domain to outlive every session that uses
  * it. */
-typedef struct {
+typedef struct ExtqlOpSetTag {
   const char *const *domains;
   int n_domains;
   const ExtqlOpName *names;
@@ -164,6 +166,9 @@ typedef struct {
   /* The block formats' kernels, or NULL when the library has no OP_BFP /
    * OP_MX names. */
   const ExtqlBlockKernels *blocks;
+  /* The registrations of a DPU-emulation name (extql_dpu_init_ops,
+   * ort_dpu.c), or NULL when the library has no OP_DPU_* names. */
+  int (*dpu_init_ops)(ExtqlOp *ops, const struct ExtqlOpSetTag *set, int n);
 } ExtqlOpSet;
 
 /* Type, shape and element count of a tensor. */
@@ -292,6 +297,9 @@ EXTQL_INTERNAL void extql_infer_like_input(const OrtApi *api, OrtShapeInferConte
  * EXTQL_BLOCK_OPS_PER_NAME); returns how many. */
 #define EXTQL_BLOCK_OPS_PER_NAME 3
 EXTQL_INTERNAL int extql_block_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int n);
+
+/* The registrations of a DPU operator's name n (ort_dpu.c): at most 2. */
+EXTQL_INTERNAL int extql_dpu_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int n);
 
 /* ort_compute.c */
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel,

@@ -8,9 +8,11 @@
  * execution provider
  *
  *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear,
- *                     BFPQuantizeDequantize, MXQuantizeDequantize       (version 1)
+ *                     BFPQuantizeDequantize, MXQuantizeDequantize,
+ *                     ExtendedInstanceNormalization                     (version 1)
  *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear,
- *                     BFPFixNeuron, MXFixNeuron                         (legacy names)
+ *                     BFPFixNeuron, MXFixNeuron,
+ *                     VitisInstanceNormalization                        (legacy names)
  *
  * and nothing else.  The work is done by the C entry points of
  * extql_kernels.h: no Python object, no GIL.  The registrations, checks and
@@ -31,6 +33,8 @@ static const ExtqlOpName NAMES[] = {
     {0, EXTQL_MX_OP, OP_MX},
     {1, EXTQL_BFP_LEGACY_OP, OP_BFP},
     {1, EXTQL_MX_LEGACY_OP, OP_MX},
+    {0, "ExtendedInstanceNormalization", OP_DPU_IN},
+    {1, "VitisInstanceNormalization", OP_DPU_IN},
 };
 
 /* The block formats' kernels (ort_blocks.c). */
@@ -56,7 +60,7 @@ static ExtqlOpSet LIBRARY = {
     DOMAINS, (int)(sizeof DOMAINS / sizeof DOMAINS[0]),
     NAMES,   (int)(sizeof NAMES / sizeof NAMES[0]),
     kernels_range, extql_convert_scales, extql_unpack, extql_f64_params, 0, NULL, 0, NULL,
-    NULL, NULL, &BLOCK_KERNELS};
+    NULL, NULL, &BLOCK_KERNELS, extql_dpu_init_ops};
 
 /* The library unloaded: its domains and registrations go with it. */
 #if defined(_WIN32)

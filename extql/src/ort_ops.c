@@ -242,6 +242,10 @@ int extql_ort_init_ops(ExtqlOpSet *set, uint32_t version, uint32_t runtime_api) 
       i += extql_block_init_ops(&ops[i], set, n);
       continue;
     }
+    if (EXTQL_IS_DPU_OP(set->names[n].kind)) {
+      if (set->dpu_init_ops != NULL) i += set->dpu_init_ops(&ops[i], set, n);
+      continue;
+    }
     for (f = 0; f < (quantize ? 1 : N_FLOATS); f++) {
       init_op(&ops[i++], set, n, EXTQL_UINT8, floats[f], EXTQL_FORM_TYPED, version);
       for (t = 0; t < n_codes; t++)
