@@ -24,6 +24,13 @@ with float32 x and scale.
 when the evaluator is made, x's type and the axis against x's rank when it
 runs, by :mod:`extql.rules.blocks`: the refusals of the NumPy API, in the same
 words, naming the node.
+
+``OPS`` also has Quark's DPU-emulation operators:
+``ExtendedInstanceNormalization`` / ``ExtendedLSTM`` (``com.amd.quark``) and
+the legacy ``VitisInstanceNormalization`` / ``VitisLSTM``
+(``com.vai.quantize``), computed by
+:func:`extql.extended_instance_normalization` / :func:`extql.extended_lstm`
+(the kernels' bits, which are Quark's), refused in the NumPy API's words.
 """
 
 from __future__ import annotations
@@ -34,9 +41,12 @@ import numpy as np
 from onnx.reference.op_run import OpRun
 
 from .api.blocks import bfp_quantize_dequantize, mx_quantize_dequantize
+from .api.dpu import extended_instance_normalization
 from .api.linear import dequantize_linear, quantize_linear
+from .api.lstm import extended_lstm
 from .onnx.microsoft import reference_dequantize_int32
 from .rules import DEFAULTS
+from .rules import lstm as lstm_rules
 from .rules.blocks import (
     BFP_OP,
     MX_OP,
@@ -46,6 +56,7 @@ from .rules.blocks import (
     check_mx,
     check_x_type,
 )
+from .rules.dpu import DEFAULT_EPSILON, in_problems
 from .rules.types import (
     DOMAIN,
     FLOAT_CODES,
@@ -68,6 +79,10 @@ __all__ = [
     "MXQuantizeDequantize",
     "BFPFixNeuron",
     "MXFixNeuron",
+    "ExtendedInstanceNormalization",
+    "VitisInstanceNormalization",
+    "ExtendedLSTM",
+    "VitisLSTM",
 ]
 
 
@@ -264,6 +279,67 @@ class MXFixNeuron(_Block):
     _family_op = MX_OP
 
 
+class _InstanceNorm(OpRun):
+    """A DPU instance norm: :func:`extql.extended_instance_normalization`,
+    its inputs refused first in the words of :mod:`extql.rules.dpu` naming
+    the node's own operator."""
+
+    def _run(self, x, scale, bias, epsilon=None):  # type: ignore[override]
+        arrays = [np.asarray(v) for v in (x, scale, bias)]
+        problems = in_problems(self.onnx_node.op_type, tuple(str(a.dtype) for a in arrays),
+                               *(a.shape for a in arrays))
+        if problems:
+            kind = TypeError if "must be float32" in problems[0] else ValueError
+            raise kind("; ".join(problems))
+        eps = DEFAULT_EPSILON if epsilon is None else float(epsilon)
+        return (extended_instance_normalization(x, scale, bias, epsilon=eps),)
+
+
+class _LSTM(OpRun):
+    """A DPU LSTM: :func:`extql.extended_lstm`, one result per output of the
+    node (an empty array for an empty output name, which nothing reads:
+    onnx.reference takes arrays only)."""
+
+    def _run(self, x, w, r, b=None, *refused, **attributes):  # type: ignore[override]
+        op = self.onnx_node.op_type
+        for index, value in enumerate(refused, 4):
+            if value is not None and index in lstm_rules.REFUSED_INPUTS:
+                name, why = lstm_rules.REFUSED_INPUTS[index]
+                raise ValueError(f"{op}: input {name} is not supported: {why}")
+        attrs = {k: _plain(v) for k, v in attributes.items() if v is not None}
+        lstm_rules.check_lstm(attrs, op, self.onnx_node.name or None)
+        attrs.pop("input_forget", None)
+        names = list(self.onnx_node.output)
+        wanted = [n for n, o in zip(lstm_rules.OUTPUTS, names, strict=False) if o]
+        got = extended_lstm(x, w, r, b, outputs=",".join(wanted), **attrs)
+        values = iter([got] if isinstance(got, np.ndarray) else got)
+        return tuple(next(values) if o else np.empty(0, np.float32) for o in names)
+
+
+class ExtendedInstanceNormalization(_InstanceNorm):
+    """com.amd.quark ExtendedInstanceNormalization (version 1): the DPU's instance norm."""
+
+    op_domain = DOMAIN
+
+
+class VitisInstanceNormalization(_InstanceNorm):
+    """com.vai.quantize VitisInstanceNormalization: the legacy name."""
+
+    op_domain = LEGACY_DOMAIN
+
+
+class ExtendedLSTM(_LSTM):
+    """com.amd.quark ExtendedLSTM (version 1): the DPU's 16-bit fixed-point LSTM."""
+
+    op_domain = DOMAIN
+
+
+class VitisLSTM(_LSTM):
+    """com.vai.quantize VitisLSTM: the legacy name."""
+
+    op_domain = LEGACY_DOMAIN
+
+
 #: The classes to pass as ``new_ops`` to ``onnx.reference.ReferenceEvaluator``.
 OPS: list[type[OpRun]] = [
     ExtendedQuantizeLinear,
@@ -276,4 +352,8 @@ OPS: list[type[OpRun]] = [
     MXQuantizeDequantize,
     BFPFixNeuron,
     MXFixNeuron,
+    ExtendedInstanceNormalization,
+    VitisInstanceNormalization,
+    ExtendedLSTM,
+    VitisLSTM,
 ]

@@ -25,6 +25,16 @@ with Quark's defaults.  ``onnx.checker`` then accepts their nodes (and names
 an attribute they do not have), and shape inference carries types and shapes
 through them.
 
+Quark's DPU-emulation operators ``com.amd.quark::ExtendedInstanceNormalization``
+/ ``ExtendedLSTM`` and the legacy ``com.vai.quantize::VitisInstanceNormalization``
+/ ``VitisLSTM`` (version 1) are registered too (:func:`_dpu_schemas`): the
+instance norm's x, scale, B (float32) -> y of x's shape with ``epsilon``; the
+LSTM's inputs and outputs as ONNX's LSTM numbers them (X, W, R, optional B;
+the optional inputs the operator refuses are declared so that ``extql check``
+names them in its own words), its ten quantization attributes required, and
+an inference of Y / Y_h / Y_c's shapes from hidden_size, direction (default
+"bidirectional") and layout.
+
 The registered schemas carry the type/shape inference of the official
 QuantizeLinear/DequantizeLinear-21 (output type from the zero point, or the
 scale; shape of x), which is what the Extended operators specify too.  (onnx
@@ -44,12 +54,13 @@ from __future__ import annotations
 
 import atexit
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import onnx
 import onnx.defs
 
 from .. import rules
+from ..rules import lstm as lstm_rules
 from ..rules.blocks import (
     BFP_ATTRIBUTES,
     BFP_LEGACY_OP,
@@ -59,6 +70,7 @@ from ..rules.blocks import (
     MX_OP,
     X_TYPES,
 )
+from ..rules.dpu import DEFAULT_EPSILON, IN_OPS
 from ..rules.types import (
     DOMAIN,
     LEGACY_DOMAIN,
@@ -247,6 +259,109 @@ def _block_schema(name: str, domain: str) -> onnx.defs.OpSchema:
     return schema
 
 
+def _in_schema(name: str, domain: str) -> onnx.defs.OpSchema:
+    """The DPU instance norm: x [N, C, ...], scale [C], B [C] (float32) -> y
+    of x's type and shape; epsilon (default 1e-5)."""
+    FP = onnx.defs.OpSchema.FormalParameter
+    schema = onnx.defs.OpSchema(
+        name, domain, 1,
+        "Instance normalization in the DPU's bfloat16 arithmetic (AMD Quark).",
+        inputs=[FP("x", "T", "Input [N, C, ...], rank >= 2."),
+                FP("scale", "T", "gamma [C]."), FP("B", "T", "beta [C].")],
+        outputs=[FP("y", "T", "x's shape: bfloat16 values as float32.")],
+        type_constraints=[("T", ["tensor(float)"], "float32 only.")],
+        attributes=[onnx.defs.OpSchema.Attribute(
+            "epsilon", onnx.helper.make_attribute("epsilon", DEFAULT_EPSILON),
+            "Added to the variance.")],
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        official = onnx.defs.get_schema("InstanceNormalization", 6, "")
+        schema.set_type_and_shape_inference_function(
+            official.get_type_and_shape_inference_function())
+    return schema
+
+
+def _lstm_inference(ctx) -> None:  # type: ignore[no-untyped-def]
+    """Y [seq, dirs, batch, H] (layout 1: [batch, seq, dirs, H]), Y_h and
+    Y_c [dirs, batch, H] (layout 1: [batch, dirs, H]), float32, from X's
+    shape and the attributes; dimensions not known are left unknown."""
+    def attr(name: str, default):
+        a = ctx.get_attribute(name)
+        if a is None:
+            return default
+        return onnx.helper.get_attribute_value(a)
+
+    hidden = attr("hidden_size", None)
+    direction = attr("direction", b"bidirectional")
+    direction = direction.decode() if isinstance(direction, bytes) else direction
+    dirs = lstm_rules.DIRECTIONS.get(direction)
+    layout = attr("layout", 0)
+    seq = batch = None
+    x = ctx.get_input_type(0) if ctx.get_num_inputs() else None
+    if x is not None and x.tensor_type.HasField("shape") and len(x.tensor_type.shape.dim) == 3:
+        dims = x.tensor_type.shape.dim
+        seq, batch = (dims[0], dims[1]) if layout == 0 else (dims[1], dims[0])
+    shapes = ((seq, dirs, batch, hidden), (dirs, batch, hidden), (dirs, batch, hidden))
+    if layout == 1:
+        shapes = ((batch, seq, dirs, hidden), (batch, dirs, hidden), (batch, dirs, hidden))
+    for i, dims in enumerate(shapes[:ctx.get_num_outputs()]):
+        if not ctx.has_output(i):
+            continue
+        out = onnx.TypeProto()
+        out.tensor_type.elem_type = onnx.TensorProto.FLOAT
+        shape = out.tensor_type.shape
+        for d in dims:
+            dim = shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif d is not None and d.HasField("dim_value"):
+                dim.dim_value = d.dim_value
+            elif d is not None and d.dim_param:
+                dim.dim_param = d.dim_param
+        ctx.set_output_type(i, out)
+
+
+def _lstm_schema(name: str, domain: str) -> onnx.defs.OpSchema:
+    """The DPU LSTM: ONNX LSTM's inputs and outputs, the attributes of
+    :mod:`extql.rules.lstm` (the ten quantization ones and hidden_size
+    required)."""
+    FP = onnx.defs.OpSchema.FormalParameter
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    Attr = onnx.defs.OpSchema.Attribute
+    kinds = {"int": onnx.defs.OpSchema.AttrType.INT,
+             "float": onnx.defs.OpSchema.AttrType.FLOAT}
+    attributes = []
+    for attr, (kind, default) in lstm_rules.ATTRIBUTES.items():
+        if default is None:
+            attributes.append(Attr(attr, kinds[kind], f"{attr} (required)", required=True))
+        else:
+            attributes.append(Attr(attr, onnx.helper.make_attribute(attr, default), attr))
+    inputs = [FP("X", "T", "[seq, batch, input] (layout 1: [batch, seq, input])."),
+              FP("W", "T", "[dirs, 4H, input], gates i, o, f, c."),
+              FP("R", "T", "[dirs, 4H, H]."),
+              FP("B", "T", "[dirs, 8H].", param_option=optional)]
+    inputs += [FP(n, "T1" if n == "sequence_lens" else "T", f"Refused: {why}.",
+                  param_option=optional)
+               for n, why in lstm_rules.REFUSED_INPUTS.values()]
+    schema = onnx.defs.OpSchema(
+        name, domain, 1, "An LSTM in the DPU's 16-bit fixed point (AMD Quark).",
+        inputs=inputs,
+        outputs=[FP(n, "T", f"{n}.", param_option=optional) for n in lstm_rules.OUTPUTS],
+        type_constraints=[("T", ["tensor(float)"], "float32 only."),
+                          ("T1", ["tensor(int32)"], "sequence_lens (refused).")],
+        attributes=attributes,
+    )
+    if hasattr(schema, "set_type_and_shape_inference_function"):  # onnx >= 1.18
+        schema.set_type_and_shape_inference_function(_lstm_inference)
+    return schema
+
+
+def _dpu_schemas() -> list[tuple[str, str, Callable[[str, str], onnx.defs.OpSchema]]]:
+    """(name, domain, maker) of the DPU-emulation operators' schemas."""
+    return [(n, d, _in_schema) for n, d in IN_OPS.items()] + [
+        (lstm_rules.OP, DOMAIN, _lstm_schema), (lstm_rules.LEGACY_OP, LEGACY_DOMAIN, _lstm_schema)]
+
+
 #: (name, domain) of the block-format operators.
 _BLOCK_SCHEMAS: tuple[tuple[str, str], ...] = (
     (BFP_OP, DOMAIN), (MX_OP, DOMAIN), (BFP_LEGACY_OP, LEGACY_DOMAIN),
@@ -256,7 +371,7 @@ _BLOCK_SCHEMAS: tuple[tuple[str, str], ...] = (
 
 def register_schemas() -> None:
     """Register the operator schemas with onnx (idempotent, thread-safe): the
-    four Extended / Vitis ones, the four block-format ones, and com.microsoft
+    four Extended / Vitis ones, the four block-format ones, the four DPU ones, and com.microsoft
     QuantizeLinear / DequantizeLinear unless something else registered those
     already."""
     global _done
@@ -275,6 +390,12 @@ def register_schemas() -> None:
                 onnx.defs.get_schema(name, 1, domain)
             except onnx.defs.SchemaError:
                 onnx.defs.register_schema(_block_schema(name, domain))
+                _registered.append((name, 1, domain))
+        for name, domain, make in _dpu_schemas():
+            try:
+                onnx.defs.get_schema(name, 1, domain)
+            except onnx.defs.SchemaError:
+                onnx.defs.register_schema(make(name, domain))
                 _registered.append((name, 1, domain))
         # onnx.reference builds its table of operators by name, across domains,
         # when first imported, and refuses a name two domains have: it must
