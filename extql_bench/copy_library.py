@@ -31,8 +31,8 @@ from pathlib import Path
 #: The sources' file names, relative to the checkout's root.
 COPY_SOURCE_NAME = Path("benchmarks") / "copy_ops" / "copy_ops.c"
 #: The shim's files the copy library is made of (all but extql's op table).
-SHIM_FILES = ("ort_register.c", "ort_ops.c", "ort_blocks.c", "ort_validate.c", "ort_infer.c",
-              "ort_compute.c", "ort_messages.c")
+SHIM_FILES = ("ort_register.c", "ort_callbacks.c", "ort_ops.c", "ort_blocks.c", "ort_validate.c",
+              "ort_infer.c", "ort_compute.c", "ort_messages.c")
 FLAGS = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math"]
 
 #: Why the copy column is empty when no checkout provides the copy source.

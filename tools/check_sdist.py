@@ -55,11 +55,11 @@ REQUIRED += [p.relative_to(ROOT).as_posix()
 FORBIDDEN_SUFFIXES = (".so", ".pyd", ".o", ".pyc")
 FORBIDDEN = ["extql/_kernels.c", "extql/_kernels.h", "extql/src/extql_types.h",
              "extql/src/extql_kernels.h", "extql/src/extql_block_rules.h"]
-# Every C source and header under extql/src in the working tree (but the
-# generated ones), and the kernels' dispatch unit with its templates.
+# Every C source, header and header template under extql/src in the
+# working tree (but the generated ones), and the kernels' dispatch unit with its templates.
 REQUIRED += [
-    p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "src").glob("*.[ch]"))
-    if p.relative_to(ROOT).as_posix() not in FORBIDDEN
+    p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "src").iterdir())
+    if p.name.endswith((".c", ".h", ".h.tp")) and p.relative_to(ROOT).as_posix() not in FORBIDDEN
 ]
 REQUIRED += [
     p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "extql" / "kernels").iterdir())

@@ -14,8 +14,9 @@ in git).  From the list of entry points and instruction sets:
 * ``<gen>/extql_api.pxi``        the Cython declarations of the public header,
   for the Python extension;
 
-and from each ``extql/kernels/*.pxi.tp`` Tempita template, ``<gen>/*.pxi``
-(``tools/tempita.py``; the templates read the type table).  By hand::
+and from each ``extql/kernels/*.pxi.tp`` Tempita template, ``<gen>/*.pxi``,
+and from each ``extql/src/*.h.tp`` (the primitives' bodies per instruction
+set), ``<gen>/*.h`` (``tools/tempita.py``; the templates read the type table).  By hand::
 
     python tools/gen_kernels.py GEN_DIR           # (re)write everything
     python tools/gen_kernels.py GEN_DIR --check   # exit 1 when an output differs
@@ -35,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "extql" / "_entrypoints.py"
 TYPES = ROOT / "extql" / "rules" / "typetable.py"
 TEMPLATES = ROOT / "extql" / "kernels"
+C_TEMPLATES = ROOT / "extql" / "src"
 PUBLIC_HEADER = ROOT / "extql" / "src" / "extql_kernels.h"
 
 
@@ -301,7 +303,7 @@ def outputs(gen: Path) -> dict[Path, str]:
         gen / "extql_dispatch.h": dispatch_header(spec),
         gen / "extql_api.pxi": api_pxi(spec),
     }
-    for template in sorted(TEMPLATES.glob("*.pxi.tp")):
+    for template in sorted(TEMPLATES.glob("*.pxi.tp")) + sorted(C_TEMPLATES.glob("*.h.tp")):
         out[gen / template.name[:-3]] = tempita.expand(template, namespace)
     return out
 

@@ -581,43 +581,6 @@ done:
 /* Registrations                                                             */
 /* ------------------------------------------------------------------------ */
 
-static const char *EXTQL_ORT_CALL op_name(const OrtCustomOp *op) {
-  return ((const ExtqlOp *)op)->name;
-}
-
-static const char *EXTQL_ORT_CALL op_provider(const OrtCustomOp *op) {
-  (void)op;
-  return "CPUExecutionProvider";
-}
-
-/* x and y: the registration's type (EXTQL_ORT_UNDEFINED for the untyped one). */
-static int EXTQL_ORT_CALL op_type(const OrtCustomOp *op, size_t index) {
-  (void)index;
-  return ((const ExtqlOp *)op)->stype;
-}
-
-static size_t EXTQL_ORT_CALL op_count(const OrtCustomOp *op) {
-  (void)op;
-  return 1;
-}
-
-static int EXTQL_ORT_CALL op_required(const OrtCustomOp *op, size_t index) {
-  (void)op;
-  (void)index;
-  return EXTQL_ORT_IO_REQUIRED;
-}
-
-static int EXTQL_ORT_CALL op_memory_type(const OrtCustomOp *op, size_t index) {
-  (void)op;
-  (void)index;
-  return EXTQL_ORT_MEM_DEFAULT;
-}
-
-static int EXTQL_ORT_CALL op_one(const OrtCustomOp *op) {
-  (void)op;
-  return 1;
-}
-
 /* y may take x's buffer: the pair (0, 0), in arrays onnxruntime hands back
  * to op_release_pairs. */
 static size_t EXTQL_ORT_CALL op_may_inplace(int **input_index, int **output_index) {
@@ -651,29 +614,10 @@ static OrtStatus *EXTQL_ORT_CALL op_infer(const OrtCustomOp *op, OrtShapeInferCo
 }
 
 static void init_block_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int type) {
-  memset(op, 0, sizeof *op);
-  op->name = set->names[n].name;
-  op->kind = set->names[n].kind;
-  op->domain = set->names[n].domain;
-  op->stype = type;
+  extql_op_init(op, set, n, type, EXTQL_ORT_CUSTOM_OP_VERSION_INPLACE);
   op->form = type != EXTQL_ORT_UNDEFINED ? EXTQL_FORM_TYPED : EXTQL_FORM_UNTYPED;
   op->blocks = set->blocks;
-  op->infer_api = set->infer_api;
-  op->base.version = EXTQL_ORT_CUSTOM_OP_VERSION_INPLACE;
-  op->base.GetName = op_name;
-  op->base.GetExecutionProviderType = op_provider;
-  op->base.GetInputType = op_type;
-  op->base.GetInputTypeCount = op_count;
-  op->base.GetOutputType = op_type;
-  op->base.GetOutputTypeCount = op_count;
   op->base.KernelDestroy = block_kernel_destroy;
-  op->base.GetInputCharacteristic = op_required;
-  op->base.GetOutputCharacteristic = op_required;
-  op->base.GetInputMemoryType = op_memory_type;
-  op->base.GetVariadicInputMinArity = op_one;
-  op->base.GetVariadicInputHomogeneity = op_one;
-  op->base.GetVariadicOutputMinArity = op_one;
-  op->base.GetVariadicOutputHomogeneity = op_one;
   op->base.CreateKernelV2 = block_kernel_create;
   op->base.KernelComputeV2 = block_kernel_compute;
   if (set->infer_api != NULL) op->base.InferOutputShapeFn = op_infer;

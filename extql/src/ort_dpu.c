@@ -232,46 +232,12 @@ static const DpuKind *kind_of(int kind) {
   return NULL;
 }
 
-static const char *EXTQL_ORT_CALL op_name(const OrtCustomOp *op) {
-  return ((const ExtqlOp *)op)->name;
-}
-
-static const char *EXTQL_ORT_CALL op_provider(const OrtCustomOp *op) {
-  (void)op;
-  return "CPUExecutionProvider";
-}
-
-/* Every input and output: the registration's type (float32, or
- * EXTQL_ORT_UNDEFINED for the untyped one, whose kernel refuses the others
- * with a message naming the node). */
-static int EXTQL_ORT_CALL op_type(const OrtCustomOp *op, size_t index) {
-  (void)index;
-  return ((const ExtqlOp *)op)->stype;
-}
-
 static size_t EXTQL_ORT_CALL op_inputs(const OrtCustomOp *op) {
   return kind_of(((const ExtqlOp *)op)->kind)->n_inputs;
 }
 
 static size_t EXTQL_ORT_CALL op_outputs(const OrtCustomOp *op) {
   return kind_of(((const ExtqlOp *)op)->kind)->n_outputs;
-}
-
-static int EXTQL_ORT_CALL op_required(const OrtCustomOp *op, size_t index) {
-  (void)op;
-  (void)index;
-  return EXTQL_ORT_IO_REQUIRED;
-}
-
-static int EXTQL_ORT_CALL op_memory_type(const OrtCustomOp *op, size_t index) {
-  (void)op;
-  (void)index;
-  return EXTQL_ORT_MEM_DEFAULT;
-}
-
-static int EXTQL_ORT_CALL op_one(const OrtCustomOp *op) {
-  (void)op;
-  return 1;
 }
 
 static int float32_only(int type) { return type == EXTQL_FLOAT32; }
@@ -284,28 +250,11 @@ static OrtStatus *EXTQL_ORT_CALL op_infer(const OrtCustomOp *op, OrtShapeInferCo
 
 static void init_dpu_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int type,
                         const DpuKind *kind) {
-  memset(op, 0, sizeof *op);
-  op->name = set->names[n].name;
-  op->kind = set->names[n].kind;
-  op->domain = set->names[n].domain;
-  op->stype = type;
+  extql_op_init(op, set, n, type, EXTQL_ORT_CUSTOM_OP_VERSION_INPLACE);
   op->form = type != EXTQL_ORT_UNDEFINED ? EXTQL_FORM_TYPED : EXTQL_FORM_UNTYPED;
-  op->infer_api = set->infer_api;
-  op->base.version = EXTQL_ORT_CUSTOM_OP_VERSION_INPLACE;
-  op->base.GetName = op_name;
-  op->base.GetExecutionProviderType = op_provider;
-  op->base.GetInputType = op_type;
   op->base.GetInputTypeCount = op_inputs;
-  op->base.GetOutputType = op_type;
   op->base.GetOutputTypeCount = op_outputs;
   op->base.KernelDestroy = kind->destroy;
-  op->base.GetInputCharacteristic = op_required;
-  op->base.GetOutputCharacteristic = op_required;
-  op->base.GetInputMemoryType = op_memory_type;
-  op->base.GetVariadicInputMinArity = op_one;
-  op->base.GetVariadicInputHomogeneity = op_one;
-  op->base.GetVariadicOutputMinArity = op_one;
-  op->base.GetVariadicOutputHomogeneity = op_one;
   op->base.CreateKernelV2 = kind->create;
   op->base.KernelComputeV2 = kind->compute;
   if (set->infer_api != NULL) op->base.InferOutputShapeFn = op_infer;

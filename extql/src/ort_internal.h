@@ -13,6 +13,7 @@
  *   ort_infer.c     the output's type and shape for graph inference
  *   ort_compute.c   staging, splitting the work on the session's thread
  *                   pool and calling the range function
+ *   ort_callbacks.c the OrtCustomOp callbacks every registration shares
  *   ort_library.c   extql's library: its operators, on extql's kernels
  * A library is an ExtqlOpSet (its domains, operator names and the range
  * function that does the work) and a RegisterCustomOps that hands it to
@@ -300,6 +301,15 @@ EXTQL_INTERNAL int extql_block_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int
 
 /* The registrations of a DPU operator's name n (ort_dpu.c): at most 2. */
 EXTQL_INTERNAL int extql_dpu_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int n);
+
+/* ort_callbacks.c */
+/* op zeroed, then named as name n of the set, with the registration's type
+ * stype (every input's and output's, unless the caller sets its own
+ * callbacks), one input and one output, all required and in CPU memory,
+ * variadic arities of one, the set's inference API and the given custom-op
+ * version.  The caller adds its kernel's callbacks. */
+EXTQL_INTERNAL void extql_op_init(ExtqlOp *op, const ExtqlOpSet *set, int n, int stype,
+                                  uint32_t version);
 
 /* ort_compute.c */
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_kernel_compute(void *kernel,

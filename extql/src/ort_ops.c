@@ -107,15 +107,6 @@ static void EXTQL_ORT_CALL kernel_destroy(void *kernel) {
 /* The OrtCustomOp callbacks                                                 */
 /* ------------------------------------------------------------------------ */
 
-static const char *EXTQL_ORT_CALL op_name(const OrtCustomOp *op) {
-  return ((const ExtqlOp *)op)->name;
-}
-
-static const char *EXTQL_ORT_CALL op_provider(const OrtCustomOp *op) {
-  (void)op;
-  return "CPUExecutionProvider";
-}
-
 static int EXTQL_ORT_CALL op_input_type(const OrtCustomOp *op_, size_t index) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
   if (op->form == EXTQL_FORM_UNTYPED || op->form == EXTQL_FORM_ANY) return EXTQL_ORT_UNDEFINED;
@@ -138,69 +129,28 @@ static int EXTQL_ORT_CALL op_output_type(const OrtCustomOp *op_, size_t index) {
   return op->form == EXTQL_FORM_UNTYPED ? EXTQL_ORT_UNDEFINED : op->qtype;
 }
 
-static size_t EXTQL_ORT_CALL op_output_count(const OrtCustomOp *op) {
-  (void)op;
-  return 1;
-}
-
+/* The zero point (input 2) is optional. */
 static int EXTQL_ORT_CALL op_input_characteristic(const OrtCustomOp *op, size_t index) {
   (void)op;
   return index == 2 ? EXTQL_ORT_IO_OPTIONAL : EXTQL_ORT_IO_REQUIRED;
 }
 
-static int EXTQL_ORT_CALL op_output_characteristic(const OrtCustomOp *op, size_t index) {
-  (void)op;
-  (void)index;
-  return EXTQL_ORT_IO_REQUIRED;
-}
-
-static int EXTQL_ORT_CALL op_input_memory_type(const OrtCustomOp *op, size_t index) {
-  (void)op;
-  (void)index;
-  return EXTQL_ORT_MEM_DEFAULT;
-}
-
-static int EXTQL_ORT_CALL op_variadic_min_arity(const OrtCustomOp *op) {
-  (void)op;
-  return 1;
-}
-
-static int EXTQL_ORT_CALL op_variadic_homogeneity(const OrtCustomOp *op) {
-  (void)op;
-  return 1;
-}
-
 static void init_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int qtype, int stype, int form,
                     uint32_t version) {
-  memset(op, 0, sizeof *op);
-  op->stype = stype;
-  op->name = set->names[n].name;
-  op->kind = set->names[n].kind;
-  op->domain = set->names[n].domain;
+  extql_op_init(op, set, n, stype, version);
   op->range = set->range;
   op->convert_scales = set->convert_scales;
   op->unpack = set->unpack;
   op->f64_params = set->f64_params;
   op->qtype = qtype;
   op->form = form;
-  op->base.version = version;
-  op->base.GetName = op_name;
-  op->base.GetExecutionProviderType = op_provider;
   op->base.GetInputType = op_input_type;
   op->base.GetInputTypeCount = op_input_count;
   op->base.GetOutputType = op_output_type;
-  op->base.GetOutputTypeCount = op_output_count;
   op->base.KernelDestroy = kernel_destroy;
   op->base.GetInputCharacteristic = op_input_characteristic;
-  op->base.GetOutputCharacteristic = op_output_characteristic;
-  op->base.GetInputMemoryType = op_input_memory_type;
-  op->base.GetVariadicInputMinArity = op_variadic_min_arity;
-  op->base.GetVariadicInputHomogeneity = op_variadic_homogeneity;
-  op->base.GetVariadicOutputMinArity = op_variadic_min_arity;
-  op->base.GetVariadicOutputHomogeneity = op_variadic_homogeneity;
   op->base.CreateKernelV2 = kernel_create;
   op->base.KernelComputeV2 = extql_kernel_compute;
-  op->infer_api = set->infer_api;
   if (set->infer_api != NULL) op->base.InferOutputShapeFn = extql_infer_output;
 }
 
