@@ -60,8 +60,15 @@ def test_many_sessions_keep_memory_flat(kernel_isa, scenario):
 
 
 def test_failing_sessions_keep_memory_flat(kernel_isa):
-    """Three models per round that fail at session creation or at run."""
-    r = measure(kernel_isa, "failing_sessions", max(100, ROUNDS // 3), 30)
+    """Three models per round that fail at session creation or at run.
+
+    Resident memory grows by about 3 MB over the first 400 rounds of this
+    scenario and then stays flat (2000 rounds measured: 79.6 MB from round
+    400 to round 2000), onnxruntime's and the allocator's caches filling; a
+    slope measured inside that phase was 6-11 KB per round.  So the rounds
+    measured follow a warm-up past it, and a leak of a tensor or a session
+    per round still shows."""
+    r = measure(kernel_isa, "failing_sessions", max(100, ROUNDS // 4), 450)
     assert r["max_growth_mb"] < 8 * MB, r
     assert r["slope_bytes_per_round"] < 8192, r
 
