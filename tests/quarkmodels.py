@@ -13,8 +13,7 @@ follow it so that the tools are tested on what users have:
   and no other attribute; float16 / bfloat16 nodes with scale 1, zero point 0;
 * Quark's ``BFPQuantizeDequantize`` in a model of its own;
 * Quark's emulation ops (``ExtendedInstanceNormalization``, ``ExtendedLSTM``
-  and their legacy ``Vitis`` names) in a model of their own (extql does not
-  implement them: tools must name them).
+  and their legacy ``Vitis`` names) in a model of their own.
 
 The values are made with tests/contract.py (independent of extql).
 """
@@ -244,7 +243,7 @@ def bfp(seed: int = 2) -> onnx.ModelProto:
     )
 
 
-#: Quark's emulation ops (not implemented by extql): name -> domain.
+#: Quark's DPU-emulation ops: name -> domain.
 EMULATION_OPS = {"ExtendedInstanceNormalization": DOMAIN, "ExtendedLSTM": DOMAIN,
                  "VitisInstanceNormalization": LEGACY_DOMAIN, "VitisLSTM": LEGACY_DOMAIN}
 
@@ -252,9 +251,10 @@ EMULATION_OPS = {"ExtendedInstanceNormalization": DOMAIN, "ExtendedLSTM": DOMAIN
 def emulation(op: str, seed: int = 3) -> onnx.ModelProto:
     """A model with one of Quark's emulation ops (:data:`EMULATION_OPS`) on
     the inputs of its ai.onnx counterpart: an instance normalization after a
-    Conv (x[1,3,8,8], scale and bias of 4), or an LSTM (x[4,1,8], hidden
-    size 5), with BFP16 nodes around it as Quark's BFP16 configuration
-    writes them."""
+    Conv (x[1,3,8,8], scale and bias of 4), or a bidirectional LSTM
+    (x[4,1,8], hidden size 5, the quantization attributes Quark's LSTM
+    conversion writes), with BFP16 nodes around it as Quark's BFP16
+    configuration writes them."""
     b = _Builder(f"emulation_{op}", seed)
     rng = b.rng
     domain = EMULATION_OPS[op]
@@ -263,13 +263,16 @@ def emulation(op: str, seed: int = 3) -> onnx.ModelProto:
     if "LSTM" in op:
         h = 5
         (x,) = b.node("BFPQuantizeDequantize", ["x"], domain=DOMAIN, **attrs)
-        w = b.init("W", (rng.standard_normal((1, 4 * h, 8)) * 0.3).astype(np.float32))
-        r = b.init("R", (rng.standard_normal((1, 4 * h, h)) * 0.3).astype(np.float32))
-        bias = b.init("B", np.zeros((1, 8 * h), np.float32))
-        (y,) = b.node(op, [x, w, r, bias], domain=domain, hidden_size=h)
+        w = b.init("W", (rng.standard_normal((2, 4 * h, 8)) * 0.3).astype(np.float32))
+        r = b.init("R", (rng.standard_normal((2, 4 * h, h)) * 0.3).astype(np.float32))
+        bias = b.init("B", (rng.standard_normal((2, 8 * h)) * 0.1).astype(np.float32))
+        q = {f"{p}_scale": s for p, s in (("x", 2.0**-12), ("w", 2.0**-14), ("r", 2.0**-14),
+                                         ("b", 2.0**-14), ("y", 2.0**-15))}
+        q.update({f"{p}_zero_point": 32768 for p in "xwrby"})
+        (y,) = b.node(op, [x, w, r, bias], domain=domain, hidden_size=h, **q)
         b.nodes[-1].output[0] = "y"
         inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1, 8])]
-        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1, 1, h])]
+        outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 2, 1, h])]
     else:
         (x,) = b.node("BFPQuantizeDequantize", ["x"], domain=DOMAIN, **attrs)
         w = (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32)

@@ -33,22 +33,26 @@ def check_model(
     every block-format node (BFPQuantizeDequantize / MXQuantizeDequantize,
     BFPFixNeuron / MXFixNeuron): its attributes, x's type and the axis
     against x's rank, in the words of the NumPy API and the library; every
-    operator of a custom domain that neither extql nor onnxruntime implements
-    (Quark's ExtendedInstanceNormalization and ExtendedLSTM, for example) is a
-    problem too.  What cannot be checked (unknown types) goes to ``notes``,
-    not to the problems."""
-    from ..onnx import blocks, check, graph
+    DPU-emulation node (ExtendedInstanceNormalization / ExtendedLSTM, legacy
+    VitisInstanceNormalization / VitisLSTM): its inputs, outputs, attributes
+    and the types and shapes known, by :mod:`extql.rules.dpu` /
+    :mod:`extql.rules.lstm`; every operator of a custom domain that neither
+    extql nor onnxruntime implements is a problem too.  What cannot be
+    checked (unknown types) goes to ``notes``, not to the problems."""
+    from ..onnx import blocks, check, dpu, graph
     from ..onnx.microsoft import unsupported_nodes
 
     problems: list[str] = [f"unsupported operator {line}" for line in unsupported_nodes(model)]
     notes = [] if notes is None else notes
     nodes = graph.extended_nodes(model, microsoft=True)
     block_nodes = blocks.block_nodes(model)
-    if not nodes and not block_nodes:
+    dpu_nodes = dpu.dpu_nodes(model)
+    if not nodes and not block_nodes and not dpu_nodes:
         return 0, problems
     types = graph.infer_types(model)
     imported = {o.domain for o in model.opset_import}
-    domains = {e.node.domain for e in nodes} | {b.node.domain for b in block_nodes}
+    domains = ({e.node.domain for e in nodes} | {b.node.domain for b in block_nodes}
+               | {d.node.domain for d in dpu_nodes})
     for domain in sorted(domains):
         if domain not in imported:
             problems.append(
@@ -77,7 +81,17 @@ def check_model(
         if x and x not in types:
             notes.append(f"{block.label}: the type of {x!r} is unknown, so it cannot be "
                          "checked; give the model value_info for it")
-    return len(nodes) + len(block_nodes), problems
+    first = len(nodes) + len(block_nodes) + 1
+    for i, unit in enumerate(dpu_nodes, first):
+        if progress is not None:
+            progress.update(i)
+        for problem in dpu.check_dpu_node(unit.node, types):
+            problems.append(f"{unit.label}: {problem}")
+        unknown = [n for n in unit.node.input[:3] if n and n not in types]
+        if unknown:
+            notes.append(f"{unit.label}: the type of {', '.join(map(repr, unknown))} is "
+                         "unknown, so it cannot be checked; give the model value_info for it")
+    return len(nodes) + len(block_nodes) + len(dpu_nodes), problems
 
 
 def _integrity_failure(args: argparse.Namespace, model) -> int | None:
@@ -140,10 +154,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if failed is not None:
         return failed
     from ..onnx.blocks import block_nodes
+    from ..onnx.dpu import dpu_nodes
     from ..onnx.graph import extended_nodes
     from ..tools.lint import onnx_checker_problems
 
-    total = len(extended_nodes(model, microsoft=True)) + len(block_nodes(model))
+    total = (len(extended_nodes(model, microsoft=True)) + len(block_nodes(model))
+             + len(dpu_nodes(model)))
     log(args, f"checking {args.model}: {total} quantization node(s), inferring types ...")
     notes: list[str] = []
     count, problems = check_model(model, Progress(args, "checked", total), notes)
@@ -177,7 +193,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if count == 0 and not problems:
         print(f"{args.model}: no ExtendedQuantizeLinear/ExtendedDequantizeLinear node "
               "(nor the legacy Vitis names, nor com.microsoft QuantizeLinear/DequantizeLinear, "
-              "nor a block-format node)")
+              "nor a block-format or DPU-emulation node)")
         return 0
     status = "OK" if not problems else f"{len(problems)} problem(s)"
     print(f"{args.model}: {count} quantization node(s) checked: {status}")
@@ -199,10 +215,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Every BFPQuantizeDequantize / MXQuantizeDequantize node (and the legacy\n"
             "BFPFixNeuron / MXFixNeuron): its attributes, the type of x and the axis against\n"
             "x's rank, with the words of the NumPy API and the library.\n\n"
+            "Every ExtendedInstanceNormalization / ExtendedLSTM node (and the legacy\n"
+            "VitisInstanceNormalization / VitisLSTM): inputs, outputs, attributes, and the\n"
+            "types and shapes of the inputs, with the words of the NumPy API and the library.\n\n"
             "Every operator of a custom domain that neither extql nor onnxruntime implements\n"
-            "(e.g. Quark's ExtendedInstanceNormalization or ExtendedLSTM) is a problem too. A\n"
-            "model that onnxruntime loads only below its default optimisation level gets a\n"
-            "warning.\n\n"
+            "is a problem too. A model that onnxruntime loads only below its default\n"
+            "optimisation level gets a warning.\n\n"
             "Prints one line per problem, naming the node, and exits with 1 if there is any."
         ),
     )

@@ -154,8 +154,14 @@ def name_unsupported(path, model, name: str) -> None:
     (Quark's BFPQuantizeDequantize, ...): a warning for the passes that leave
     such nodes as they are, a problem (exit 1) for ``inline``, whose output
     must run without any custom operator."""
+    from ..onnx.dpu import refuse_dpu_nodes
     from ..onnx.microsoft import unsupported_nodes
 
+    if name == "inline":
+        try:
+            refuse_dpu_nodes(model)
+        except ValueError as exc:
+            raise CliError(f"{path}: {exc}", status=1) from None
     unsupported = unsupported_nodes(model)
     if unsupported and name == "inline":
         more = f" (and {len(unsupported) - 1} more)" if len(unsupported) > 1 else ""

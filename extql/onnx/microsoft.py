@@ -17,10 +17,8 @@ first-class:
   no zero point or a constant all-zero one), which the fallbacks and the
   graph passes then handle like any Extended node;
 * :func:`unsupported_nodes` names every node of a custom domain that neither
-  extql nor onnxruntime implements (Quark's emulation ops
-  ``ExtendedInstanceNormalization`` and ``ExtendedLSTM``, or their legacy
-  names ``VitisInstanceNormalization`` / ``VitisLSTM``, for example), so that
-  tools report them instead of ignoring them.
+  extql nor onnxruntime implements (another vendor's custom op, for
+  example), so that tools report them instead of ignoring them.
 """
 
 from __future__ import annotations
@@ -46,6 +44,7 @@ from ..rules.types import (
 )
 from .blocks import BLOCK_OPS
 from .check import check_node
+from .dpu import DPU_OPS
 from .graph import (
     constant_value,
     copy_model,
@@ -163,7 +162,8 @@ def _known(domain: str, op_type: str, functions: set[tuple[str, str]]) -> bool:
         return True
     if (domain, op_type) in functions:
         return True
-    if (domain, op_type) in EXTENDED_OPS or (domain, op_type) in BLOCK_OPS:
+    if (domain, op_type) in EXTENDED_OPS or (domain, op_type) in BLOCK_OPS or (
+            domain, op_type) in DPU_OPS:
         return True
     if domain == MS_DOMAIN and op_type in MS_QDQ:
         return True
@@ -184,11 +184,10 @@ def unsupported_nodes(model: onnx.ModelProto) -> list[str]:
 
     Standard ONNX domains, the Extended / Vitis operators, the block formats
     (BFPQuantizeDequantize / MXQuantizeDequantize, BFPFixNeuron /
-    MXFixNeuron), com.microsoft Q/DQ, the model's own functions and every
-    operator the installed onnxruntime has a kernel for are supported.
-    Examples of what is named: Quark's emulation ops
-    ``ExtendedInstanceNormalization`` and ``ExtendedLSTM`` (``com.amd.quark``;
-    ``VitisInstanceNormalization`` / ``VitisLSTM`` in ``com.vai.quantize``).
+    MXFixNeuron), the DPU-emulation operators (ExtendedInstanceNormalization /
+    ExtendedLSTM, VitisInstanceNormalization / VitisLSTM), com.microsoft Q/DQ,
+    the model's own functions and every operator the installed onnxruntime
+    has a kernel for are supported: every operator of Quark's library is.
     """
     functions = {(f.domain, f.name) for f in model.functions}
     count: dict[tuple[str, str], list[str]] = {}

@@ -45,6 +45,7 @@ import numpy as np
 import onnx
 
 from ..onnx.graph import constant_value, infer_types, type_name
+from .analyze_dpu import dpu_clipped_count, float_reference
 from .analyze_metrics import CosineSums, ErrorSums, block_clipped_count, clipped_count
 from .analyze_points import Point, constant_names, find_points, value_names
 from .analyze_report import AnalysisReport, OutputResult, PointResult, WhatIfResult
@@ -337,7 +338,8 @@ def _needed(points: list[Point]) -> tuple[set[str], set[str], set[str], set[str]
     for p in points:
         q = q_first if p.kind == "weight" else q_all
         f = f_first if p.kind == "weight" else f_all
-        q.update(n for n in (p.input, p.quantized, p.output, p.quant_name) if n)
+        q.update(n for n in (p.input, p.quantized, p.output, p.quant_name, *p.node_inputs)
+                 if n)
         if p.float_name:
             f.add(p.float_name)
     return q_all, q_first - q_all, f_all, f_first - f_all
@@ -348,7 +350,10 @@ def _point_sample(p: Point, sums: _PointSums, qv: _Values, fv: _Values,
                   ff: dict[str, np.ndarray], notes: list[str]) -> None:
     """Add one sample's tensors of point ``p`` to its sums."""
     out = qv.get(p.output, feeds, qf)
-    if p.input is not None:
+    if p.form == "dpu":
+        ref = float_reference(p.dq_node, [qv.get(n, feeds, qf) if n else None
+                                          for n in p.node_inputs])
+    elif p.input is not None:
         ref = qv.get(p.input, feeds, qf)
     else:
         ref = fv.get(p.float_name, feeds, ff) if p.float_name else None
@@ -358,7 +363,10 @@ def _point_sample(p: Point, sums: _PointSums, qv: _Values, fv: _Values,
         sums.local.add(ref, out)
     except ValueError as exc:
         raise AnalysisError(f"point {p.tensor!r} ({p.node}): its input and output {exc}") from None
-    if p.form == "block":
+    if p.form == "dpu":
+        sums.clipped += dpu_clipped_count(p.dq_node, out)
+        sums.quantized += int(np.asarray(out).size)
+    elif p.form == "block":
         sums.clipped += block_clipped_count(ref, out, p.block_op or "bfp", p.attrs)
         sums.quantized += int(np.asarray(out).size)
     elif p.quantized is not None and p.bounds is not None:
@@ -417,14 +425,14 @@ def analyze(float_model: onnx.ModelProto | str | os.PathLike,
     points, notes = find_points(qm, value_names(fm.graph), types)
     if not points:
         raise AnalysisError(f"{qname} has no quantization point (no quantize -> dequantize "
-                            "pair, dequantized weight or BFP / MX node): give the float model "
-                            "first, the quantized one second")
+                            "pair, dequantized weight, BFP / MX or DPU node): give the float "
+                            "model first, the quantized one second")
     if not any(p.matched for p in points):
         raise AnalysisError(f"no quantization point of {qname} matches a tensor of {fname} "
                             f"(QUANT quantizes {sorted({p.tensor for p in points})[:5]}...): "
                             "are they the float and quantized forms of one model?")
     unmatched = sorted({p.tensor for p in points if not p.matched})
-    points = [p for p in points if p.input is not None or p.matched]
+    points = [p for p in points if p.input is not None or p.matched or p.form == "dpu"]
     feeds_list, random_names = _samples(fm, inputs, samples, seed)
     if random_names:
         warnings.warn(f"random standard-normal data for input(s) {random_names}: the figures "
@@ -469,7 +477,7 @@ def analyze(float_model: onnx.ModelProto | str | os.PathLike,
             accumulated_sqnr_db=s.accumulated.sqnr_db if p.matched and s.compared else None,
             max_abs_error=s.local.max_abs,
             clipped_fraction=(s.clipped / s.quantized) if s.quantized else
-            (0.0 if p.form == "block" else math.nan),
+            (0.0 if p.form in ("block", "dpu") else math.nan),
             graph_order=p.order))
     order = sorted(range(len(results)), key=lambda k: _rank_key(results[k]))
     ranked = [results[k] for k in order]
@@ -501,6 +509,9 @@ def _what_if(report: AnalysisReport, worst: list[Point], qm: onnx.ModelProto, qn
             float_value = fv.constant(p.float_name)
         make = bypass if variant == "bypass" else widen
         try:
+            if p.form == "dpu":
+                raise Skipped("a DPU-emulation node computes an operator: no float form of it "
+                              "to put in its place")
             model = make(qm, p, types, float_value)
         except Skipped as exc:
             report.what_if_skipped.append({"tensor": p.tensor, "node": p.node,

@@ -12,7 +12,11 @@ fake-quantizes:
 * a block-format node, ``BFPQuantizeDequantize`` / ``MXQuantizeDequantize``
   (``com.amd.quark``; legacy names ``BFPFixNeuron`` / ``MXFixNeuron`` in
   ``com.vai.quantize``): a one-node fake quantization whose output is
-  compared with its own input.
+  compared with its own input;
+* a DPU-emulation node, ``ExtendedInstanceNormalization`` / ``ExtendedLSTM``
+  (legacy ``VitisInstanceNormalization`` / ``VitisLSTM``): its output
+  compared with the float operator's on the same inputs
+  (:mod:`extql.tools.analyze_dpu`).
 
 Each point is matched by name to the float model FLOAT's tensor, the way
 AMD Quark and onnxruntime's quantizer name what they write (docs/guide/
@@ -30,6 +34,7 @@ import onnx
 
 from ..onnx.graph import QDQ_OPS, TypeInfo, node_label, type_name
 from ..rules.types import BY_ONNX, QUANTIZED_BY_ONNX
+from .analyze_dpu import DPU_TYPES, dpu_family, dpu_output
 
 __all__ = [
     "Point",
@@ -79,7 +84,7 @@ class Point:
     node: str
     kind: str  # "activation" | "weight"
     type: str
-    form: str  # "pair" | "dequantize" | "block"
+    form: str  # "pair" | "dequantize" | "block" | "dpu"
     order: int
     output: str
     input: str | None
@@ -91,6 +96,7 @@ class Point:
     block_op: str | None = None  # "bfp" | "mx"
     attrs: dict = dataclasses.field(default_factory=dict)
     bounds: tuple[float, float, bool] | None = None  # (lo, hi, is_float) of the type
+    node_inputs: tuple[str, ...] = ()  # a DPU node's inputs ("" for an absent one)
 
     @property
     def matched(self) -> bool:
@@ -179,6 +185,15 @@ def find_points(quant: onnx.ModelProto, float_names: set[str],
     notes: list[str] = []
     for order, node in enumerate(graph.node):
         key = (node.domain, node.op_type)
+        family = dpu_family(node)
+        out = dpu_output(node) if family else None
+        if family and out is not None:
+            points.append(Point(
+                tensor=out[1], node=node.name or out[1], kind="activation",
+                type=DPU_TYPES[family], form="dpu", order=order, output=out[1], input=None,
+                quantized=None, dq_node=node, node_inputs=tuple(node.input)))
+            _match(points[-1], [out[1]], float_names, quant_values)
+            continue
         if key in BLOCK_OPS and node.input and node.output:
             attrs = node_attributes(node)
             name = node.input[0]

@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 from .. import fallbacks
 from ..onnx.blocks import BLOCK_OPS, BlockNode, block_nodes
+from ..onnx.dpu import refuse_dpu_nodes
 from ..onnx.graph import (
     INFER_KEEP_BYTES,
     ExtNode,
@@ -76,6 +77,7 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     where both mean the same bits (:func:`extql.onnx.microsoft.to_extended`,
     which raises a ``ValueError`` naming any other).
     """
+    refuse_dpu_nodes(model)
     with warnings.catch_warnings():
         # (about runtimes that ignore overload: the functions are inlined here)
         warnings.filterwarnings("ignore", message=".* is used with several types",

@@ -203,11 +203,10 @@ def test_check_validates_microsoft_nodes():
     assert any("must have the type of x (int8)" in p for p in problems)
 
 
-#: Custom operators nobody here implements: Quark's two emulation ops under
-#: both names, a block format under a name its domain does not have, any other.
-UNKNOWN_OPS = [("ExtendedInstanceNormalization", extql.DOMAIN), ("ExtendedLSTM", extql.DOMAIN),
-               ("VitisInstanceNormalization", "com.vai.quantize"),
-               ("VitisLSTM", "com.vai.quantize"),
+#: Custom operators nobody here implements: Quark's ops under a name their
+#: domain does not have, any other.
+UNKNOWN_OPS = [("ExtendedLSTM", "com.vai.quantize"),
+               ("VitisInstanceNormalization", extql.DOMAIN),
                ("BFPQuantizeDequantize", "com.vai.quantize"),
                ("BFPFixNeuron", extql.DOMAIN), ("Frobnicate", "org.example")]
 
@@ -237,10 +236,15 @@ def test_model_functions_extended_and_block_nodes_are_not_unknown():
     model.functions.append(fn)
     model.graph.node.append(helper.make_node("Twice", ["y"], ["w"], domain="my.domain"))
     model.opset_import.append(helper.make_opsetid("my.domain", 1))
-    # The block formats, under their names and the legacy ones.
+    # The block formats and the DPU ops, under their names and the legacy ones:
+    # every operator of Quark's library.
     for op, domain in [("BFPQuantizeDequantize", extql.DOMAIN),
                        ("MXQuantizeDequantize", extql.DOMAIN),
-                       ("BFPFixNeuron", "com.vai.quantize"), ("MXFixNeuron", "com.vai.quantize")]:
+                       ("BFPFixNeuron", "com.vai.quantize"), ("MXFixNeuron", "com.vai.quantize"),
+                       ("ExtendedInstanceNormalization", extql.DOMAIN),
+                       ("ExtendedLSTM", extql.DOMAIN),
+                       ("VitisInstanceNormalization", "com.vai.quantize"),
+                       ("VitisLSTM", "com.vai.quantize")]:
         model.graph.node.append(helper.make_node(op, ["w"], [f"w_{op}"], domain=domain))
     model.opset_import.append(helper.make_opsetid("com.vai.quantize", 1))
     assert microsoft.unsupported_nodes(model) == []
