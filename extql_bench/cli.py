@@ -210,7 +210,10 @@ def command(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None, prog: str = "extql bench") -> int:
     """Parse argv (default: sys.argv[1:]) and run; the exit status (0, 1 for
     an inexact output, 2 for bad options or a copy anchor that cannot be built)."""
-    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    # A short usage line: a bad option is the usage and one error line, as for
+    # every other extql command (the options are in --help).
+    p = argparse.ArgumentParser(prog=prog, description=DESCRIPTION,
+                                usage=f"{prog} [OPTIONS] ({prog} --help lists them)")
     add_arguments(p)
     try:
         args = p.parse_args(argv)

@@ -192,3 +192,18 @@ def test_a_closed_stdout_is_one_line_not_a_traceback(models):
     err = proc.stderr.read()
     assert proc.wait(timeout=TIMEOUT) == 2
     assert err == "extql info: error: stdout was closed before the output ended\n"
+
+
+@pytest.mark.parametrize("argv", [["bench", "--threads", "-1"], ["bench", "--sizes", "x"],
+                                  ["check"], ["run", "--dim", "x"]])
+def test_a_bad_argument_is_a_short_message(capsys, argv):
+    """A bad argument: status 2, a usage line or two and one error line naming
+    the option -- extql bench's too, not its whole option list."""
+    try:
+        status = cli.main(argv)
+    except SystemExit as exc:  # (argparse's own exit, as `extql` gives it)
+        status = exc.code
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) <= 5, err
+    assert err[-1].startswith(f"extql {argv[0]}: error: "), err
