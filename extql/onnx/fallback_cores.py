@@ -55,94 +55,22 @@ def _quantize_narrow_core(to: int, lo: float, hi: float):
     return QuantizeNarrow
 
 
-# The 32-bit types in 32-bit arithmetic only.  A runtime may run float64 as
-# float32 and int64 as int32 (OpenVINO's CPU plugin), compute an integer Mod
-# or a uint32 BitShift through float32 (OpenVINO): the wide routes use none
-# of those.  A 32-bit integer (uint32 wrapped to int32, two's complement, as
-# every runtime's Cast does) is split into halves that float32 holds exactly,
-# ``t = h * 65536 + l`` with l in [0, 65535] (HalvesSigned).
-_HALF = float(2**16)
-_INV_HALF = float(2.0**-16)
-_I32 = TensorProto.INT32
-_ZERO32 = onnx.helper.make_tensor("zero32", _I32, [], [0])
-_HALF32 = onnx.helper.make_tensor("half32", _I32, [], [65536])
-
-
-@script(_INTERNAL, default_opset=op)
-def HalvesSigned(t):
-    """(h, l) as float32 of an int32 t: t = h * 65536 + l, l in [0, 65535].
-    h0 = floor(float32(t) / 65536) (clamped to int32's) is h or one off (t
-    was rounded); l0 = t - h0 * 65536 in int32 (no overflow) is then within
-    one 65536 of [0, 65535], and one exact float32 step corrects both.
-    (No BitwiseAnd: ai.onnx opset 18, and Quark's models are opset 17.)"""
-    inv = op.Constant(value_float=_INV_HALF)
-    half = op.Constant(value_float=_HALF)
-    h0 = op.Clip(op.Floor(op.Mul(op.Cast(t, to=_F32), inv)), op.Constant(value_float=-32768.0),
-                 op.Constant(value_float=32767.0))
-    l0 = op.Cast(op.Sub(t, op.Mul(op.Cast(h0, to=_I32), op.Constant(value=_HALF32))), to=_F32)
-    adj = op.Floor(op.Mul(l0, inv))
-    return op.Add(h0, adj), op.Sub(l0, op.Mul(adj, half))
-
-
-@script(_INTERNAL, default_opset=op)
-def HalvesUnsigned(t):
-    """(h, l) as float32 of a uint32 given as its int32 wrap (a uint32 of
-    2**31 or more reads as a negative int32: its h is 65536 more)."""
-    h, lo = HalvesSigned(t)
-    wrap = op.Where(op.Less(t, op.Constant(value=_ZERO32)), op.Constant(value_float=_HALF),
-                    op.Constant(value_float=0.0))
-    return op.Add(h, wrap), lo
-
-
-def _halves_script(unsigned: bool):
-    return HalvesUnsigned if unsigned else HalvesSigned
-
-
-#: The helpers the wide cores call (listed with the other internal helpers).
-HALVES = (HalvesSigned, HalvesUnsigned)
-
-
 def _quantize_wide_core(to: int, lo: int, hi: int):
-    unsigned = lo == 0
-    Halves = _halves_script(unsigned)
-    # The result's high half saturates below h_lo or above h_hi (the low
-    # half normalised to [0, 65535]).
-    h_lo = float(lo // 2**16)
-    h_hi = float(hi // 2**16)
-    # The bounds as int32 (uint32's maximum as its wrap, -1), cast at the end.
-    lo_t = onnx.helper.make_tensor("lo", _I32, [], [lo])
-    hi_t = onnx.helper.make_tensor("hi", _I32, [], [hi if hi < 2**31 else hi - 2**32])
+    lo_t = onnx.helper.make_tensor("lo", TensorProto.DOUBLE, [], [float(lo)])
+    hi_t = onnx.helper.make_tensor("hi", TensorProto.DOUBLE, [], [float(hi)])
 
     @script(_INTERNAL, default_opset=op)
     def QuantizeWide(v: FLOAT, zp):
-        # zp: int32 (uint32 wrapped).  r = Round(v), an integer in float32;
-        # beyond +-2**32 every zero point saturates the same way, so r is
-        # clamped there (NaN set aside: it gives lo).  r and zp are split
-        # into float32 halves, summed exactly with one carry, and the result
-        # saturated on its high half or composed in int32 (exact: a uint32
-        # high half of 32768 or more is taken as its negative int32 wrap).
-        lo_q = op.Constant(value=lo_t)
-        hi_q = op.Constant(value=hi_t)
-        half = op.Constant(value_float=_HALF)
-        inv = op.Constant(value_float=_INV_HALF)
-        nan = op.IsNaN(v)
-        r = op.Clip(op.Round(v), op.Constant(value_float=-(2.0**32)),
-                    op.Constant(value_float=2.0**32))
-        r = op.Where(nan, op.Constant(value_float=0.0), r)
-        rh = op.Floor(op.Mul(r, inv))
-        rl = op.Sub(r, op.Mul(rh, half))
-        zh, zl = Halves(op.Cast(zp, to=_I32))
-        tl = op.Add(rl, zl)
-        carry = op.Floor(op.Mul(tl, inv))
-        tl = op.Sub(tl, op.Mul(carry, half))
-        th = op.Add(op.Add(rh, zh), carry)
-        below = op.Or(nan, op.Less(th, op.Constant(value_float=h_lo)))
-        above = op.Greater(th, op.Constant(value_float=h_hi))
-        tc = op.Clip(th, op.Constant(value_float=h_lo), op.Constant(value_float=h_hi))
-        tc = op.Where(op.Less(tc, op.Constant(value_float=32768.0)), tc, op.Sub(tc, half))
-        y = op.Add(op.Mul(op.Cast(tc, to=_I32), op.Constant(value=_HALF32)),
-                   op.Cast(tl, to=_I32))
-        return op.Cast(op.Where(below, lo_q, op.Where(above, hi_q, y)), to=to)
+        # float64 holds every float32 and every 32-bit integer exactly, so
+        # r + zp is exact while it matters (|r| < 2**53) and saturates right
+        # beyond; NaN is replaced first, then one clamp in float64 (not int64:
+        # onnxruntime's int64 Min/Max/Clip are wrong beyond 2**32).
+        lo_d = op.Constant(value=lo_t)
+        hi_d = op.Constant(value=hi_t)
+        r = op.Cast(op.Round(v), to=TensorProto.DOUBLE)
+        t = op.Add(r, op.Cast(zp, to=TensorProto.DOUBLE))
+        t = op.Where(op.IsNaN(t), lo_d, t)
+        return op.Cast(op.Clip(t, lo_d, hi_d), to=to)
 
     return QuantizeWide
 
@@ -238,10 +166,7 @@ def QuantizeDefault(v: FLOAT):
 @script(_INTERNAL, default_opset=op)
 def DequantizeNarrow(x, s, zp) -> FLOAT:
     # 8/16-bit and sub-byte integers: exact in float32, then float32 math.
-    # The zero point is made opaque (zp - (+0) is zp): OpenVINO rewrites
-    # (x - constant) * constant as x * s - zp * s, two roundings.
-    xf = op.Cast(x, to=_F32)
-    return op.Mul(op.Sub(xf, op.Sub(op.Cast(zp, to=_F32), OpaqueZero(xf))), op.Cast(s, to=_F32))
+    return op.Mul(op.Sub(op.Cast(x, to=_F32), op.Cast(zp, to=_F32)), op.Cast(s, to=_F32))
 
 
 @script(_INTERNAL, default_opset=op)
@@ -280,23 +205,11 @@ def DequantizeFloat8(x, s, zp) -> FLOAT:
     return op.Mul(op.Cast(x, to=_F32), sf)
 
 
-def _dequantize_wide_core(unsigned: bool):
-    Halves = _halves_script(unsigned)
-
-    @script(_INTERNAL, default_opset=op)
-    def DequantizeWide(x, s, zp) -> FLOAT:
-        # int32/uint32 (zp int32, uint32 wrapped): x - zp is exact as
-        # (xh - zh) * 65536 + (xl - zl), two exact float32 terms, so their
-        # float32 sum is the exact difference rounded once.
-        xh, xl = Halves(op.Cast(x, to=_I32))
-        zh, zl = Halves(op.Cast(zp, to=_I32))
-        d = op.Add(op.Mul(op.Sub(xh, zh), op.Constant(value_float=_HALF)), op.Sub(xl, zl))
-        return op.Mul(d, op.Cast(s, to=_F32))
-
-    return DequantizeWide
-
-
-_DEQUANTIZE_WIDE = {False: _dequantize_wide_core(False), True: _dequantize_wide_core(True)}
+@script(_INTERNAL, default_opset=op)
+def DequantizeWide(x, s, zp) -> FLOAT:
+    # int32/uint32: the difference is exact in int64 and rounds once to float32.
+    d = op.Cast(op.Sub(op.Cast(x, to=_I64), op.Cast(zp, to=_I64)), to=_F32)
+    return op.Mul(d, op.Cast(s, to=_F32))
 
 
 @script(_INTERNAL, default_opset=op)
@@ -335,9 +248,7 @@ def dequantize_core(variant: str):
         return DequantizeFloat8 if qt.is_float8 else DequantizeFloat4
     if qt.is_float:
         return DequantizeFloat
-    if is_wide(variant):
-        return _DEQUANTIZE_WIDE[int(qt.lo) == 0]
-    return DequantizeNarrow
+    return DequantizeWide if is_wide(variant) else DequantizeNarrow
 
 
 def zero_point_carrier(quantize: bool, variant: str) -> int:
@@ -345,7 +256,7 @@ def zero_point_carrier(quantize: bool, variant: str) -> int:
     shape (small: one value per channel or block): a type that holds each of
     its values and that every runtime's Reshape / Expand / Slice take."""
     if is_wide(variant):
-        return _I32
+        return _F64 if quantize else _I64
     return _F32
 
 

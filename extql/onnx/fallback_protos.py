@@ -181,8 +181,7 @@ def _flatten(fn, callees) -> onnx.FunctionProto:
 
 
 _PLAN = [plan.ParamShape, plan.Choose, plan.ParamPlan, plan.Spread, plan.SpreadScale,
-         plan.SpreadParams, arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero,
-         *cores.HALVES]
+         plan.SpreadParams, arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero]
 # The helpers of precision float64.
 _PLAN64 = [plan.SpreadScale64, plan.SpreadParams64, arith.Quotient64, arith.RoundedQuotient64,
            arith.ShiftedQuotient64]
@@ -301,7 +300,7 @@ def core_proto(quantize: bool, variant: str, *, opset: int = MODEL_OPSET) -> onn
 @functools.cache
 def _flat_core(quantize: bool, overload: str) -> onnx.FunctionProto:
     variant, float64 = split_overload(overload)
-    helpers = [arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero, *cores.HALVES]
+    helpers = [arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero]
     if float64:
         return _flatten(functions.make_static_quantize64(variant),
                         [*helpers, arith.Quotient64, arith.RoundedQuotient64,
