@@ -61,8 +61,8 @@ LIBRARY = "extql.libextql_ort"
 # and the choice of the kernels' copy.
 SHIM_SOURCES = [
     os.path.join(SRC, f"ort_{name}.c")
-    for name in ("library", "register", "callbacks", "ops", "blocks", "dpu", "validate", "infer",
-                 "compute", "messages")
+    for name in ("library", "register", "callbacks", "ops", "blocks", "dpu", "lstm", "validate",
+                 "infer", "compute", "messages")
 ] + [os.path.join(SRC, "extql_isa.c")]
 HEADERS = [os.path.join(SRC, h) for h in (
     "ort_api.h", "ort_internal.h", "extql_types.h", "extql_split.h", "extql_primitives.h",

@@ -2,12 +2,13 @@
 
 extql's onnxruntime library ``libextql_ort`` (beside the extension; no Python
 in it) exports ``RegisterCustomOps``, which registers
-``ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear`` and Quark's block
-formats ``BFPQuantizeDequantize`` / ``MXQuantizeDequantize`` (domain
+``ExtendedQuantizeLinear`` / ``ExtendedDequantizeLinear``, Quark's block
+formats ``BFPQuantizeDequantize`` / ``MXQuantizeDequantize`` and its DPU
+emulations ``ExtendedInstanceNormalization`` / ``ExtendedLSTM`` (domain
 ``com.amd.quark``, version 1), and the legacy names Quark's own library uses,
 ``VitisQuantizeLinear`` / ``VitisDequantizeLinear`` / ``BFPFixNeuron`` /
-``MXFixNeuron`` (domain ``com.vai.quantize``), on the CPU execution
-provider::
+``MXFixNeuron`` / ``VitisInstanceNormalization`` / ``VitisLSTM`` (domain
+``com.vai.quantize``), on the CPU execution provider::
 
     import onnxruntime as ort, extql
     so = extql.register(ort.SessionOptions())

@@ -21,7 +21,8 @@
  *    0.. 101  version 1        (e.g. CreateStatus = 0, KernelInfoGetAttribute_string = 87,
  *                               ReleaseCustomOpDomain = 101)
  *  ... 163    up to version 8  (KernelInfoGetAttributeArray_int64 = 163)
- *  ... 238    up to version 14 (KernelInfo_GetInputCount = 230, _GetInputTypeInfo = 234)
+ *  ... 238    up to version 14 (KernelInfo_GetInputCount = 230, _GetInputName = 232,
+ *                               _GetInputTypeInfo = 234)
  *  ... 254    version 15       (KernelInfo_GetNodeName = 244,
  *                               KernelInfoGetConstantInput_tensor = 249)
  *  ... 265    version 16
@@ -90,7 +91,7 @@ enum {
 };
 
 /* OrtOpAttrType */
-enum { EXTQL_ORT_OP_ATTR_INT = 1 };
+enum { EXTQL_ORT_OP_ATTR_INT = 1, EXTQL_ORT_OP_ATTR_STRING = 5 };
 
 /* OrtMemType */
 enum { EXTQL_ORT_MEM_DEFAULT = 0 };
@@ -162,7 +163,10 @@ struct OrtApi {
   void *slots_164_229[66];
   EXTQL_ORT_STATUS KernelInfo_GetInputCount)(const OrtKernelInfo *info, size_t *out); /* 230 */
   EXTQL_ORT_STATUS KernelInfo_GetOutputCount)(const OrtKernelInfo *info, size_t *out);
-  void *slots_232_233[2];
+  EXTQL_ORT_STATUS KernelInfo_GetInputName)(const OrtKernelInfo *info, size_t index, char *out,
+                                            size_t *size);                        /* 232 */
+  EXTQL_ORT_STATUS KernelInfo_GetOutputName)(const OrtKernelInfo *info, size_t index,
+                                             char *out, size_t *size);            /* 233 */
   EXTQL_ORT_STATUS KernelInfo_GetInputTypeInfo)(const OrtKernelInfo *info, size_t index,
                                                 OrtTypeInfo **out);               /* 234 */
   EXTQL_ORT_STATUS KernelInfo_GetOutputTypeInfo)(const OrtKernelInfo *info, size_t index,
@@ -293,6 +297,8 @@ EXTQL_ORT_SLOT(ReleaseCustomOpDomain, 101);
 EXTQL_ORT_SLOT(KernelInfoGetAttributeArray_int64, 163);
 EXTQL_ORT_SLOT(KernelInfo_GetInputCount, 230);
 EXTQL_ORT_SLOT(KernelInfo_GetOutputCount, 231);
+EXTQL_ORT_SLOT(KernelInfo_GetInputName, 232);
+EXTQL_ORT_SLOT(KernelInfo_GetOutputName, 233);
 EXTQL_ORT_SLOT(KernelInfo_GetInputTypeInfo, 234);
 EXTQL_ORT_SLOT(KernelInfo_GetOutputTypeInfo, 235);
 EXTQL_ORT_SLOT(KernelInfo_GetNodeName, 244);

@@ -116,6 +116,14 @@ static const char *py_float_repr(double v, char *buf, size_t size) {
   return buf;
 }
 
+const char *extql_py_str_repr(const char *s, char *buf, size_t size) {
+  return py_str_repr(s, buf, size);
+}
+
+const char *extql_py_float_repr(double v, char *buf, size_t size) {
+  return py_float_repr(v, buf, size);
+}
+
 /* A failed status "<label>: <message>" of the rules' words. */
 static OrtStatus *refuse(const OrtApi *api, const char *label, int code, const char *message) {
   return extql_fail(api, label, code, "%s", message);
@@ -192,6 +200,11 @@ static const char *value_of_another_kind(const OrtApi *api, const OrtKernelInfo 
   }
   snprintf(buf, size, "an attribute of another type (a list, tensor or graph)");
   return buf;
+}
+
+const char *extql_attr_value_text(const OrtApi *api, const OrtKernelInfo *info,
+                                  const char *name, char kind, char *buf, size_t size) {
+  return value_of_another_kind(api, info, name, kind, buf, size);
 }
 
 /* The node's attributes of the table, each of its kind, with the defaults:

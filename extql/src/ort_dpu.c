@@ -1,7 +1,8 @@
 /*
  * ort_dpu.c - Quark's DPU-emulation operators in the onnxruntime library:
  * ExtendedInstanceNormalization (com.amd.quark) / VitisInstanceNormalization
- * (com.vai.quantize), docs/operators/extended_instance_normalization.rst.
+ * (com.vai.quantize), docs/operators/extended_instance_normalization.rst, and
+ * the registrations of ExtendedLSTM / VitisLSTM, whose kernel is ort_lstm.c.
  *
  * Each DPU operator kind has a row in DPU_KINDS (below): its registrations
  * are made by extql_dpu_init_ops from that row, so that another DPU operator
@@ -30,7 +31,7 @@ typedef struct {
 } InKernel;
 
 /* The element type input `index` has in the graph (0 when it does not say). */
-static int declared_type(const OrtApi *api, const OrtKernelInfo *info, size_t index) {
+int extql_declared_type(const OrtApi *api, const OrtKernelInfo *info, size_t index) {
   OrtTypeInfo *ti = NULL;
   const OrtTensorTypeAndShapeInfo *tensor = NULL;
   OrtStatus *st;
@@ -76,7 +77,7 @@ static OrtStatus *EXTQL_ORT_CALL in_kernel_create(const OrtCustomOp *op_, const 
   }
   k->epsilon = eps;
   for (i = 0; i < IN_INPUTS && st == NULL; i++)
-    st = check_type(api, k->label, i, declared_type(api, info, (size_t)i),
+    st = check_type(api, k->label, i, extql_declared_type(api, info, (size_t)i),
                     EXTQL_ORT_INVALID_GRAPH);
   if (st != NULL) {
     free(k);
@@ -211,18 +212,33 @@ done:
 /* Registrations                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* One DPU operator kind: its inputs and outputs, its kernel functions. */
+/* One DPU operator kind: its inputs and outputs (the first n_required_* of
+ * them required, the others optional), its kernel functions and its
+ * inference callback. */
 typedef struct {
   int kind;
-  size_t n_inputs, n_outputs;
+  size_t n_inputs, n_outputs, n_required_inputs, n_required_outputs;
   OrtStatus *(EXTQL_ORT_CALL *create)(const OrtCustomOp *, const OrtApi *, const OrtKernelInfo *,
                                       void **);
   OrtStatus *(EXTQL_ORT_CALL *compute)(void *, OrtKernelContext *);
   void(EXTQL_ORT_CALL *destroy)(void *);
+  void (*infer)(const OrtApi *api, OrtShapeInferContext *ctx);
 } DpuKind;
 
+static int float32_only(int type) { return type == EXTQL_FLOAT32; }
+
+/* The instance norm's y: x's type and shape. */
+static void in_infer(const OrtApi *api, OrtShapeInferContext *ctx) {
+  extql_infer_like_input(api, ctx, float32_only);
+}
+
 static const DpuKind DPU_KINDS[] = {
-    {OP_DPU_IN, IN_INPUTS, 1, in_kernel_create, in_kernel_compute, in_kernel_destroy},
+    {OP_DPU_IN, IN_INPUTS, 1, IN_INPUTS, 1, in_kernel_create, in_kernel_compute,
+     in_kernel_destroy, in_infer},
+    /* ExtendedLSTM (ort_lstm.c): X, W, R required, B and ONNX's optional
+     * inputs (refused) optional; Y required, Y_h / Y_c optional. */
+    {OP_DPU_LSTM, EXTQL_LSTM_INPUTS, EXTQL_LSTM_OUTPUTS, 3, 1, extql_ort_lstm_create,
+     extql_ort_lstm_compute, extql_ort_lstm_destroy, extql_ort_lstm_infer},
 };
 
 static const DpuKind *kind_of(int kind) {
@@ -240,11 +256,21 @@ static size_t EXTQL_ORT_CALL op_outputs(const OrtCustomOp *op) {
   return kind_of(((const ExtqlOp *)op)->kind)->n_outputs;
 }
 
-static int float32_only(int type) { return type == EXTQL_FLOAT32; }
+static int EXTQL_ORT_CALL op_input_characteristic(const OrtCustomOp *op, size_t index) {
+  return index < kind_of(((const ExtqlOp *)op)->kind)->n_required_inputs ? EXTQL_ORT_IO_REQUIRED
+                                                                        : EXTQL_ORT_IO_OPTIONAL;
+}
 
-/* y: x's type and shape. */
-static OrtStatus *EXTQL_ORT_CALL op_infer(const OrtCustomOp *op, OrtShapeInferContext *ctx) {
-  extql_infer_like_input(((const ExtqlOp *)op)->infer_api, ctx, float32_only);
+static int EXTQL_ORT_CALL op_output_characteristic(const OrtCustomOp *op, size_t index) {
+  return index < kind_of(((const ExtqlOp *)op)->kind)->n_required_outputs
+             ? EXTQL_ORT_IO_REQUIRED
+             : EXTQL_ORT_IO_OPTIONAL;
+}
+
+/* The kind's outputs' types and shapes. */
+static OrtStatus *EXTQL_ORT_CALL op_infer(const OrtCustomOp *op_, OrtShapeInferContext *ctx) {
+  const ExtqlOp *op = (const ExtqlOp *)op_;
+  kind_of(op->kind)->infer(op->infer_api, ctx);
   return NULL;
 }
 
@@ -255,6 +281,8 @@ static void init_dpu_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int type,
   op->base.GetInputTypeCount = op_inputs;
   op->base.GetOutputTypeCount = op_outputs;
   op->base.KernelDestroy = kind->destroy;
+  op->base.GetInputCharacteristic = op_input_characteristic;
+  op->base.GetOutputCharacteristic = op_output_characteristic;
   op->base.CreateKernelV2 = kind->create;
   op->base.KernelComputeV2 = kind->compute;
   if (set->infer_api != NULL) op->base.InferOutputShapeFn = op_infer;

@@ -8,6 +8,9 @@
  *   ort_blocks.c    the block formats (BFPQuantizeDequantize,
  *                   MXQuantizeDequantize): their registrations, attributes,
  *                   checks and run
+ *   ort_dpu.c       the DPU-emulation operators' registrations and the
+ *                   instance norm (ExtendedInstanceNormalization)
+ *   ort_lstm.c      ExtendedLSTM: attributes, checks, run, inference
  *   ort_validate.c  the checks of inputs, attributes and declared types
  *   ort_messages.c  type names, shapes and failed statuses
  *   ort_infer.c     the output's type and shape for graph inference
@@ -40,7 +43,7 @@
 
 /* The kinds of operator: quantize and dequantize (ExtqlWork), and the
  * block formats (ort_blocks.c). */
-enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1, OP_BFP = 2, OP_MX = 3, OP_DPU_IN = 4 };
+enum { OP_QUANTIZE = 0, OP_DEQUANTIZE = 1, OP_BFP = 2, OP_MX = 3, OP_DPU_IN = 4, OP_DPU_LSTM = 5 };
 #define EXTQL_IS_BLOCK_OP(kind) ((kind) == OP_BFP || (kind) == OP_MX)
 /* Quark's DPU-emulation operators (ort_dpu.c): every kind from OP_DPU_IN on. */
 #define EXTQL_IS_DPU_OP(kind) ((kind) >= OP_DPU_IN)
@@ -301,6 +304,30 @@ EXTQL_INTERNAL int extql_block_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int
 
 /* The registrations of a DPU operator's name n (ort_dpu.c): at most 2. */
 EXTQL_INTERNAL int extql_dpu_init_ops(ExtqlOp *ops, const ExtqlOpSet *set, int n);
+/* The element type input `index` has in the graph (0 when it does not say). */
+EXTQL_INTERNAL int extql_declared_type(const OrtApi *api, const OrtKernelInfo *info,
+                                       size_t index);
+
+/* ExtendedLSTM's kernel (ort_lstm.c): ONNX LSTM's inputs and outputs. */
+#define EXTQL_LSTM_INPUTS 8
+#define EXTQL_LSTM_OUTPUTS 3
+EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_create(const OrtCustomOp *op,
+                                                               const OrtApi *api,
+                                                               const OrtKernelInfo *info,
+                                                               void **out);
+EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_compute(void *kernel,
+                                                                OrtKernelContext *ctx);
+EXTQL_INTERNAL void EXTQL_ORT_CALL extql_ort_lstm_destroy(void *kernel);
+EXTQL_INTERNAL void extql_ort_lstm_infer(const OrtApi *api, OrtShapeInferContext *ctx);
+
+/* Python's words for values (ort_blocks.c): a string's and a double's repr,
+ * and an attribute that is not of kind ('i', 'f' or 's') as Python shows it
+ * (NULL: the node has no such attribute). */
+EXTQL_INTERNAL const char *extql_py_str_repr(const char *s, char *buf, size_t size);
+EXTQL_INTERNAL const char *extql_py_float_repr(double v, char *buf, size_t size);
+EXTQL_INTERNAL const char *extql_attr_value_text(const OrtApi *api, const OrtKernelInfo *info,
+                                                 const char *name, char kind, char *buf,
+                                                 size_t size);
 
 /* ort_callbacks.c */
 /* op zeroed, then named as name n of the set, with the registration's type

@@ -9,10 +9,10 @@
  *
  *   com.amd.quark     ExtendedQuantizeLinear, ExtendedDequantizeLinear,
  *                     BFPQuantizeDequantize, MXQuantizeDequantize,
- *                     ExtendedInstanceNormalization                     (version 1)
+ *                     ExtendedInstanceNormalization, ExtendedLSTM       (version 1)
  *   com.vai.quantize  VitisQuantizeLinear, VitisDequantizeLinear,
  *                     BFPFixNeuron, MXFixNeuron,
- *                     VitisInstanceNormalization                        (legacy names)
+ *                     VitisInstanceNormalization, VitisLSTM             (legacy names)
  *
  * and nothing else.  The work is done by the C entry points of
  * extql_kernels.h: no Python object, no GIL.  The registrations, checks and
@@ -35,6 +35,8 @@ static const ExtqlOpName NAMES[] = {
     {1, EXTQL_MX_LEGACY_OP, OP_MX},
     {0, "ExtendedInstanceNormalization", OP_DPU_IN},
     {1, "VitisInstanceNormalization", OP_DPU_IN},
+    {0, "ExtendedLSTM", OP_DPU_LSTM},
+    {1, "VitisLSTM", OP_DPU_LSTM},
 };
 
 /* The block formats' kernels (ort_blocks.c). */
