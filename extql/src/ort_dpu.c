@@ -212,12 +212,13 @@ done:
 /* Registrations                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* One DPU operator kind: its inputs and outputs (the first n_required_* of
- * them required, the others optional), its kernel functions and its
- * inference callback. */
+/* One DPU operator kind: its inputs and outputs (every one required unless
+ * the kind says), its kernel functions and its inference callback. */
 typedef struct {
   int kind;
-  size_t n_inputs, n_outputs, n_required_inputs, n_required_outputs;
+  size_t n_inputs, n_outputs;
+  int(EXTQL_ORT_CALL *input_characteristic)(const OrtCustomOp *, size_t);
+  int(EXTQL_ORT_CALL *output_characteristic)(const OrtCustomOp *, size_t);
   OrtStatus *(EXTQL_ORT_CALL *create)(const OrtCustomOp *, const OrtApi *, const OrtKernelInfo *,
                                       void **);
   OrtStatus *(EXTQL_ORT_CALL *compute)(void *, OrtKernelContext *);
@@ -233,11 +234,12 @@ static void in_infer(const OrtApi *api, OrtShapeInferContext *ctx) {
 }
 
 static const DpuKind DPU_KINDS[] = {
-    {OP_DPU_IN, IN_INPUTS, 1, IN_INPUTS, 1, in_kernel_create, in_kernel_compute,
+    {OP_DPU_IN, IN_INPUTS, 1, NULL, NULL, in_kernel_create, in_kernel_compute,
      in_kernel_destroy, in_infer},
     /* ExtendedLSTM (ort_lstm.c): X, W, R required, B and ONNX's optional
      * inputs (refused) optional; Y required, Y_h / Y_c optional. */
-    {OP_DPU_LSTM, EXTQL_LSTM_INPUTS, EXTQL_LSTM_OUTPUTS, 3, 1, extql_ort_lstm_create,
+    {OP_DPU_LSTM, EXTQL_LSTM_INPUTS, EXTQL_LSTM_OUTPUTS, extql_ort_lstm_input_characteristic,
+     extql_ort_lstm_output_characteristic, extql_ort_lstm_create,
      extql_ort_lstm_compute, extql_ort_lstm_destroy, extql_ort_lstm_infer},
 };
 
@@ -256,17 +258,6 @@ static size_t EXTQL_ORT_CALL op_outputs(const OrtCustomOp *op) {
   return kind_of(((const ExtqlOp *)op)->kind)->n_outputs;
 }
 
-static int EXTQL_ORT_CALL op_input_characteristic(const OrtCustomOp *op, size_t index) {
-  return index < kind_of(((const ExtqlOp *)op)->kind)->n_required_inputs ? EXTQL_ORT_IO_REQUIRED
-                                                                        : EXTQL_ORT_IO_OPTIONAL;
-}
-
-static int EXTQL_ORT_CALL op_output_characteristic(const OrtCustomOp *op, size_t index) {
-  return index < kind_of(((const ExtqlOp *)op)->kind)->n_required_outputs
-             ? EXTQL_ORT_IO_REQUIRED
-             : EXTQL_ORT_IO_OPTIONAL;
-}
-
 /* The kind's outputs' types and shapes. */
 static OrtStatus *EXTQL_ORT_CALL op_infer(const OrtCustomOp *op_, OrtShapeInferContext *ctx) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
@@ -281,8 +272,10 @@ static void init_dpu_op(ExtqlOp *op, const ExtqlOpSet *set, int n, int type,
   op->base.GetInputTypeCount = op_inputs;
   op->base.GetOutputTypeCount = op_outputs;
   op->base.KernelDestroy = kind->destroy;
-  op->base.GetInputCharacteristic = op_input_characteristic;
-  op->base.GetOutputCharacteristic = op_output_characteristic;
+  if (kind->input_characteristic != NULL)
+    op->base.GetInputCharacteristic = kind->input_characteristic;
+  if (kind->output_characteristic != NULL)
+    op->base.GetOutputCharacteristic = kind->output_characteristic;
   op->base.CreateKernelV2 = kind->create;
   op->base.KernelComputeV2 = kind->compute;
   if (set->infer_api != NULL) op->base.InferOutputShapeFn = op_infer;

@@ -318,6 +318,11 @@ EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_create(const OrtCustomOp
 EXTQL_INTERNAL OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_compute(void *kernel,
                                                                 OrtKernelContext *ctx);
 EXTQL_INTERNAL void EXTQL_ORT_CALL extql_ort_lstm_destroy(void *kernel);
+/* X, W, R required, the other inputs optional; Y required, Y_h / Y_c optional. */
+EXTQL_INTERNAL int EXTQL_ORT_CALL extql_ort_lstm_input_characteristic(const OrtCustomOp *op,
+                                                                      size_t index);
+EXTQL_INTERNAL int EXTQL_ORT_CALL extql_ort_lstm_output_characteristic(const OrtCustomOp *op,
+                                                                       size_t index);
 EXTQL_INTERNAL void extql_ort_lstm_infer(const OrtApi *api, OrtShapeInferContext *ctx);
 
 /* Python's words for values (ort_blocks.c): a string's and a double's repr,

@@ -293,6 +293,16 @@ OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_create(const OrtCustomOp *op_, const Or
 
 void EXTQL_ORT_CALL extql_ort_lstm_destroy(void *kernel) { free(kernel); }
 
+int EXTQL_ORT_CALL extql_ort_lstm_input_characteristic(const OrtCustomOp *op, size_t index) {
+  (void)op;
+  return index < 3 ? EXTQL_ORT_IO_REQUIRED : EXTQL_ORT_IO_OPTIONAL;
+}
+
+int EXTQL_ORT_CALL extql_ort_lstm_output_characteristic(const OrtCustomOp *op, size_t index) {
+  (void)op;
+  return index < 1 ? EXTQL_ORT_IO_REQUIRED : EXTQL_ORT_IO_OPTIONAL;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Runs                                                                      */
 /* ------------------------------------------------------------------------ */
