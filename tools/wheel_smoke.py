@@ -24,7 +24,11 @@ quantization node of the model gives the fallback functions' bits on the
 same inputs (``extql run --compare-fallback``, in this process): the
 difference is then onnxruntime's, not extql's.  ``--close`` compares within
 5% of the output's range instead (for a provider that computes the float
-operators itself, such as OpenVINO's).
+operators itself, such as OpenVINO's); a model with no node in extql's
+domains (only ``com.microsoft`` QuantizeLinear / DequantizeLinear) is then
+the other provider's result alone, printed with its difference but not
+counted (OpenVINO's provider 1.24 takes transformer_a8w8_pc 0.25 from
+Quark's output, on which the CPU provider gives Quark's bits).
 
 With another provider before the CPU one, each run is profiled and every
 node that ran is counted by provider: the Extended nodes must all run on the
@@ -83,10 +87,16 @@ def _nodes_match_the_fallbacks(model: Path) -> bool:
     return status == 0 and "quantization nodes: all" in out.getvalue()
 
 
-#: The operators extql registers: where another provider leaves them, the
-#: CPU provider runs them with extql's kernels.
-EXTQL_OPS = ("ExtendedQuantizeLinear", "ExtendedDequantizeLinear", "VitisQuantizeLinear",
-             "VitisDequantizeLinear")
+def _extql_ops(model: Path) -> set[str]:
+    """The operators of the model's nodes in extql's domains (Quark's
+    ``com.amd.quark`` and the legacy ``com.vai.quantize``): where another
+    provider leaves them, the CPU provider runs them with extql's kernels."""
+    import onnx
+
+    from extql.rules.types import DOMAIN, LEGACY_DOMAIN
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return {n.op_type for n in graph.node if n.domain in (DOMAIN, LEGACY_DOMAIN)}
 
 
 def _placement(profile: str) -> dict[str, list[str]]:
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     first_took_nodes = False
     profiles = tempfile.mkdtemp(prefix="extql-smoke-")
     for model in models:
+        ours = _extql_ops(model)
         so = ort.SessionOptions()
         if split:
             so.enable_profiling = True
@@ -148,9 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         if split:
             ran = _placement(session.end_profiling())
             stray = [(p, op) for p, ops in ran.items() for op in ops
-                     if op in EXTQL_OPS and p != "CPUExecutionProvider"]
+                     if op in ours and p != "CPUExecutionProvider"]
             first_took_nodes |= bool(ran.get(args.providers[0]))
-            extended = sum(op in EXTQL_OPS for op in ran.get("CPUExecutionProvider", []))
+            extended = sum(op in ours for op in ran.get("CPUExecutionProvider", []))
             placed = (f"; {len(ran.get(args.providers[0], []))} node(s) on "
                       f"{args.providers[0]}, {extended} extql node(s) on the CPU provider")
             if stray:
@@ -161,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
             ok = got.shape == want.shape and bool(
                 np.allclose(got, want, atol=0.05 * scale, rtol=0))
             verdict = "close to Quark's output" if ok else "FAR from Quark's output"
+            if not ours and not ok and got.shape == want.shape:
+                # Only the other provider's own operators (onnxruntime's
+                # QuantizeLinear / DequantizeLinear included): its result,
+                # not extql's, which this check has nothing to judge by.
+                ok = True
+                verdict += (f" ({np.abs(got - want).max():.3g}), with no extql node: "
+                            f"{args.providers[0]}'s own operators, not counted")
         elif _same_bits(got, want):
             ok, verdict = True, "Quark's bits"
         else:
