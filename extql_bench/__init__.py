@@ -6,7 +6,7 @@ beside the ``extql`` package, which holds no benchmark code) so that
 source checkout (``benchmarks/copy_ops``, see :mod:`.copy_library`): without
 one the onnxruntime table leaves its copy column out and says so.
 
-Four tables, each a list of MEDIAN time ratios ``extql / anchor`` (below 1:
+Five tables, each a list of MEDIAN time ratios ``extql / anchor`` (below 1:
 extql is faster), measured side by side in one process on the same
 tensors, interleaved, so that noise from other work on the machine hits all
 contenders alike:
@@ -25,6 +25,12 @@ contenders alike:
     onnxruntime session, on an NCHW activation and a MatMul input, against
     the same model inlined to standard ops (``extql.inline_fallbacks``, no
     library) and the copy kernel (``copy%``).
+``dpu``
+    Quark's DPU-emulation ops (ExtendedInstanceNormalization, ExtendedLSTM)
+    in an onnxruntime session and through the NumPy API, against
+    onnxruntime's own float InstanceNormalization / LSTM on the same shapes
+    (Quark's CNN norms, its LSTM size); Quark's own library is measured
+    against by ``benchmarks/dpu_ops.py``.
 
 The modules, by concern:
 
@@ -37,6 +43,7 @@ The modules, by concern:
 ``anchors``         the anchor of each row, NumPy expressions, fallbacks
 ``runner``          the tables, the exactness checks, the fallback sessions
 ``blocks``          the block formats' table
+``dpu``             the DPU-emulation ops' table
 ``machine``         what the figures depend on (CPU, cores, versions)
 ``targets``         the targets, checked on the measured rows
 ``report``          the tables, the report and the Markdown document

@@ -25,6 +25,7 @@ from .config import (
     size_label,
 )
 from .copy_library import BuildError
+from .dpu import DPU_SHAPES
 from .machine import loadavg, machine_info
 from .report import format_markdown, format_report
 from .runner import Result, run, type_label
@@ -36,7 +37,9 @@ DESCRIPTION = (
     "moving the same bytes (ort table); the NumPy API against the NumPy expression "
     "(numpy); the native op against the fallback model (fallback); Quark's block "
     "formats in onnxruntime against their fallback model inlined to standard ops "
-    "and the copy kernel (blocks).  Below 1, extql is faster.  The method: "
+    "and the copy kernel (blocks); Quark's DPU-emulation ops (ExtendedInstanceNormalization, "
+    "ExtendedLSTM) in onnxruntime and through the NumPy API against onnxruntime's float "
+    "InstanceNormalization / LSTM (dpu).  Below 1, extql is faster.  The method: "
     "benchmarks/README.md."
 )
 
@@ -69,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the blocks table's layouts: nchw (an NCHW activation, blocks along "
                         "axis 1), axis1 (a (n/256, 256) MatMul input, blocks along the last "
                         "axis); default both")
+    p.add_argument("--dpu", nargs="+", choices=list(DPU_SHAPES), metavar="SHAPE",
+                   help=f"the dpu table's shapes ({', '.join(DPU_SHAPES)}; default all: the "
+                        "instance norm's x and the LSTM's sequence x batch at Quark's size)")
     p.add_argument("--isa",
                    help="force a kernel variant (baseline, avx2, avx512); default: automatic")
     p.add_argument("--no-check", action="store_true", help="skip the exactness check")
@@ -95,6 +101,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         cfg.sizes, cfg.threads, cfg.repeat, cfg.side_repeat = (1 << 16,), (1,), 3, 3
         cfg.granularities, cfg.min_sample = ("tensor",), 5e-4
         cfg.blocks = ("bfp16", "mxfp4")
+        cfg.dpu = ("in-1x64x56x56", "lstm-80x1")
     if args.sizes:
         cfg.sizes = tuple(args.sizes)
     if args.threads:
@@ -115,6 +122,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         cfg.blocks = tuple(dict.fromkeys(args.blocks))
     if args.block_layouts:
         cfg.block_layouts = tuple(dict.fromkeys(args.block_layouts))
+    if args.dpu:
+        cfg.dpu = tuple(dict.fromkeys(args.dpu))
     cfg.check = not args.no_check
     cfg.spin = args.spin
     if not args.quiet:
@@ -129,7 +138,7 @@ def argv_of(args: argparse.Namespace) -> list[str]:
                        ("ops", "--ops"), ("types", "--types"),
                        ("granularities", "--granularity"), ("floats", "--float"),
                        ("tables", "--tables"), ("blocks", "--blocks"),
-                       ("block_layouts", "--block-layout"),
+                       ("block_layouts", "--block-layout"), ("dpu", "--dpu"),
                        ("isa", "--isa")):
         value = getattr(args, name, None)
         if value is None or value == []:

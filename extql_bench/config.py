@@ -23,11 +23,11 @@ DEFAULT_SIZES = (1 << 16, 1 << 18, 1 << 20, 1 << 24)
 #: The float side of a row: quantize's x and scale, dequantize's scale and
 #: output.
 FLOATS = ("float32", "float16", "bfloat16")
-TABLES = ("ort", "numpy", "fallback", "blocks")
+TABLES = ("ort", "numpy", "fallback", "blocks", "dpu")
 #: Every size must be a multiple of this (the longest quantized axis).
 SIZE_QUANTUM = 256
 #: The blocks table's rows: the configurations Quark writes, name ->
-#: (operator, attributes).: name -> (operator, attributes).
+#: (operator, attributes).
 BLOCK_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "bfp16": ("BFPQuantizeDequantize", {"bfp_method": "to_bfp", "bit_width": 16,
                                         "block_size": 8, "rounding_mode": 0}),
@@ -48,6 +48,12 @@ BLOCK_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
 #: the axis the blocks run along: an NCHW activation along its channels, a
 #: (n/256, 256) MatMul input along its last axis.
 BLOCK_LAYOUTS: dict[str, int] = {"nchw": 1, "axis1": -1}
+
+
+#: The dpu table's rows by default: names of extql_bench.dpu.DPU_SHAPES
+#: (the instance norm on 1x64x56x56, 1x256x14x14 and 8x64x56x56; the LSTM at
+#: Quark's size, sequence 80, input 64, hidden 128, at batch 1 and 8).
+DPU_ROWS = ("in-1x64x56x56", "in-1x256x14x14", "in-8x64x56x56", "lstm-80x1", "lstm-80x8")
 
 
 def parse_size(text: str) -> int:
@@ -98,3 +104,5 @@ class BenchConfig:
     # The blocks table: Quark's configurations and the layouts.
     blocks: Sequence[str] = tuple(BLOCK_CONFIGS)
     block_layouts: Sequence[str] = tuple(BLOCK_LAYOUTS)
+    # The dpu table: names of extql_bench.dpu.DPU_SHAPES, or DpuShape rows.
+    dpu: Sequence[Any] = DPU_ROWS

@@ -20,6 +20,8 @@ TITLES = {
     "blocks": "block formats in onnxruntime sessions (IOBinding): extql's native op / the "
               "same model inlined to standard ops (no library); "
               "copy% = copy kernel time / extql time",
+    "dpu": "DPU-emulation ops: extql's ExtendedInstanceNormalization / ExtendedLSTM (library "
+           "in onnxruntime, NumPy API) / onnxruntime's float InstanceNormalization / LSTM",
 }
 #: The tables with a copy kernel column.
 COPY_TABLES = ("ort", "blocks")
@@ -56,13 +58,40 @@ def format_table(results: Sequence[Result], table: str) -> str:
     return "\n".join(lines)
 
 
+def format_dpu_summary(rows: Sequence[Result]) -> str:
+    """The dpu table's summary: one line per op, shape and contender, one
+    column per thread count holding the ratio (each shape is its own size)."""
+    threads = list(dict.fromkeys(r.threads for r in rows))
+    keys: dict[tuple, dict[int, Result]] = {}
+    for r in rows:
+        keys.setdefault((r.op, r.granularity, r.type, r.anchor_name or "-"), {})[r.threads] = r
+    head = ["op", "shape", "extql", "anchor"] + [f"t={t} ratio (ms)" for t in threads]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (op, shape, kind, anchor), by_t in keys.items():
+        cells = [op, shape, kind, anchor]
+        for t in threads:
+            r = by_t.get(t)
+            if r is None or not r.measured:
+                cells.append("n/a")
+                continue
+            text = f"{ratio_text(r.ratio)} ({_ms(r.extql)} / {_ms(r.anchor)})"
+            if r.exact and r.exact.startswith("MISMATCH"):
+                text += " MISMATCH"
+            cells.append(text)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def format_summary(results: Sequence[Result], table: str) -> str:
     """A compact Markdown table: one line per op, type, granularity and
     thread count, one column per size holding the ratio (and, for the
-    onnxruntime table, the share of the copy kernel's bandwidth)."""
+    onnxruntime table, the share of the copy kernel's bandwidth); the dpu
+    table's by :func:`format_dpu_summary`."""
     rows = [r for r in results if r.table == table]
     if not rows:
         return ""
+    if table == "dpu":
+        return format_dpu_summary(rows)
     sizes = list(dict.fromkeys(r.size for r in rows))
     keys: dict[tuple, dict[int, Result]] = {}
     for r in rows:
@@ -174,6 +203,18 @@ How it was measured (`extql bench`, the harness extql_bench):
   anchor is the same one-node model through `extql.inline_fallbacks` (standard
   ONNX ops only) in a session without the library, at the same thread count;
   the copy kernel is `BlockCopy`, split in block-rows as extql's nodes are.
+* The DPU-emulation ops' table: ExtendedInstanceNormalization (x of
+  1x64x56x56, 1x256x14x14, 8x64x56x56; γ / β initializers) and ExtendedLSTM
+  (bidirectional, sequence 80, input 64, hidden 128 -- Quark's size -- at
+  batch 1 and 8; W / R / B initializers on their uint16 grid) as extql's nodes
+  in onnxruntime (`library`) and through the NumPy API (`numpy`, threads set by
+  `extql.set_num_threads`), against onnxruntime's own float
+  `InstanceNormalization` / `LSTM` on the same inputs at the same thread
+  count, the three timed interleaved.  The float op computes in float32 what
+  the DPU computes in bfloat16 / 16-bit fixed point: the ratio is what the
+  emulation costs over the float op.  The library is checked bit for bit
+  against the NumPy API (`=api`); Quark's own library is measured by
+  `benchmarks/dpu_ops.py`.
 * Before timing, every row checks extql's output bit for bit: `=ort` against
   onnxruntime's own op, `=api` against extql's NumPy API, `=fallback` against
   the fallback model (block formats: `=api =fallback`, both; a NaN equals any

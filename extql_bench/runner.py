@@ -348,4 +348,9 @@ def run(cfg: BenchConfig) -> list[Result]:
 
         run_blocks_table(cfg, data, _thread_counts(cfg), _copy_anchor(),
                          lambda r: _emit(cfg, out, r))
+    if "dpu" in cfg.tables:
+        from .dpu import resolve, run_dpu_table
+
+        run_dpu_table(resolve(cfg.dpu), _thread_counts(cfg), cfg.repeat, cfg.min_sample,
+                      cfg.check, cfg.spin, lambda r: _emit(cfg, out, r))
     return out

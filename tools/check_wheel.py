@@ -312,7 +312,7 @@ def bench(job: Job, python: Path) -> None:
     print(out.strip())
     rows = json.loads(report.read_text())["results"]
     tables = {r["table"] for r in rows}
-    if tables != {"ort", "numpy", "fallback", "blocks"}:
+    if tables != {"ort", "numpy", "fallback", "blocks", "dpu"}:
         raise Failure(f"extql bench --quick measured the tables {sorted(tables)}")
     if "copy% not measured" not in out:
         raise Failure("extql bench --quick does not say why the copy column is empty")

@@ -75,6 +75,14 @@ def test_quick_run_prints_every_table(capsys, tmp_path):
         assert r["op"] == ("BFP" if r["type"] == "bfp16" else "MX")
         assert r["anchor_name"] == "fallback model" and r["anchor"] > 0, r
     assert "| BFP | bfp16 | fallback model | nchw | 1 |" in text
+    dpu_rows = [r for r in rows if r["table"] == "dpu"]  # --quick: one shape per op
+    assert {(r["op"], r["granularity"], r["type"]) for r in dpu_rows} == {
+        (op, shape, kind) for op, shape in (("IN", "1x64x56x56"), ("LSTM", "80x1x64 H128"))
+        for kind in ("library", "numpy")}
+    assert all(r["exact"] == "=api" and r["anchor"] > 0 for r in dpu_rows)
+    assert "| IN | 1x64x56x56 | library | onnxruntime InstanceNormalization (float) |" in text
+    assert "| block format >= 10x faster than its fallback model" in text
+    assert "| instance norm <= 2x onnxruntime's float InstanceNormalization" in text
     md = out_md.read_text()
     assert md.startswith("# extql benchmark results")
     assert "extql bench --quick" in md and "copy kernel" in md
@@ -89,6 +97,7 @@ def test_options_select_what_runs(capsys):
     assert "| DQ | uint16 | onnxruntime DequantizeLinear | axis1 | 1 |" in text
     assert "| DQ | uint16 | onnxruntime DequantizeLinear | axis1 | 2 |" in text
     assert "| Q |" not in text and "## NumPy API" not in text and "| BFP |" not in text
+    assert "| IN |" not in text
 
 
 @pytest.mark.usefixtures("kernel_isa")
@@ -261,7 +270,7 @@ def test_bench_runs_without_a_source_checkout(tmp_path):
     assert "copy% not measured: the copy kernel is built from a source checkout" in proc.stdout
     assert "| op | type | anchor | gran. | thr | 64K ratio |" in proc.stdout
     rows = json.loads(report.read_text())["results"]
-    assert {r["table"] for r in rows} == {"ort", "numpy", "fallback", "blocks"}
+    assert {r["table"] for r in rows} == {"ort", "numpy", "fallback", "blocks", "dpu"}
     for table in ("ort", "blocks"):
         measured = [r for r in rows if r["table"] == table and r["extql"] == r["extql"]]
         assert measured and all(r["copy"] is None and "source checkout" in r["copy_note"]
