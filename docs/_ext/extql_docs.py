@@ -11,6 +11,11 @@
     The ``--help`` text of the ``extql`` command and of every sub-command, read
     from ``extql.cli.build_parser()`` at build time, so the page lists exactly
     the commands the installed package has.
+
+``extql-runtime-limits``
+    The table of :data:`extql.tools.runtimes.LIMITS`: where OpenVINO and tract
+    do not keep the fallbacks' bits, read at build time, so the page says
+    what ``extql inline --target`` warns by and what tests/runtimes holds.
 """
 
 from __future__ import annotations
@@ -117,8 +122,36 @@ class CliHelp(SphinxDirective):
         return block
 
 
+class RuntimeLimits(SphinxDirective):
+    """A list-table of ``extql.tools.runtimes.LIMITS``."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        from extql.tools.runtimes import LIMITS, TESTED
+
+        ops = {"Q": "quantize", "DQ": "dequantize", "BFP": "BFP block formats",
+               "MX": "MX block formats"}
+        zero = {"zero": ", zero point 0", "nonzero": ", zero point not 0", None: ""}
+        lines = [".. list-table::", "   :header-rows: 1", "",
+                 "   * - runtime", "     - nodes", "     - verdict", "     - why"]
+        for lim in LIMITS:
+            types = ", ".join(lim.types) if lim.types else "every type"
+            what = f"{ops[lim.op]}: {types}" if lim.op in ("Q", "DQ") else ops[lim.op]
+            what += zero[lim.zero_point] + (", per tensor" if lim.granularity else "")
+            lines += [f"   * - {lim.runtime} {TESTED[lim.runtime]}", f"     - {what}",
+                      f"     - {lim.verdict}", f"     - {lim.cause}"]
+        from docutils.statemachine import StringList
+
+        container = nodes.container()
+        self.state.nested_parse(StringList(lines, source="extql.tools.runtimes.LIMITS"),
+                                self.content_offset, container)
+        return container.children
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("extql_docs_strict", False, "env")
     app.add_directive("extql-if-available", IfAvailable)
     app.add_directive("extql-cli-help", CliHelp)
+    app.add_directive("extql-runtime-limits", RuntimeLimits)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

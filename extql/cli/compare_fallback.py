@@ -22,10 +22,15 @@ __all__ = ["compare_fallback"]
 
 
 def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarray],
-                     native: dict[str, np.ndarray], tmp: str) -> int:
+                     native: dict[str, np.ndarray], tmp: str, runtime: str = "onnxruntime",
+                     whole_fallback: dict[str, np.ndarray] | None = None) -> int:
     """Run the comparison for a model whose outputs with the library were
     ``native``; print and record it; return the exit status (1: a node differs).
-    ``tmp`` is a directory for models too big to hand over as bytes."""
+    ``tmp`` is a directory for models too big to hand over as bytes.  With
+    ``runtime`` "openvino" or "tract" the fallbacks are inlined and run
+    there (:mod:`extql.tools.runtimes`), and a node that runtime is known not
+    to keep exact says so; ``whole_fallback`` is the whole model's outputs
+    there when they were computed already."""
     from ..onnx import graph
     from ..tools import compare as node_compare
 
@@ -33,49 +38,117 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
     types = graph.infer_types(model)
     exposed, kept = node_compare.expose(model, nodes, types)
     node_lines: list[str] = []
+    known = _known_limits(model, runtime)
+    where = "fallback functions" if runtime == "onnxruntime" else f"fallbacks in {runtime}"
     if kept:
         log(args, f"running with the library, {len(kept)} quantization node(s) exposed ...")
         target = serialisable(exposed, tmp, "exposed.onnx")
         values = dict(feeds)
         values.update(session.run_model(
             target, feeds, session.stepped_options(target, session.library_options, args)))
-        iso, feed_of, out_of = node_compare.isolated_nodes(model, kept, types)
-        log(args, "running the same nodes through the fallback functions (no library) ...")
-        target = serialisable(_with_fallbacks(iso), tmp, "nodes.onnx")
-        got = session.run_model(target, {alias: values[name] for alias, name in feed_of.items()},
-                                session.stepped_options(target, None, args))
-        for q, (alias, name) in zip(kept, out_of.items(), strict=True):
-            diff = node_compare.compare_arrays(values[name], got[alias])
+        log(args, f"running the same nodes through the {where} ...")
+        for q, diff in _node_differences(args, model, kept, types, values, tmp, runtime):
             if diff is not None:
-                node_lines.append(f"{q.ext.label} (output {name!r}): {diff}")
+                line = f"{q.ext.label} (output {q.output!r}): {diff}"
+                if q.ext.label in known:
+                    line += f" [known: {known[q.ext.label]}]"
+                node_lines.append(line)
     skipped = len(nodes) - len(kept)
-    log(args, "running the whole model with the fallback functions (no library) ...")
-    target = serialisable(_with_fallbacks(model), tmp, "fallback.onnx")
-    fallback = session.run_model(target, feeds, session.stepped_options(target, None, args))
-    whole = _differing_outputs(native, fallback)
+    failed = None
+    if whole_fallback is None:
+        from ..tools.runtimes import RuntimeFailure
+
+        log(args, f"running the whole model with the {where} ...")
+        try:
+            whole_fallback = _fallback_run(args, model, feeds, tmp, runtime, "fallback.onnx")
+        except RuntimeFailure as exc:
+            failed = str(exc)
+    whole = [] if failed else _differing_outputs(native, whole_fallback)
     if node_lines:
-        print("quantization nodes: native and fallback DIFFER on the same inputs:")
+        print(f"quantization nodes: native and {where} DIFFER on the same inputs:")
         for line in node_lines:
             print(f"  {line}")
     elif kept:
         print(f"quantization nodes: all {len(kept)} output(s) identical, native kernels vs "
-              "fallback functions on the same inputs")
+              f"{where} on the same inputs")
     else:
         print("quantization nodes: none to compare")
     if skipped:
         print(f"note: {skipped} quantization node(s) not compared (inside a subgraph, or a "
               "value of unknown type)")
-    if whole:
-        print("whole model (information, not a failure: onnxruntime optimises the graph "
+    if failed:
+        print(f"whole model: {runtime} cannot run it: {failed}")
+    elif whole:
+        print("whole model (information, not a failure: a runtime optimises the graph "
               "around custom nodes and around their decompositions differently):")
         for line in whole:
             print(f"  {line}")
     else:
         print(f"whole model: all {len(native)} output(s) agree bit for bit")
-    json_output.record(args, fallback_agrees=not node_lines, differences=node_lines,
-                       nodes_compared=len(kept), nodes_not_compared=skipped,
-                       whole_model_differences=whole)
-    return 1 if node_lines else 0
+    json_output.record(args, runtime=runtime, fallback_agrees=not node_lines,
+                       differences=node_lines, nodes_compared=len(kept), nodes_not_compared=skipped,
+                       whole_model_differences=whole, whole_model_error=failed)
+    return 1 if node_lines or failed else 0
+
+
+def _known_limits(model, runtime: str) -> dict[str, str]:
+    """node label -> what :data:`extql.tools.runtimes.LIMITS` says of it there."""
+    if runtime == "onnxruntime":
+        return {}
+    from ..tools.runtimes import model_limits
+
+    out = {}
+    for line in model_limits(model, runtime):
+        label, _, rest = line.partition(": ")
+        out[label] = rest
+    return out
+
+
+def _fallback_run(args: argparse.Namespace, model, feeds: dict[str, np.ndarray], tmp: str,
+                  runtime: str, name: str) -> dict[str, np.ndarray]:
+    """The model's outputs through its fallbacks: attached and run by
+    onnxruntime without the library, or inlined and run in ``runtime``
+    (a :class:`extql.tools.runtimes.RuntimeFailure` when it cannot)."""
+    if runtime == "onnxruntime":
+        target = serialisable(_with_fallbacks(model), tmp, name)
+        return session.run_model(target, feeds, session.stepped_options(target, None, args))
+    from ..tools import runtimes
+    from ..tools.inline import inline_fallbacks
+
+    try:
+        inlined = inline_fallbacks(model)
+    except ValueError as exc:
+        raise CliError(f"--compare-fallback cannot compare this model: {exc}") from None
+    return runtimes.run(inlined, feeds, runtime)
+
+
+def _node_differences(args, model, kept, types, values, tmp, runtime):
+    """(node, difference or None) for every node of ``kept``, its fallback
+    run alone on the inputs the native run gave it.  The nodes run as one
+    model; where another runtime cannot run that, one by one, and a node it
+    cannot run is a difference that says why."""
+    from ..tools import compare as node_compare
+    from ..tools.runtimes import RuntimeFailure
+
+    def run(nodes):
+        iso, feed_of, out_of = node_compare.isolated_nodes(model, nodes, types)
+        got = _fallback_run(args, iso, {alias: values[name] for alias, name in feed_of.items()},
+                            tmp, runtime, "nodes.onnx")
+        return [(q, node_compare.compare_arrays(values[name], got[alias]))
+                for q, (alias, name) in zip(nodes, out_of.items(), strict=True)]
+
+    try:
+        return run(kept)
+    except RuntimeFailure:
+        if len(kept) == 1:
+            raise
+    out = []
+    for q in kept:
+        try:
+            out.extend(run([q]))
+        except RuntimeFailure as exc:
+            out.append((q, f"{runtime} cannot run its fallback: {exc}"))
+    return out
 
 
 def _with_fallbacks(model):

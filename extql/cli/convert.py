@@ -17,6 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ..tools.runtimes import RUNTIMES
 from .args import add_rewrite_arguments
 from .errors import CliError
 from .model_io import open_rewrite, write_rewritten
@@ -57,7 +58,26 @@ def _cmd_attach(args: argparse.Namespace) -> int:
 def _cmd_inline(args: argparse.Namespace) -> int:
     from ..tools.inline import inline_fallbacks
 
-    return _convert(args, "inline", inline_fallbacks)
+    code = _convert(args, "inline", inline_fallbacks)
+    if args.target and args.target != "onnxruntime":
+        warn_target(args.input, args.target)
+    return code
+
+
+def warn_target(path: str, runtime: str) -> list[str]:
+    """Warn on stderr, one line per node, where ``runtime`` does not keep
+    the fallbacks exact (:data:`extql.tools.runtimes.LIMITS`); return the lines."""
+    import onnx
+
+    from ..tools.runtimes import TESTED, model_limits
+
+    lines = model_limits(onnx.load(path, load_external_data=False), runtime)
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+    if lines:
+        print(f"warning: {len(lines)} node(s) not exact in {runtime} {TESTED[runtime]} "
+              "(docs/guide/runtimes.rst)", file=sys.stderr)
+    return lines
 
 
 def _cmd_lower(args: argparse.Namespace) -> int:
@@ -97,10 +117,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Copy IN to OUT with every Extended (and legacy Vitis) node, and every com.microsoft\n"
             "QuantizeLinear / DequantizeLinear, replaced by the standard ops that compute it bit\n"
             "for bit. OUT has no custom or Microsoft operator left, so any ONNX runtime can run\n"
-            "it."
+            "it. With --target openvino|tract it also warns, naming each node, where that\n"
+            "runtime is known not to keep the fallback's bits (docs/guide/runtimes.rst)."
         ),
     )
     add_rewrite_arguments(p)
+    p.add_argument("--target", choices=RUNTIMES, default=None,
+                   help="the runtime OUT is for: warn where it does not keep the bits")
     p.set_defaults(func=_cmd_inline)
 
     p = subparsers.add_parser(

@@ -1,4 +1,5 @@
-"""``extql run MODEL``: run a model in onnxruntime with the extql library.
+"""``extql run MODEL``: run a model in onnxruntime with the extql library
+(or, with ``--runtime openvino|tract``, its fallbacks inlined in that runtime).
 
 Inputs come from ``--inputs FILE.npz`` or are random (:mod:`.inputs`); an
 input that the file lacks is random too, with a warning on stderr that names
@@ -19,6 +20,7 @@ import time
 
 import numpy as np
 
+from ..tools.runtimes import RUNTIMES
 from . import json_output, session
 from .args import add_quiet_flag, dim_size
 from .compare_fallback import compare_fallback
@@ -33,6 +35,12 @@ __all__ = ["register"]
 
 def _cmd_run(args: argparse.Namespace) -> int:
     require_modules("onnx", "onnxruntime", "onnxscript")
+    if args.runtime != "onnxruntime":
+        from ..tools.runtimes import available
+
+        if not available(args.runtime):
+            raise CliError(f"--runtime {args.runtime}: {args.runtime} is not installed "
+                           f"(pip install {args.runtime})")
     readable_file(args.model, "an .onnx model")
     if args.save_outputs:
         writable_output(args.save_outputs, "outputs (.npz)")  # before the model runs
@@ -66,6 +74,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     json_output.record(args, random_inputs=randomised)
     with tempfile.TemporaryDirectory(prefix="extql-run-") as tmp:
         start = time.monotonic()
+        if args.runtime != "onnxruntime":
+            return _run_elsewhere(args, model, feeds, tmp, start)
         if args.no_library:
             log(args, "running with the fallback functions (no library) ...")
             native = None
@@ -93,6 +103,55 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return compare_fallback(args, model, feeds, native, tmp)
 
 
+def _run_elsewhere(args: argparse.Namespace, model, feeds: dict[str, np.ndarray], tmp: str,
+                   start: float) -> int:
+    """``--runtime openvino|tract``: the fallbacks inlined and run there
+    (OpenVINO's CPU plugin at float32 precision), after a warning for each
+    node that runtime is known not to keep exact; with --compare-fallback,
+    every quantization node's fallback in that runtime against the library's
+    kernels, each on the inputs the library's run gave it."""
+    from ..tools import runtimes
+    from ..tools.inline import inline_fallbacks
+    from .convert import warn_target
+
+    if args.no_library:
+        raise CliError(f"--runtime {args.runtime} runs the fallbacks, never the library: "
+                       "drop --no-library")
+    warn_target(args.model, args.runtime)
+    log(args, f"inlining the fallbacks and running in {args.runtime} ...")
+    try:
+        inlined = inline_fallbacks(model)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        outputs = runtimes.run(inlined, feeds, args.runtime)
+    except runtimes.RuntimeFailure as exc:
+        # With --compare-fallback the nodes are still compared one by one:
+        # that is how the node the runtime cannot take is found.
+        print(f"{args.model}: {args.runtime} cannot run the inlined model: {exc}")
+        json_output.record(args, model=str(args.model), runtime=args.runtime,
+                           runtime_error=str(exc))
+        if not args.compare_fallback:
+            return 1
+        outputs = None
+    else:
+        log(args, f"ran in {time.monotonic() - start:.2f} s")
+        _print_outputs(args, outputs)
+        if args.save_outputs:
+            save_npz(args.save_outputs, outputs)
+            print(f"wrote {args.save_outputs}")
+            json_output.record(args, saved=str(args.save_outputs))
+        if not args.compare_fallback:
+            return 0
+    log(args, "running with the extql library ...")
+    target = serialisable(model, tmp, "model.onnx")
+    native = session.run_model(target, feeds,
+                               session.stepped_options(target, session.library_options, args))
+    return compare_fallback(args, model, feeds, native, tmp, runtime=args.runtime,
+                            whole_fallback=outputs) if outputs is not None else max(
+        1, compare_fallback(args, model, feeds, native, tmp, runtime=args.runtime))
+
+
 def _print_outputs(args: argparse.Namespace, outputs: dict[str, np.ndarray]) -> None:
     """One line per output: its type, shape and, for floats, NaN count."""
     summary = {}
@@ -104,7 +163,8 @@ def _print_outputs(args: argparse.Namespace, outputs: dict[str, np.ndarray]) -> 
             summary[name]["nan"] = int(np.isnan(v).sum())
             finite = f", {summary[name]['nan']} NaN"
         print(f"output {name}: {value.dtype}{list(value.shape)}{finite}")
-    json_output.record(args, model=str(args.model), library=not args.no_library,
+    json_output.record(args, model=str(args.model), runtime=args.runtime,
+                       library=not args.no_library and args.runtime == "onnxruntime",
                        outputs=summary)
 
 
@@ -122,8 +182,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "difference as information. If onnxruntime rejects the model at its default\n"
             "optimisation level, run steps it down (all, extended, basic, disabled) with a\n"
             "warning. A custom operator that neither extql nor onnxruntime implements is named\n"
-            "and run exits 1.\n\n"
-            "example: extql run model.onnx --inputs in.npz --compare-fallback"
+            "and run exits 1. --runtime openvino|tract runs the model with its fallbacks\n"
+            "inlined in that runtime instead; with --compare-fallback each quantization node's\n"
+            "fallback there is compared with the library's kernels, which names the nodes the\n"
+            "runtime breaks.\n\n"
+            "example: extql run model.onnx --inputs in.npz --compare-fallback\n"
+            "         extql run model.onnx --runtime openvino --compare-fallback"
         ),
     )
     p.add_argument("model", metavar="MODEL", help="the .onnx model to run")
@@ -135,6 +199,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "bit for bit on the same inputs (the whole model: information)")
     p.add_argument("--no-library", action="store_true",
                    help="run with the fallback functions only (no native library)")
+    p.add_argument("--runtime", choices=RUNTIMES, default="onnxruntime",
+                   help="run the model with its fallbacks inlined in OpenVINO (CPU, float32 "
+                        "precision) or tract instead (default: onnxruntime with the library); "
+                        "warns where the runtime is known not to keep the bits, and with "
+                        "--compare-fallback names every node whose fallback differs there")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--dim", type=dim_size, action="append", metavar="NAME=SIZE",
                    help="size of a symbolic dimension of the random inputs (default 1); "

@@ -7,9 +7,9 @@ tests/fallback_cases.py.
 Run by the tox envs ``openvino`` and ``tract`` (each installs its runtime
 and names it in ``EXTQL_RUNTIMES``, which makes a missing runtime an error);
 elsewhere the cases of the runtimes that are installed run (none: no case).  What does not
-hold yet is listed in ``NOT_YET`` with its cause (docs/guide/runtimes.rst) and is
-a strict xfail: a case that starts to hold fails the run until it is moved
-out of the list.
+hold yet is :data:`extql.tools.runtimes.LIMITS` (docs/guide/runtimes.rst shows it)
+and is a strict xfail: a case that starts to hold fails the run until the
+table says so.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from fallback_cases import quantized_x, special_x, zero_points
 from onnx import helper, numpy_helper
 
 import extql
+from extql.tools import runtimes
+from extql.tools.runtimes import limit_of
 
 pytestmark = [pytest.mark.fallback, pytest.mark.usefixtures("kernel_isa")]
 
@@ -35,32 +37,14 @@ CODE = {np.dtype(np.float32): 1, np.dtype(np.float16): 10, BF16: 16, np.dtype(np
         np.dtype(np.uint8): 2, np.dtype(np.int16): 5, np.dtype(np.uint16): 4,
         np.dtype(np.int32): 6, np.dtype(np.uint32): 12}
 
-# (runtime, "Q"/"DQ", type) -> the cause; see docs/guide/runtimes.rst.
-_DIVISION = "Div is a * (1 / b) there, not correctly rounded: the 32-bit quotient differs"
-_BF16_CAST = "OpenVINO's Cast to bfloat16 truncates; bfloat16 inputs are not taken as such"
-_NO_BF16 = "tract has no bfloat16 type (unsupported)"
-# float16 with a zero point of 0: the sign of zero (-0 where the contract
-# gives +0) is lost where these runtimes simplify the opaque +0 away.
-_SIGNED_ZERO_WHY = "float16, zero point 0: the sign of zero is lost (x + 0 simplified)"
-_REWRITE = ("OpenVINO rewrites (x - zp) * s as x * s - zp * s (two roundings) when zp is "
-            "not 0")
-_WIDE = "uint32 >= 2**31 through int64 narrowed (OpenVINO runs int64 as int32; tract too)"
-# (runtime, direction, type, zero point 0?) -> the cause
-NOT_YET_ZP = {
-    **{("openvino", "DQ", t, False): _REWRITE
-       for t in ("int8", "uint8", "int16", "uint16", "int32")},
-    **{(rt, "DQ", "uint32", zero): _WIDE for rt in ("openvino", "tract")
-       for zero in (False, True)},
-    ("tract", "Q", "float16", True): _SIGNED_ZERO_WHY,
-    ("openvino", "DQ", "float16", True): _SIGNED_ZERO_WHY,
-}
-# (runtime, direction, type, granularity, zero point 0?) -> the cause
-NOT_YET_ONE = {("openvino", "Q", "float16", "tensor", True): _SIGNED_ZERO_WHY}
-NOT_YET = {
-    **{(rt, "Q", t): _DIVISION for rt in ("openvino", "tract") for t in ("int32", "uint32")},
-    **{("openvino", d, "bfloat16"): _BF16_CAST for d in ("Q", "DQ")},
-    **{("tract", d, "bfloat16"): _NO_BF16 for d in ("Q", "DQ")},
-}
+# What does not hold yet is extql.tools.runtimes.LIMITS, the table the docs
+# show and `extql inline --target` warns by: each such case is a strict xfail.
+
+
+def why_not(runtime: str, direction: str, qtype: str, granularity: str, zero: bool) -> str | None:
+    """The cause LIMITS gives for such a case, or None where it must hold."""
+    lim = limit_of(runtime, direction, qtype, zero, granularity)
+    return None if lim is None else f"{lim.verdict}: {lim.cause}"
 
 
 def _tensor(name: str, a: np.ndarray) -> onnx.TensorProto:
@@ -82,27 +66,15 @@ def one_node(quantize: bool, x, s, z, axis) -> onnx.ModelProto:
         helper.make_opsetid("", 21), helper.make_opsetid("com.amd.quark", 1)])
 
 
-def run_openvino(model: onnx.ModelProto, x: np.ndarray, tmp_path) -> np.ndarray:
-    import openvino as ov
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(str(path)), "CPU",
-                                  {"INFERENCE_PRECISION_HINT": "f32"})
-    out = compiled([x])
-    return np.asarray(out[compiled.outputs[0]])
-
-
-def run_tract(model: onnx.ModelProto, x: np.ndarray, tmp_path) -> np.ndarray:
-    import tract
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    runnable = tract.onnx().load(str(path)).into_model().into_runnable()
-    return runnable.run([x])[0].to_numpy()
+def _runner(runtime: str):
+    """x -> y of a one-node model, run as ``extql run --runtime`` runs it."""
+    def run(model: onnx.ModelProto, x: np.ndarray, tmp_path) -> np.ndarray:
+        return runtimes.run(model, {"x": x}, runtime)["y"]
+    return run
 
 
 _WANTED = [n for n in os.environ.get("EXTQL_RUNTIMES", "").split(",") if n]
-RUNTIMES = {name: run for name, run in (("openvino", run_openvino), ("tract", run_tract))
+RUNTIMES = {name: _runner(name) for name in ("openvino", "tract")
             if name in _WANTED or importlib.util.find_spec(name) is not None}
 for _name in _WANTED:
     assert _name in RUNTIMES, f"EXTQL_RUNTIMES names {_name!r}, which is not installed"
@@ -145,8 +117,7 @@ for _rt in RUNTIMES:
         for _t in V1:
             for _g in ("tensor", "axis"):
                 for _zero in (False, True):
-                    _why = (NOT_YET.get((_rt, _d, _t)) or NOT_YET_ZP.get((_rt, _d, _t, _zero))
-                            or NOT_YET_ONE.get((_rt, _d, _t, _g, _zero)))
+                    _why = why_not(_rt, _d, _t, _g, _zero)
                     _marks = [pytest.mark.xfail(reason=_why, strict=True)] if _why else []
                     _id = f"{_rt}-{_d}-{_t}-{_g}-{'zp0' if _zero else 'zp'}"
                     PARAMS.append(pytest.param(_rt, _d, _t, _g, _zero, marks=_marks, id=_id))
