@@ -68,7 +68,11 @@ def _child() -> int:
         sys.stdout.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
         sys.stdout.flush()
         return 0
+    from importlib import metadata
+
     sys.stdout.write(json.dumps({"ok": True, "library": library,
+                                 "amd-quark": metadata.version("amd-quark"),
+                                 "torch": metadata.version("torch"),
                                  "onnxruntime": ort.__version__}) + "\n")
     sys.stdout.flush()
     session = None
@@ -283,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         return _child()
     import extql
     from extql_bench.dpu import resolve
-    from extql_bench.machine import loadavg
+    from extql_bench.machine import loadavg, machine_info
     from extql_bench.models import Ort
 
     if args.quick:
@@ -292,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     quark = Quark(args.quark_python)
     load_start = loadavg()
     print(f"extql {extql.__version__}; Quark: "
-          + (f"{quark.info['library']} (onnxruntime {quark.info['onnxruntime']}), 1 thread"
+          + (f"amd-quark {quark.info['amd-quark']}, {quark.info['library']} "
+             f"(onnxruntime {quark.info['onnxruntime']}), 1 thread"
              if quark.why is None else f"not measured: {quark.why}"))
     print(f"medians of {args.rounds} interleaved rounds; load average {load_start}")
     print(HEADER, flush=True)
@@ -312,8 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n" + format_quark_targets(rows))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"quark": quark.info or quark.why, "load": [load_start, load_end],
-                       "rows": rows}, f, indent=1)
+            json.dump({"command": "python benchmarks/dpu_ops.py" + "".join(
+                           f" {a}" for a in (argv if argv is not None else sys.argv[1:])),
+                       "machine": machine_info(), "quark": quark.info or quark.why,
+                       "load": [load_start, load_end], "rows": rows}, f, indent=1)
             f.write("\n")
     bad = [r for r in rows if r["bits_quark"] is False or not r["bits_api"]]
     return 1 if bad else 0

@@ -172,7 +172,10 @@ def test_dpu_ops_script_without_quark(tmp_path, quark_python):
     why = ("no Quark environment at" if quark_python == "missing"
            else "Quark's library does not load")
     assert f"Quark: not measured: {why}" in proc.stdout
-    (row,) = json.loads(out.read_text())["rows"]
+    doc = json.loads(out.read_text())
+    assert doc["command"].startswith("python benchmarks/dpu_ops.py --shapes in-1x256x14x14")
+    assert doc["machine"]["cores"] >= 1 and doc["quark"].startswith(why)
+    (row,) = doc["rows"]
     assert row["quark_1t_ms"] is None and row["speedup"] is None and row["bits_quark"] is None
     assert row["bits_api"] and row["library_ms"] > 0 and row["ort_float_ms"] > 0
     assert "| IN | 1x256x14x14 | 1 | - |" in proc.stdout
