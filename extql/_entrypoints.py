@@ -91,7 +91,7 @@ items [start, stop) of x (xtype: EXTQL_FLOAT32 or EXTQL_FLOAT16), seen as
 x).  A tensor of one element passes through (bfloat16-rounded first when p->bfloat_first
 is set).  Returns 0, -1 for another xtype, -2 when a block too long for the stack finds
 no memory."""),
-    ("dpu_in_range", False, "int",
+    ("dpu_in_range", True, "int",
      ("const float *x", "const float *scale", "const float *bias", "float *y", "int64_t C",
       "int64_t S", "float epsilon", "int64_t start", "int64_t stop"),
      """ExtendedInstanceNormalization (Quark's DPU instance norm) on instances [start, stop)

@@ -85,15 +85,19 @@ cdef float dpu_msc32(float a, float b, float c) noexcept nogil:
     return dpu_addmac32(a0, b0, terms, c)
 
 
-cdef inline void dpu_in_instance(const float *x, float *y, int64_t s, float inv, float eps,
-                                 float g, float b) noexcept nogil:
-    """One instance of s elements: statistics, then every element."""
-    cdef float acc = 0.0, sq = 0.0, v, mean, msq, var, r, ms, t, p
+cdef enum:
+    # Instances whose statistics are summed side by side (one per vector
+    # lane), and the elements of each that are staged at a time.
+    DPU_IN_LANES = 8
+    DPU_IN_BLOCK = 128
+
+
+cdef inline void dpu_in_normalize(const float *x, float *y, int64_t s, float acc, float sq,
+                                  float inv, float eps, float g, float b) noexcept nogil:
+    """One instance of s elements from its sums (of bf(x), and of the
+    squares): the mean, the msc32 variance, then every element."""
+    cdef float mean, msq, var, r, ms, t, p
     cdef int64_t j
-    for j in range(s):
-        v = dpu_bf(x[j])
-        acc = acc + v
-        sq = <float>(<double>sq + <double>v * <double>v)
     mean = acc * inv
     msq = sq * inv
     var = dpu_msc32(mean, mean, msq)
@@ -105,17 +109,79 @@ cdef inline void dpu_in_instance(const float *x, float *y, int64_t s, float inv,
         y[j] = dpu_bf(p + b)
 
 
+cdef inline void dpu_in_instance(const float *x, float *y, int64_t s, float inv, float eps,
+                                 float g, float b) noexcept nogil:
+    """One instance of s elements: statistics, then every element."""
+    cdef float acc = 0.0, sq = 0.0, v
+    cdef int64_t j
+    for j in range(s):
+        v = dpu_bf(x[j])
+        acc = acc + v
+        sq = <float>(<double>sq + <double>v * <double>v)
+    dpu_in_normalize(x, y, s, acc, sq, inv, eps, g, b)
+
+
+cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps,
+                       const float *gs, const float *bs) noexcept nogil:
+    """DPU_IN_LANES consecutive instances (x + k * s) at once.  Each sum is
+    the one dpu_in_instance makes (its own sequential order, element by
+    element), but the instances' chains are interleaved, one per vector
+    lane, so the additions do not wait on each other: a block of each
+    instance's bf(x) is staged transposed (element-major), and the inner
+    loop over the lanes is what the compiler vectorises."""
+    cdef float stage[DPU_IN_BLOCK * DPU_IN_LANES]
+    cdef float acc[DPU_IN_LANES]
+    cdef float sq[DPU_IN_LANES]
+    cdef float v
+    cdef const float *xk
+    cdef int64_t j0, j, n
+    cdef int k
+    for k in range(DPU_IN_LANES):
+        acc[k] = 0.0
+        sq[k] = 0.0
+    j0 = 0
+    while j0 < s:
+        n = s - j0
+        if n > DPU_IN_BLOCK:
+            n = DPU_IN_BLOCK
+        for k in range(DPU_IN_LANES):
+            xk = x + k * s + j0
+            for j in range(n):
+                stage[j * DPU_IN_LANES + k] = dpu_bf(xk[j])
+        for j in range(n):
+            for k in range(DPU_IN_LANES):
+                v = stage[j * DPU_IN_LANES + k]
+                acc[k] = acc[k] + v
+                sq[k] = <float>(<double>sq[k] + <double>v * <double>v)
+        j0 = j0 + n
+    for k in range(DPU_IN_LANES):
+        dpu_in_normalize(x + k * s, y + k * s, s, acc[k], sq[k], inv, eps, gs[k], bs[k])
+
+
 cdef public int dpu_in_range "EXTQL_ISA_FN(extql_dpu_in_range)"(
         const float *x, const float *scale, const float *bias, float *y, int64_t C,
         int64_t S, float epsilon, int64_t start, int64_t stop) noexcept nogil:
     """Instances [start, stop) of x seen as [N * C, S] into y (not x's
-    memory), γ = bf(scale[i % C]), β = bf(bias[i % C]).  Returns 0."""
+    memory), γ = bf(scale[i % C]), β = bf(bias[i % C]).  Groups of
+    DPU_IN_LANES instances go through dpu_in_lanes, the rest one by one
+    (the same bits either way).  Returns 0."""
     cdef int64_t i
+    cdef int k
     cdef float inv
+    cdef float gs[DPU_IN_LANES]
+    cdef float bs[DPU_IN_LANES]
     if S <= 0 or C <= 0:
         return 0
     inv = <float>(1.0 / <double>S)
-    for i in range(start, stop):
+    i = start
+    while i + DPU_IN_LANES <= stop:
+        for k in range(DPU_IN_LANES):
+            gs[k] = dpu_bf(scale[(i + k) % C])
+            bs[k] = dpu_bf(bias[(i + k) % C])
+        dpu_in_lanes(x + i * S, y + i * S, S, inv, epsilon, gs, bs)
+        i = i + DPU_IN_LANES
+    while i < stop:
         dpu_in_instance(x + i * S, y + i * S, S, inv, epsilon, dpu_bf(scale[i % C]),
                         dpu_bf(bias[i % C]))
+        i = i + 1
     return 0
