@@ -66,14 +66,16 @@ def OpaqueZero(t) -> FLOAT:
     ``+0``, ``-0 - (-0)`` is ``+0``.  A zero point passed through
     ``Sub(zp, OpaqueZero(t))`` keeps its value and sign exactly
     (``z - (+0) = z`` for every z, ``-0`` included) but is no longer a
-    constant, so the Add / Sub that uses it stays.  O(1): one element of
-    ``t`` (any type; none for an empty ``t``) as float32 through IsNaN, cast
-    to 0 or 1, times +0.
+    constant, so the Add / Sub that uses it stays.  O(1): whether one element
+    of ``t`` (any type; none for an empty ``t``) is NaN, p, gives
+    ``p and not p``, cast to float32: +0 without a multiplication by a
+    constant 0, which a runtime may fold to 0 (tract did, and then dropped
+    the Add of a float16 quantize with a zero point of 0).
     """
     first = op.Slice(op.Reshape(t, op.Constant(value_ints=[-1])),
                      op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
-    probe = op.ReduceSum(op.Cast(first, to=_F32), keepdims=0)
-    return op.Mul(op.Cast(op.IsNaN(probe), to=_F32), op.Constant(value_float=0.0))
+    probe = op.IsNaN(op.ReduceSum(op.Cast(first, to=_F32), keepdims=0))
+    return op.Cast(op.And(probe, op.Not(probe)), to=_F32)
 
 
 @script(_INTERNAL, default_opset=op)

@@ -107,7 +107,6 @@ LIMITS: tuple[Limit, ...] = (
     Limit("tract", "DQ", ("uint32",), _ANY, _ANY, "unsupported", f"{_TRACT_OOB}; {_UINT32}"),
     Limit("openvino", "Q", ("float16",), "zero", "tensor", "close", _SIGNED_ZERO),
     Limit("openvino", "DQ", ("float16",), "zero", _ANY, "close", _SIGNED_ZERO),
-    Limit("tract", "Q", ("float16",), "zero", _ANY, "close", _SIGNED_ZERO),
     Limit("openvino", "Q", ("bfloat16",), _ANY, _ANY, "close", _BF16_CAST),
     Limit("openvino", "DQ", ("bfloat16",), _ANY, _ANY, "close", _BF16_CAST),
     Limit("tract", "Q", ("bfloat16",), _ANY, _ANY, "unsupported", _NO_BF16),
