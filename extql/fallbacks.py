@@ -109,6 +109,12 @@ Public objects:
   :func:`float64_overload`, :func:`split_overload`).
 * :func:`variant` -- the variant of a node from its zero point's type.
 
+Quark's DPU instance norm (``ExtendedInstanceNormalization`` /
+``VitisInstanceNormalization``): :func:`dpu_function_proto` (one function
+per operator name, ``overload`` :data:`DPU_VARIANT`), the onnxscript source
+in :mod:`extql.onnx.fallback_dpu` (what it computes, and the two cases where
+it cannot give the kernels' bits: docs/differences.rst).
+
 The onnxscript source of the decompositions is in :mod:`extql.onnx`
 (``fallback_plan``: granularity; ``fallback_arith``: the division and signed
 zeros; ``fallback_cores``: each type's route; ``fallback_functions``: the
@@ -128,6 +134,8 @@ from .onnx.fallback_protos import (
     BLOCK_VARIANTS,
     CORE_DOMAIN,
     DISPATCH_MIN_OPSET,
+    DPU_MIN_OPSET,
+    DPU_VARIANT,
     FLOAT64,
     FLOAT64_VARIANTS,
     MIN_OPSET,
@@ -136,6 +144,7 @@ from .onnx.fallback_protos import (
     block_function_proto,
     core_proto,
     dispatcher_proto,
+    dpu_function_proto,
     float64_overload,
     function_proto,
     split_overload,
@@ -167,6 +176,9 @@ __all__ = [
     "BLOCK_VARIANTS",
     "BLOCK_MIN_OPSET",
     "block_function_proto",
+    "DPU_MIN_OPSET",
+    "DPU_VARIANT",
+    "dpu_function_proto",
 ]
 
 #: variant -> onnxscript function for ExtendedQuantizeLinear, to call from a

@@ -34,7 +34,7 @@ from .blocks import node_attributes, x_type_name
 from .graph import TypeInfo, graphs, node_label
 
 __all__ = ["DPU_OPS", "DPUNode", "dpu_family", "dpu_nodes", "check_dpu_node",
-           "lstm_attributes", "evaluate", "refuse_dpu_nodes"]
+           "lstm_attributes", "evaluate", "refuse_dpu_nodes", "STANDARD_OPS_FAMILIES"]
 
 #: (domain, op_type) -> "in" (instance norm) or "lstm".
 DPU_OPS: dict[tuple[str, str], str] = {
@@ -42,6 +42,10 @@ DPU_OPS: dict[tuple[str, str], str] = {
     (DOMAIN, lstm_rules.OP): "lstm",
     (LEGACY_DOMAIN, lstm_rules.LEGACY_OP): "lstm",
 }
+
+
+#: The DPU families that have a standard-ops fallback (the instance norm).
+STANDARD_OPS_FAMILIES: tuple[str, ...] = ("in",)
 
 
 def dpu_family(node: onnx.NodeProto) -> str | None:
@@ -199,10 +203,11 @@ def evaluate(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[
 
 
 def refuse_dpu_nodes(model: onnx.ModelProto) -> None:
-    """Raise a ValueError naming the first DPU-emulation node of the model:
-    these operators have no standard-ops form in extql yet, so a model that
-    is to need no custom operator cannot keep them."""
-    found = dpu_nodes(model)
+    """Raise a ValueError naming the first DPU-emulation node of the model
+    that has no standard-ops form in extql yet (the LSTM; the instance norm
+    has one, :mod:`extql.onnx.fallback_dpu`), so a model that is to need no
+    custom operator cannot keep it."""
+    found = [d for d in dpu_nodes(model) if d.family not in STANDARD_OPS_FAMILIES]
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise ValueError(f"{found[0].label}{more}: a DPU-emulation operator has no "

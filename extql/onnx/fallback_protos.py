@@ -29,6 +29,7 @@ from . import fallback_block_math as block_math
 from . import fallback_blocks as blocks
 from . import fallback_cores as cores
 from . import fallback_dispatch as dispatch
+from . import fallback_dpu as dpu
 from . import fallback_functions as functions
 from . import fallback_plan as plan
 from .blocks import BLOCK_OP_NAMES
@@ -68,6 +69,9 @@ __all__ = [
     "block_function_proto",
     "block_fallback_proto",
     "block_function_name",
+    "DPU_MIN_OPSET",
+    "DPU_VARIANT",
+    "dpu_function_proto",
 ]
 
 #: The oldest default-domain opset the functions can be stamped with: every op
@@ -421,3 +425,32 @@ def block_fallback_proto(family: str, variant: str, version: int) -> onnx.Functi
 def block_function_name(family: str, variant: str) -> str:
     """The operator name of one block fallback in :data:`FALLBACK_DOMAIN`."""
     return f"{BLOCK_OP_NAMES[DOMAIN][0 if family == 'bfp' else 1]}_{variant}"
+
+
+# --------------------------------------------------------------------------
+# The DPU-emulation operators (ExtendedInstanceNormalization).
+
+#: The oldest ai.onnx opset the DPU fallbacks can be stamped with: Cast to
+#: bfloat16 (13) and CumSum (11, 14 for bfloat16; float32 here).
+DPU_MIN_OPSET = 13
+#: The ``overload`` the DPU nodes and their functions carry.
+DPU_VARIANT = dpu.DPU_VARIANT
+
+
+@functools.cache
+def _flat_dpu(family: str) -> onnx.FunctionProto:
+    if family != "in":
+        raise ValueError(f"no standard-ops fallback for the DPU family {family!r}")
+    return _flatten(dpu.InstanceNorm, [plan.Choose, *block_math.HELPERS, *dpu.HELPERS])
+
+
+def dpu_function_proto(family: str, name: str, domain: str, *,
+                       opset: int = MODEL_OPSET) -> onnx.FunctionProto:
+    """The flat FunctionProto of a DPU-emulation operator's fallback
+    (``family`` "in": ExtendedInstanceNormalization / the legacy
+    VitisInstanceNormalization, ``name`` in ``domain``), with
+    ``overload=DPU_VARIANT``, importing ai.onnx ``opset`` (>=
+    :data:`DPU_MIN_OPSET`)."""
+    _check_domain(domain)
+    _check_opset(opset, DPU_MIN_OPSET, "the DPU operators' fallback functions")
+    return _stamp(_flat_dpu(family), domain, name, DPU_VARIANT, opset)

@@ -16,6 +16,7 @@ from onnx import helper
 from .. import fallbacks, rules
 from ..onnx.blocks import block_nodes
 from ..onnx.check import raise_first_problem
+from ..onnx.dpu import dpu_nodes
 from ..onnx.graph import (
     ExtNode,
     TypeInfo,
@@ -41,6 +42,7 @@ from ..rules.types import (
     type_opset,
 )
 from .attach_blocks import attach_block_fallbacks
+from .attach_dpu import FALLBACK_FAMILIES, attach_dpu_fallbacks
 
 __all__ = ["attach_fallbacks", "FUNCTION_IR_VERSION"]
 
@@ -184,18 +186,26 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     else a ``ValueError`` names the node).
     Existing fallback functions are replaced, so attaching twice is
     harmless.
+
+    ``ExtendedInstanceNormalization`` / ``VitisInstanceNormalization``
+    nodes get their function too (:mod:`extql.tools.attach_dpu`:
+    ``overload`` ``bfloat16``, ``epsilon`` spelled out); LSTM nodes are left
+    as they are (no standard-ops form yet).
     """
     out = copy_model(model)
     nodes = extended_nodes(out)
     if not nodes:
-        if block_nodes(out):
+        if block_nodes(out) or any(d.family in FALLBACK_FAMILIES for d in dpu_nodes(out)):
             opset = _default_opset_for_functions(out)
-            attach_block_fallbacks(out, opset, infer_types(out))
+            types = infer_types(out)
+            attach_block_fallbacks(out, opset, types)
+            attach_dpu_fallbacks(out, opset, types)
             out.ir_version = max(out.ir_version, FUNCTION_IR_VERSION)
         return out
     opset = _default_opset_for_functions(out)
     types = infer_types(out)
     attach_block_fallbacks(out, opset, types)
+    attach_dpu_fallbacks(out, opset, types)
     variant_of: dict[int, str] = {}
     float64: set[int] = set()  # the quantize nodes of precision float64
     groups: dict[tuple[str, bool], list[ExtNode]] = {}

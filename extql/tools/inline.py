@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from .. import fallbacks
 from ..onnx.blocks import BLOCK_OPS, BlockNode, block_nodes
-from ..onnx.dpu import refuse_dpu_nodes
+from ..onnx.dpu import DPUNode, dpu_family, dpu_nodes, refuse_dpu_nodes
 from ..onnx.graph import (
     INFER_KEEP_BYTES,
     ExtNode,
@@ -34,6 +34,7 @@ from ..onnx.graph import (
 from ..onnx.microsoft import to_extended
 from ..rules.types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
 from .attach import attach_fallbacks
+from .attach_dpu import FALLBACK_FAMILIES
 
 __all__ = ["inline_fallbacks"]
 
@@ -67,7 +68,10 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     with ``data_prop=True`` also finds them from the ops alone.  A
     block-format node becomes the body of its variant's function
     (:data:`extql.fallbacks.BLOCK_VARIANTS`); its output keeps x's type and
-    shape as value_info where they are known.  The result
+    shape as value_info where they are known.  So does a DPU instance norm
+    (``ExtendedInstanceNormalization`` / ``VitisInstanceNormalization``,
+    :mod:`extql.onnx.fallback_dpu`); a DPU LSTM has no standard-ops form
+    yet and is refused with a ``ValueError`` naming it.  The result
     has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
     import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
 
@@ -85,14 +89,15 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         out = attach_fallbacks(to_extended(model))
     nodes = extended_nodes(out)
     blocks = block_nodes(out)
-    if not nodes and not blocks:
+    dpus = [d for d in dpu_nodes(out) if d.family in FALLBACK_FAMILIES]
+    if not nodes and not blocks and not dpus:
         return out
     opset = model_opset(out, "")
     assert opset is not None
     types = infer_types(out)
     names = Names(out)
     cores: dict[str, onnx.FunctionProto] = {}
-    for b in blocks:
+    for b in [*blocks, *dpus]:
         _record_block_output_type(b, types)
     for ext in nodes:
         _record_output_type(ext, types)
@@ -137,8 +142,10 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     # Calls left (unknown static shapes) go to the flat per-variant function.
     # Give every function a unique name instead of relying on ``overload``
     # (not every inliner honours it) and drop the dispatchers.
-    for node in [*(ext.node for ext in nodes), *(b.node for b in blocks)]:
-        if (node.domain, node.op_type) in EXTENDED_OPS or (node.domain, node.op_type) in BLOCK_OPS:
+    for node in [*(ext.node for ext in nodes), *(b.node for b in blocks),
+                 *(d.node for d in dpus)]:
+        if ((node.domain, node.op_type) in EXTENDED_OPS or (node.domain, node.op_type) in BLOCK_OPS
+                or dpu_family(node) in FALLBACK_FAMILIES):
             node.op_type = _unique_name(node.op_type, node.overload)
             node.overload = ""
     functions = []
@@ -213,10 +220,10 @@ def _record_output_type(ext: ExtNode, types: dict[str, TypeInfo]) -> None:
     graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))
 
 
-def _record_block_output_type(b: BlockNode, types: dict[str, TypeInfo]) -> None:
-    """A block-format node's output has x's type and shape: kept as value_info
-    where x's are known (the inlined body's shapes come from Shape at run
-    time)."""
+def _record_block_output_type(b: BlockNode | DPUNode, types: dict[str, TypeInfo]) -> None:
+    """A block-format node's (or a DPU instance norm's) output has x's type
+    and shape: kept as value_info where x's are known (the inlined body's
+    shapes come from Shape at run time)."""
     info = types.get(b.node.input[0])
     name = b.node.output[0]
     if info is None or info.shape is None or not info.elem_type:

@@ -1,7 +1,7 @@
 """Quark's DPU-emulation operators in the ``extql`` command, as real
 processes: ``check`` validates them (exit 0; a refused input, attribute or
 shape is a problem naming the node, exit 1), ``run`` runs the instance norm
-with the library, ``inline`` refuses them (no standard-ops form yet, exit 1),
+with the library, ``inline`` refuses the LSTM (no standard-ops form yet, exit 1),
 and ``analyze`` reports a DPU node as a point where error enters (its output
 against ONNX's float InstanceNormalization on the same inputs)."""
 
@@ -97,12 +97,14 @@ def test_check_names_each_refusal(tmp_path):
     assert f"{len(cases)} problem(s)" in lines[len(cases)], proc.stdout
 
 
-def test_inline_refuses_dpu_nodes(tmp_path):
-    path = tmp_path / "in.onnx"
-    onnx.save(in_model(x_shape=[1, 4, 5, 5], c=4), str(path))
+def test_inline_refuses_the_lstm(tmp_path):
+    """The LSTM has no standard-ops form yet: named, exit 1, nothing
+    written (the instance norm is inlined: tests/dpu/test_in_fallback.py)."""
+    path = tmp_path / "lstm.onnx"
+    onnx.save(_merged([in_model(x_shape=[1, 4, 5, 5], c=4), lstm_model(_attrs())]), str(path))
     proc = extql_process("inline", path, tmp_path / "out.onnx", "-q")
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "ExtendedInstanceNormalization node in_node: a DPU-emulation operator has no " \
+    assert "ExtendedLSTM node m1_lstm_node: a DPU-emulation operator has no " \
            "standard-ops fallback" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out.onnx").exists()
