@@ -56,6 +56,9 @@ _BLOCKS = ("values below 2**-100 come out as 0 or other tiny values (subnormal b
 _BLOCKS_TRACT = ("values below 2**-100 come out as 0 (subnormal block scales flushed), zeros "
                  "lose their sign")
 _BFP_BUILD = "tract has no bfloat16 type: the bfloat16 pre-rounding Cast does not build"
+_IN_CAST = ("every bfloat16 rounding of the instance norm is a Cast pair, which truncates "
+            "there: the output a few bfloat16 steps off")
+_IN_BUILD = "tract has no bfloat16 type: the instance norm's bfloat16 Casts do not build"
 _TRACT_OOB = ("the nodes of Quark's uint32 models fail in tract (ShapeError/OutOfBounds), "
               "each alone too; a node of another shape runs")
 _TRACT_IFF = ("in a whole model tract's analysis fails at the float64 route's Where (\"Iff\": "
@@ -67,11 +70,12 @@ _TRACT_IFF = ("in a whole model tract's analysis fails at the float64 route's Wh
 class Limit:
     """Where a runtime does not give the NumPy API's bits.
 
-    ``op`` is "Q" / "DQ" (Extended, legacy Vitis and com.microsoft nodes) or
-    "BFP" / "MX" (the block formats); ``types`` the quantized types it
-    concerns (None: every type); ``zero_point`` whether it needs a zero point
-    of 0 ("zero"), another ("nonzero") or either (None); ``granularity``
-    "tensor" when it is per tensor only (None: either).
+    ``op`` is "Q" / "DQ" (Extended, legacy Vitis and com.microsoft nodes),
+    "BFP" / "MX" (the block formats) or "IN" (the DPU instance norm);
+    ``types`` the quantized types it concerns (None: every type);
+    ``zero_point`` whether it needs a zero point of 0 ("zero"), another
+    ("nonzero") or either (None); ``granularity`` "tensor" when it is per
+    tensor only (None: either).
     """
 
     runtime: str
@@ -115,6 +119,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("openvino", "MX", _ANY, _ANY, _ANY, "close", _BLOCKS),
     Limit("tract", "BFP", _ANY, _ANY, _ANY, "unsupported", _BFP_BUILD),
     Limit("tract", "MX", _ANY, _ANY, _ANY, "close", _BLOCKS_TRACT),
+    Limit("openvino", "IN", _ANY, _ANY, _ANY, "close", _IN_CAST),
+    Limit("tract", "IN", _ANY, _ANY, _ANY, "unsupported", _IN_BUILD),
 )
 
 
@@ -168,6 +174,7 @@ def model_limits(model: onnx.ModelProto, runtime: str) -> list[str]:
     type, zero point or granularity is not a constant is named when a limit
     could concern it."""
     from ..onnx.blocks import block_nodes
+    from ..onnx.dpu import dpu_nodes
     from ..onnx.graph import extended_nodes, node_label
 
     if runtime not in RUNTIMES:
@@ -190,6 +197,10 @@ def model_limits(model: onnx.ModelProto, runtime: str) -> list[str]:
         if lim is not None:
             lines.append(f"{node_label(b.node)}: {b.family.upper()} block format: "
                          f"{lim.verdict} in {runtime}: {lim.cause}")
+    for d in dpu_nodes(model):
+        lim = limit_of(runtime, "IN") if d.family == "in" else None
+        if lim is not None:
+            lines.append(f"{d.label}: instance norm: {lim.verdict} in {runtime}: {lim.cause}")
     return lines
 
 

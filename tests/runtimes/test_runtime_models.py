@@ -134,3 +134,33 @@ def test_quark_model_close(runtime, name):
     assert y.shape == want.shape
     assert np.allclose(y, want, atol=0.05 * scale, rtol=0), \
         f"{name} in {runtime}: largest difference {np.abs(y - want).max():.3g} (range {scale:.3g})"
+
+
+IN_SHAPES = [(2, 3, 5), (1, 4, 8, 8), (1, 2, 3, 4, 5), (3, 7)]
+
+
+@pytest.mark.parametrize("runtime", HERE)
+@pytest.mark.parametrize("shape", IN_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_instance_norm(runtime, shape):
+    """The DPU instance norm inlined: as LIMITS says (the NumPy API's bits
+    where it lists nothing, within a few bfloat16 steps where it says
+    close, a build failure where unsupported)."""
+    from dpu_models import in_model
+
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    scale, bias = (rng.standard_normal(shape[1]).astype(np.float32) for _ in range(2))
+    want = extql.extended_instance_normalization(x, scale, bias)
+    model = extql.inline_fallbacks(in_model(x_shape=list(shape), c=shape[1],
+                                            y_shape=list(shape)))
+    feeds = {"x": x, "scale": scale, "B": bias}
+    lim = runtimes.limit_of(runtime, "IN")
+    if lim is not None and lim.verdict == "unsupported":
+        with pytest.raises(runtimes.RuntimeFailure, match="Bfloat16"):
+            runtimes.run(model, feeds, runtime)
+        return
+    got = runtimes.run(model, feeds, runtime)["y"]
+    if lim is None:
+        assert _same(want, got)
+    else:  # a few bfloat16 steps (2**-8 of a magnitude each) of the output's largest
+        assert np.allclose(got, want, rtol=0, atol=2.0**-5 * float(np.abs(want).max()))

@@ -112,3 +112,15 @@ def test_run_runtime_refuses_no_library(tmp_path):
     assert proc.returncode == 2
     if importlib.util.find_spec("openvino") is not None:
         assert "drop --no-library" in proc.stderr
+
+
+def test_instance_norm_rows():
+    from dpu_models import in_model
+
+    for op in ("ExtendedInstanceNormalization", "VitisInstanceNormalization"):
+        model = in_model(op, x_shape=[1, 4, 8, 8], c=4)
+        (tract,) = runtimes.model_limits(model, "tract")
+        assert tract.startswith(f"{op} node in_node: instance norm: unsupported in tract")
+        (openvino,) = runtimes.model_limits(model, "openvino")
+        assert ": close in openvino:" in openvino
+        assert runtimes.model_limits(model, "onnxruntime") == []
