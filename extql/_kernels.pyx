@@ -332,7 +332,7 @@ def dpu_instance_norm(const float[::1] x, const float[::1] scale, const float[::
                       float[::1] y, int64_t C, int64_t S, float epsilon, int nthreads=0):
     """ExtendedInstanceNormalization on x's float32 elements ([N * C, S] in
     memory order) into y (another buffer): instances split statically, in
-    groups of 8, between up to nthreads threads.  Inputs must have been checked
+    groups of 16, between up to nthreads threads.  Inputs must have been checked
     (extql.api.dpu)."""
     cdef int64_t n = x.shape[0]
     cdef int64_t inst = n // S if S > 0 else 0
@@ -349,11 +349,11 @@ def dpu_instance_norm(const float[::1] x, const float[::1] scale, const float[::
         if nt <= 1 or inst == 1:
             extql_dpu_in_range(px, pg, pb, py, C, S, epsilon, 0, inst)
         else:
-            # Groups of 8 instances: the kernel sums 8 instances' statistics
-            # side by side (DPU_IN_LANES in extql/kernels/dpu_in.pxi).
-            for i in prange((inst + 7) // 8, schedule="static", num_threads=nt):
-                extql_dpu_in_range(px, pg, pb, py, C, S, epsilon, i * 8,
-                                   min(i * 8 + 8, inst))
+            # Groups of 16 instances: the kernel sums 16 instances' statistics
+            # side by side (EXTQL_DPU_IN_LANES in extql/kernels/dpu_in.pxi).
+            for i in prange((inst + 15) // 16, schedule="static", num_threads=nt):
+                extql_dpu_in_range(px, pg, pb, py, C, S, epsilon, i * 16,
+                                   min(i * 16 + 16, inst))
 
 
 def stream_min_bytes():

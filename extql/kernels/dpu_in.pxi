@@ -86,10 +86,95 @@ cdef float dpu_msc32(float a, float b, float c) noexcept nogil:
 
 
 cdef enum:
-    # Instances whose statistics are summed side by side (one per vector
-    # lane), and the elements of each that are staged at a time.
-    DPU_IN_LANES = 8
+    # The elements of each instance that are staged at a time.
     DPU_IN_BLOCK = 128
+
+cdef extern from *:
+    """
+    /* The statistics of EXTQL_DPU_IN_LANES instances side by side: row j of
+       `stage` holds element j of each instance (bfloat16 values); per lane,
+       acc += v in float, sq = (float)((double)sq + (double)v * (double)v),
+       element after element -- the scalar loop's operations, several lanes
+       per instruction (IEEE round to nearest either way, no fused
+       multiply-add: the same bits). */
+    #define EXTQL_DPU_IN_LANES 16
+    #if defined(__AVX__)
+    #include <immintrin.h>
+    static inline void extql_dpu_in_sums(const float *stage, int64_t n, float *acc,
+                                         float *sq) {
+        __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
+        __m256d s0 = _mm256_cvtps_pd(_mm_loadu_ps(sq));
+        __m256d s1 = _mm256_cvtps_pd(_mm_loadu_ps(sq + 4));
+        __m256d s2 = _mm256_cvtps_pd(_mm_loadu_ps(sq + 8));
+        __m256d s3 = _mm256_cvtps_pd(_mm_loadu_ps(sq + 12));
+        for (int64_t j = 0; j < n; j++) {
+            const float *r = stage + j * 16;
+            __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8);
+            __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
+            __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
+            __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
+            __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1));
+            a0 = _mm256_add_ps(a0, v0);
+            a1 = _mm256_add_ps(a1, v1);
+            s0 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_add_pd(s0, _mm256_mul_pd(d0, d0))));
+            s1 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_add_pd(s1, _mm256_mul_pd(d1, d1))));
+            s2 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_add_pd(s2, _mm256_mul_pd(d2, d2))));
+            s3 = _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_add_pd(s3, _mm256_mul_pd(d3, d3))));
+        }
+        _mm256_storeu_ps(acc, a0);
+        _mm256_storeu_ps(acc + 8, a1);
+        _mm_storeu_ps(sq, _mm256_cvtpd_ps(s0));
+        _mm_storeu_ps(sq + 4, _mm256_cvtpd_ps(s1));
+        _mm_storeu_ps(sq + 8, _mm256_cvtpd_ps(s2));
+        _mm_storeu_ps(sq + 12, _mm256_cvtpd_ps(s3));
+    }
+    #elif defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline void extql_dpu_in_sums(const float *stage, int64_t n, float *acc,
+                                         float *sq) {
+        __m128 a[4];
+        __m128d s[8];
+        for (int k = 0; k < 4; k++) {
+            __m128 q = _mm_loadu_ps(sq + 4 * k);
+            a[k] = _mm_loadu_ps(acc + 4 * k);
+            s[2 * k] = _mm_cvtps_pd(q);
+            s[2 * k + 1] = _mm_cvtps_pd(_mm_movehl_ps(q, q));
+        }
+        for (int64_t j = 0; j < n; j++) {
+            const float *r = stage + j * 16;
+            for (int k = 0; k < 4; k++) {
+                __m128 v = _mm_loadu_ps(r + 4 * k);
+                __m128d lo = _mm_cvtps_pd(v), hi = _mm_cvtps_pd(_mm_movehl_ps(v, v));
+                a[k] = _mm_add_ps(a[k], v);
+                s[2 * k] = _mm_cvtps_pd(_mm_cvtpd_ps(
+                    _mm_add_pd(s[2 * k], _mm_mul_pd(lo, lo))));
+                s[2 * k + 1] = _mm_cvtps_pd(_mm_cvtpd_ps(
+                    _mm_add_pd(s[2 * k + 1], _mm_mul_pd(hi, hi))));
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            _mm_storeu_ps(acc + 4 * k, a[k]);
+            _mm_storeu_ps(sq + 4 * k, _mm_movelh_ps(_mm_cvtpd_ps(s[2 * k]),
+                                                    _mm_cvtpd_ps(s[2 * k + 1])));
+        }
+    }
+    #else
+    static inline void extql_dpu_in_sums(const float *stage, int64_t n, float *acc,
+                                         float *sq) {
+        for (int64_t j = 0; j < n; j++) {
+            for (int k = 0; k < EXTQL_DPU_IN_LANES; k++) {
+                float v = stage[j * EXTQL_DPU_IN_LANES + k];
+                acc[k] = acc[k] + v;
+                sq[k] = (float)((double)sq[k] + (double)v * (double)v);
+            }
+        }
+    }
+    #endif
+    """
+    # Instances whose statistics are summed side by side (one per lane).
+    enum: DPU_IN_LANES "EXTQL_DPU_IN_LANES"
+    void dpu_in_sums "extql_dpu_in_sums"(const float *stage, int64_t n, float *acc,
+                                         float *sq) noexcept nogil
 
 
 cdef inline void dpu_in_normalize(const float *x, float *y, int64_t s, float acc, float sq,
@@ -127,12 +212,11 @@ cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps
     the one dpu_in_instance makes (its own sequential order, element by
     element), but the instances' chains are interleaved, one per vector
     lane, so the additions do not wait on each other: a block of each
-    instance's bf(x) is staged transposed (element-major), and the inner
-    loop over the lanes is what the compiler vectorises."""
+    instance's bf(x) is staged transposed (element-major), and
+    dpu_in_sums adds each row to the lanes' sums, several per instruction."""
     cdef float stage[DPU_IN_BLOCK * DPU_IN_LANES]
     cdef float acc[DPU_IN_LANES]
     cdef float sq[DPU_IN_LANES]
-    cdef float v
     cdef const float *xk
     cdef int64_t j0, j, n
     cdef int k
@@ -148,11 +232,7 @@ cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps
             xk = x + k * s + j0
             for j in range(n):
                 stage[j * DPU_IN_LANES + k] = dpu_bf(xk[j])
-        for j in range(n):
-            for k in range(DPU_IN_LANES):
-                v = stage[j * DPU_IN_LANES + k]
-                acc[k] = acc[k] + v
-                sq[k] = <float>(<double>sq[k] + <double>v * <double>v)
+        dpu_in_sums(stage, n, acc, sq)
         j0 = j0 + n
     for k in range(DPU_IN_LANES):
         dpu_in_normalize(x + k * s, y + k * s, s, acc[k], sq[k], inv, eps, gs[k], bs[k])

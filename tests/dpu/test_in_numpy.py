@@ -66,10 +66,10 @@ def test_thread_counts_give_the_same_bits():
 
 
 @pytest.mark.usefixtures("kernel_isa")
-@pytest.mark.parametrize("shape", [(1, 8, 300), (2, 13, 129), (3, 5, 7, 40), (1, 16, 128),
-                                   (1, 7, 130)])
+@pytest.mark.parametrize("shape", [(1, 16, 300), (2, 13, 129), (3, 5, 7, 40), (1, 32, 128),
+                                   (1, 17, 130)])
 def test_instances_summed_side_by_side(shape):
-    # The kernel sums 8 instances' statistics at once in blocks of 128
+    # The kernel sums 16 instances' statistics at once in blocks of 128
     # elements (extql/kernels/dpu_in.pxi): whole groups, a remainder of
     # instances, blocks with a short tail, at every instruction set.
     rng = case_rng(f"dpu-in-lanes-{shape}")
