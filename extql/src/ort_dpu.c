@@ -192,7 +192,9 @@ static OrtStatus *EXTQL_ORT_CALL in_kernel_compute(void *kernel, OrtKernelContex
   n = (int64_t)f[0].count;
   chunk = extql_chunk_for(n, 0); /* the session pool: its size is not known here */
   job.per = chunk / (S > 0 ? S : 1);
-  if (job.per < 1) job.per = 1;
+  /* Whole groups of 16: the kernel sums 16 instances' statistics side by side
+     (EXTQL_DPU_IN_LANES, extql/kernels/dpu_in.pxi), a remainder one by one. */
+  job.per = (job.per + 15) / 16 * 16;
   if (chunk >= n || job.instances <= 1 || job.per >= job.instances) {
     job.per = job.instances;
     in_run(&job, 0);
