@@ -23,14 +23,16 @@ __all__ = ["compare_fallback"]
 
 def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarray],
                      native: dict[str, np.ndarray], tmp: str, runtime: str = "onnxruntime",
-                     whole_fallback: dict[str, np.ndarray] | None = None) -> int:
+                     whole_fallback: dict[str, np.ndarray] | None = None,
+                     whole_error: str | None = None) -> int:
     """Run the comparison for a model whose outputs with the library were
     ``native``; print and record it; return the exit status (1: a node differs).
     ``tmp`` is a directory for models too big to hand over as bytes.  With
     ``runtime`` "openvino" or "tract" the fallbacks are inlined and run
     there (:mod:`extql.tools.runtimes`), and a node that runtime is known not
     to keep exact says so; ``whole_fallback`` is the whole model's outputs
-    there when they were computed already."""
+    there when they were computed already, ``whole_error`` the runtime's
+    message when it could not run the whole model (it is not tried again)."""
     from ..onnx import graph
     from ..tools import compare as node_compare
 
@@ -54,8 +56,8 @@ def compare_fallback(args: argparse.Namespace, model, feeds: dict[str, np.ndarra
                     line += f" [known: {known[q.ext.label]}]"
                 node_lines.append(line)
     skipped = len(nodes) - len(kept)
-    failed = None
-    if whole_fallback is None:
+    failed = whole_error
+    if whole_fallback is None and failed is None:
         from ..tools.runtimes import RuntimeFailure
 
         log(args, f"running the whole model with the {where} ...")
@@ -95,13 +97,9 @@ def _known_limits(model, runtime: str) -> dict[str, str]:
     """node label -> what :data:`extql.tools.runtimes.LIMITS` says of it there."""
     if runtime == "onnxruntime":
         return {}
-    from ..tools.runtimes import model_limits
+    from ..tools.runtimes import node_limits
 
-    out = {}
-    for line in model_limits(model, runtime):
-        label, _, rest = line.partition(": ")
-        out[label] = rest
-    return out
+    return {n.label: n.line().removeprefix(f"{n.label}: ") for n in node_limits(model, runtime)}
 
 
 def _fallback_run(args: argparse.Namespace, model, feeds: dict[str, np.ndarray], tmp: str,

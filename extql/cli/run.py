@@ -91,11 +91,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             outputs = native = session.run_model(
                 target, feeds, session.stepped_options(target, session.library_options, args))
         log(args, f"ran in {time.monotonic() - start:.2f} s")
-        _print_outputs(args, outputs)
-        if args.save_outputs:
-            save_npz(args.save_outputs, outputs)
-            print(f"wrote {args.save_outputs}")
-            json_output.record(args, saved=str(args.save_outputs))
+        _report_outputs(args, outputs)
         if not args.compare_fallback:
             return 0
         if native is None:
@@ -133,14 +129,11 @@ def _run_elsewhere(args: argparse.Namespace, model, feeds: dict[str, np.ndarray]
                            runtime_error=str(exc))
         if not args.compare_fallback:
             return 1
-        outputs = None
+        outputs, failed = None, str(exc)
     else:
+        failed = None
         log(args, f"ran in {time.monotonic() - start:.2f} s")
-        _print_outputs(args, outputs)
-        if args.save_outputs:
-            save_npz(args.save_outputs, outputs)
-            print(f"wrote {args.save_outputs}")
-            json_output.record(args, saved=str(args.save_outputs))
+        _report_outputs(args, outputs)
         if not args.compare_fallback:
             return 0
     log(args, "running with the extql library ...")
@@ -148,8 +141,16 @@ def _run_elsewhere(args: argparse.Namespace, model, feeds: dict[str, np.ndarray]
     native = session.run_model(target, feeds,
                                session.stepped_options(target, session.library_options, args))
     return compare_fallback(args, model, feeds, native, tmp, runtime=args.runtime,
-                            whole_fallback=outputs) if outputs is not None else max(
-        1, compare_fallback(args, model, feeds, native, tmp, runtime=args.runtime))
+                            whole_fallback=outputs, whole_error=failed)
+
+
+def _report_outputs(args: argparse.Namespace, outputs: dict[str, np.ndarray]) -> None:
+    """Print the outputs and write them where --save-outputs says."""
+    _print_outputs(args, outputs)
+    if args.save_outputs:
+        save_npz(args.save_outputs, outputs)
+        print(f"wrote {args.save_outputs}")
+        json_output.record(args, saved=str(args.save_outputs))
 
 
 def _print_outputs(args: argparse.Namespace, outputs: dict[str, np.ndarray]) -> None:

@@ -28,8 +28,8 @@ import numpy as np
 if TYPE_CHECKING:  # onnx is imported where it is used: the CLI reads RUNTIMES at start-up
     import onnx
 
-__all__ = ["RUNTIMES", "TESTED", "Limit", "LIMITS", "limit_of", "model_limits", "available",
-           "run", "RuntimeFailure"]
+__all__ = ["RUNTIMES", "TESTED", "Limit", "LIMITS", "limit_of", "NodeLimit", "node_limits",
+           "model_limits", "available", "run", "RuntimeFailure"]
 
 #: The runtimes extql's fallbacks are tested in (``onnxruntime`` and
 #: ``onnx.reference`` are exact on every path).
@@ -168,18 +168,31 @@ def _all_zero(t: onnx.TensorProto) -> bool:
     return not bool(np.any(a != 0))
 
 
-def model_limits(model: onnx.ModelProto, runtime: str) -> list[str]:
-    """One line per node of ``model`` that :data:`LIMITS` says ``runtime``
-    does not keep exact: the node, the verdict and the cause.  A node whose
-    type, zero point or granularity is not a constant is named when a limit
-    could concern it."""
+@dataclasses.dataclass(frozen=True)
+class NodeLimit:
+    """A node of a model that a limit concerns: its label (as the tools name
+    nodes), what it computes, and the limit."""
+
+    label: str
+    what: str
+    limit: Limit
+
+    def line(self) -> str:
+        return (f"{self.label}: {self.what}: {self.limit.verdict} in {self.limit.runtime}: "
+                f"{self.limit.cause}")
+
+
+def node_limits(model: onnx.ModelProto, runtime: str) -> list[NodeLimit]:
+    """Every node of ``model`` that :data:`LIMITS` says ``runtime`` does not
+    keep exact.  A node whose type, zero point or granularity is not a
+    constant is listed when a limit could concern it."""
     from ..onnx.blocks import block_nodes
     from ..onnx.dpu import dpu_nodes
     from ..onnx.graph import extended_nodes, node_label
 
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown runtime {runtime!r}: one of {', '.join(RUNTIMES)}")
-    lines = []
+    found = []
     for ext in extended_nodes(model, microsoft=True):
         node = ext.node
         qtype = _quantized_type(node, ext.graph)
@@ -191,17 +204,22 @@ def model_limits(model: onnx.ModelProto, runtime: str) -> list[str]:
         lim = limit_of(runtime, "Q" if ext.quantize else "DQ", qtype, zero, granularity)
         if lim is not None:
             what = f"{qtype or 'a type not known'} {'quantize' if ext.quantize else 'dequantize'}"
-            lines.append(f"{ext.label}: {what}: {lim.verdict} in {runtime}: {lim.cause}")
+            found.append(NodeLimit(ext.label, what, lim))
     for b in block_nodes(model):
         lim = limit_of(runtime, b.family.upper())
         if lim is not None:
-            lines.append(f"{node_label(b.node)}: {b.family.upper()} block format: "
-                         f"{lim.verdict} in {runtime}: {lim.cause}")
+            found.append(NodeLimit(node_label(b.node), f"{b.family.upper()} block format", lim))
     for d in dpu_nodes(model):
         lim = limit_of(runtime, "IN") if d.family == "in" else None
         if lim is not None:
-            lines.append(f"{d.label}: instance norm: {lim.verdict} in {runtime}: {lim.cause}")
-    return lines
+            found.append(NodeLimit(d.label, "instance norm", lim))
+    return found
+
+
+def model_limits(model: onnx.ModelProto, runtime: str) -> list[str]:
+    """:func:`node_limits` as one line each: the node, what it computes, the
+    verdict and the cause."""
+    return [n.line() for n in node_limits(model, runtime)]
 
 
 def available(runtime: str) -> bool:

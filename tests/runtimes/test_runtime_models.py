@@ -109,8 +109,8 @@ def test_block_grid(runtime, op_type, group):
 
 def _not_kept(model: onnx.ModelProto, runtime: str) -> list[str]:
     """The nodes LIMITS calls wrong or unsupported in the runtime."""
-    return [line for line in runtimes.model_limits(model, runtime)
-            if any(f": {v} in {runtime}:" in line for v in ("wrong", "unsupported"))]
+    return [n.line() for n in runtimes.node_limits(model, runtime)
+            if n.limit.verdict in ("wrong", "unsupported")]
 
 
 MODEL_PARAMS = []
