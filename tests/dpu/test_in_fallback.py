@@ -7,7 +7,8 @@ optimisation level.  The two documented differences
 (docs/differences.rst) are pinned exactly: the few NaNs the page's ``bf``
 turns into an infinity or zero, and squares below float32's normal range.
 The standard ops the decomposition rests on are checked on their own:
-CumSum adds in index order, Pow(v, -0.5) is the C library's powf."""
+CumSum adds in index order, Pow(v, -0.5) is the C library's powf (in
+NumPy, where it is not SVML's)."""
 
 from __future__ import annotations
 
@@ -254,10 +255,24 @@ def test_cumsum_adds_in_index_order():
     assert_same_bits(want[:, 2**16 - 1], acc, "NumPy's accumulate")
 
 
+def _numpy_power_is_svml() -> bool:
+    """Whether NumPy runs float32 ``power`` in its AVX-512 (SVML) loops on
+    this CPU, instead of calling the C library's powf."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:  # NumPy 1.x
+        from numpy.core._multiarray_umath import __cpu_features__
+    return bool(__cpu_features__.get("AVX512_SKX"))
+
+
 def test_pow_is_the_c_librarys_powf():
-    """Pow(v, -0.5) in onnxruntime and NumPy's power (onnx.reference) give
-    powf's bits on 200k values: variances from 0 to float32's largest,
-    subnormals, 0, inf, NaN and negatives."""
+    """Pow(v, -0.5) in onnxruntime gives powf's bits on 200k values:
+    variances from 0 to float32's largest, subnormals, 0, inf, NaN and
+    negatives.  NumPy's power (onnx.reference's) does too, except on CPUs
+    where NumPy computes it with SVML (AVX-512): there a fifth of the
+    values are one unit apart, and the bfloat16 rounding the instance norm
+    takes of the result (r) hides all but about 1 in 100,000
+    (docs/differences.rst)."""
     sess = _one_op(helper.make_node("Pow", ["x", "p"], ["y"]),
                    [helper.make_tensor("p", TensorProto.FLOAT, [], [-0.5])])
     rng = case_rng("dpu-in-fallback", "powf")
@@ -266,7 +281,17 @@ def test_pow_is_the_c_librarys_powf():
     want = np.array([in_contract.powf(a, -0.5) for a in v], F32)
     assert_same_bits(sess.run(None, {"x": v})[0], want, "onnxruntime")
     with np.errstate(all="ignore"):
-        assert_same_bits(np.power(v, F32(-0.5)), want, "NumPy")
+        got = np.power(v, F32(-0.5))
+    if not _numpy_power_is_svml():
+        assert_same_bits(got, want, "NumPy")
+        return
+    finite = np.isfinite(want)
+    assert_same_bits(got[~finite], want[~finite], "NumPy's special values")
+    units = np.abs(got[finite].view(np.int32).astype(np.int64) - want[finite].view(np.int32))
+    assert units.max() <= 1, f"NumPy's power: {units.max()} units from powf"
+    assert 0.05 < np.mean(units) < 0.5, np.mean(units)
+    seen = np.count_nonzero(in_contract.bf(got) != in_contract.bf(want))
+    assert seen <= 10, f"{seen} of {v.size} bfloat16 roundings differ"
 
 
 @pytest.mark.parametrize("level", LEVELS, ids=lambda v: str(v).split(".")[-1])
