@@ -14,8 +14,8 @@ MatMul weight along the second to last), from 64K to 16M elements.  Columns:
   ``out=`` a preallocated array);
 * Quark: a one-node model through onnxruntime with Quark's library
   registered, 1 thread (its kernels are single-threaded), in a separate
-  process (``--quark-python``: an environment with amd-quark, whose
-  ``quark.onnx`` builds the library), fed the same input from a file.
+  process (``--quark-python``: an environment with torch and amd-quark;
+  benchmarks/quark_library.py), fed the same input from a file.
 
 Every measurement is interleaved round by round (Quark, extql, copy, ...) and
 the figures are medians, so that the load of a shared machine weighs on all
@@ -29,12 +29,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+from quark_library import Quark, timed
 
 #: Quark's configurations (the attributes its quantizer writes).
 CONFIGS: dict[str, tuple[str, dict]] = {
@@ -68,79 +67,24 @@ SHAPES: list[tuple[str, tuple[int, ...], int]] = [
 QUICK_SHAPES = [SHAPES[0], SHAPES[4]]
 
 
-# ---------------------------------------------------------------- Quark's side
-
-def _child() -> int:
-    """Serve timings of Quark's library: one JSON request per stdin line."""
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
-    from quark.onnx import get_library_path
-
-    library = get_library_path()
-    session = x = None
-    for line in sys.stdin:
-        req = json.loads(line)
-        if req["cmd"] == "load":
-            x = np.load(req["x"])
-            op, attrs = req["op"], req["attrs"]
-            node = helper.make_node(op, ["x"], ["y"], domain="com.amd.quark", **attrs)
-            vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape))
-                  for n in ("x", "y")]
-            model = helper.make_model(
-                helper.make_graph([node], "blockfmt", [vi[0]], [vi[1]]),
-                opset_imports=[helper.make_opsetid("", 17),
-                               helper.make_opsetid("com.amd.quark", 1)])
-            model.ir_version = 8
-            options = ort.SessionOptions()
-            options.register_custom_ops_library(library)
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            session = ort.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
-            np.save(req["y"], session.run(None, {"x": x})[0])
-            answer: dict = {"ok": True}
-        else:  # "time": k runs, the mean time of one
-            t0 = time.perf_counter()
-            for _ in range(req["k"]):
-                session.run(None, {"x": x})
-            answer = {"seconds": (time.perf_counter() - t0) / req["k"]}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    return 0
-
-
-class Quark:
-    """The child process running Quark's library."""
-
-    def __init__(self, python: str) -> None:
-        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--child"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def ask(self, **req) -> dict:
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the Quark process ended (see its error above)")
-        return json.loads(line)
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-
-# ---------------------------------------------------------------- extql's side
+# ---------------------------------------------------------------- the rows
 
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     ua, ub = a.view(np.uint32), b.view(np.uint32)
     return bool(np.all((ua == ub) | (np.isnan(a) & np.isnan(b))))
 
 
-def _timed(fn, k: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(k):
-        fn()
-    return (time.perf_counter() - t0) / k
+def _node_model(op: str, attrs: dict, shape: tuple[int, ...], path: str) -> None:
+    """The one-node model Quark's library runs (x -> op -> y), saved to ``path``."""
+    from onnx import TensorProto, helper, save
+
+    node = helper.make_node(op, ["x"], ["y"], domain="com.amd.quark", **attrs)
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in ("x", "y")]
+    model = helper.make_model(
+        helper.make_graph([node], "blockfmt", [vi[0]], [vi[1]]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.amd.quark", 1)])
+    model.ir_version = 8
+    save(model, path)
 
 
 def _row(extql, quark: Quark | None, tmp: str, config: str, what: str,
@@ -160,19 +104,21 @@ def _row(extql, quark: Quark | None, tmp: str, config: str, what: str,
            "elements": x.size, "threads": all_threads}
     if quark is not None:
         xp, yp = os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy")
+        mp = os.path.join(tmp, "model.onnx")
         np.save(xp, x)
-        quark.ask(cmd="load", x=xp, y=yp, op=op, attrs=attrs)
+        _node_model(op, attrs, shape, mp)
+        quark.load(mp, [xp], yp)
         extql.set_num_threads(1)
         row["bits"] = _same_bits(api(x, **attrs), np.load(yp))
     times: dict[str, list[float]] = {"copy": [], "extql_1": [], "extql_n": [], "quark_1": []}
     for _ in range(rounds):
         if quark is not None:
-            times["quark_1"].append(quark.ask(cmd="time", k=k)["seconds"])
+            times["quark_1"].append(quark.time(k))
         extql.set_num_threads(1)
-        times["extql_1"].append(_timed(lambda: api(x, **attrs, out=out), k))
+        times["extql_1"].append(timed(lambda: api(x, **attrs, out=out), k))
         extql.set_num_threads(all_threads)
-        times["extql_n"].append(_timed(lambda: api(x, **attrs, out=out), k))
-        times["copy"].append(_timed(lambda: np.copyto(copy, x), k))
+        times["extql_n"].append(timed(lambda: api(x, **attrs, out=out), k))
+        times["copy"].append(timed(lambda: np.copyto(copy, x), k))
     extql.set_num_threads(all_threads)
     for key, values in times.items():
         if values:
@@ -201,15 +147,15 @@ def main() -> int:
         "EXTQL_QUARK_PYTHON", "/work/venvs/quark/bin/python"),
         help="a Python with amd-quark (no Quark column when it does not exist)")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of a table")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        return _child()
     import extql
 
     shapes = QUICK_SHAPES if args.quick else SHAPES
     rounds = 3 if args.quick else args.rounds
-    quark = Quark(args.quark_python) if os.path.exists(args.quark_python) else None
+    quark: Quark | None = Quark(args.quark_python)
+    if quark.why is not None:
+        print(f"Quark: not measured: {quark.why}", file=sys.stderr)
+        quark = None
     rows = []
     if not args.json:
         print(f"extql {extql.__version__}, {extql.get_num_threads()} threads; "

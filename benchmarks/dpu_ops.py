@@ -14,12 +14,12 @@ round to round, so the load of a shared machine weighs on all alike):
 
 * Quark: the one-node model in onnxruntime with Quark's library registered,
   1 thread (its kernels are single-threaded), in a separate process
-  (``--quark-python``: an environment with torch and amd-quark, whose
-  ``quark.onnx.get_library_path`` builds the library), fed the same inputs
-  from files.  Quark's LSTM kernel computes batch 1 only (it reads a batch
-  as one sequence): at batch 8 its column is 8 runs of the batch-1 model,
-  one per sequence, which is what a model with Quark's library has to do to
-  get the same output;
+  (``--quark-python``: an environment with torch and amd-quark;
+  benchmarks/quark_library.py), fed the same inputs from files.  Quark's
+  LSTM kernel computes batch 1 only (it reads a batch as one sequence): at
+  batch 8 its column is 8 runs of the batch-1 model, one per sequence,
+  which is what a model with Quark's library has to do to get the same
+  output;
 * extql: the same model in onnxruntime with extql's library, and the NumPy
   API (``extql.extended_instance_normalization`` / ``extended_lstm``), at
   each ``--threads`` count;
@@ -42,115 +42,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
-
-QUARK_DOMAIN = "com.amd.quark"
-
-
-# ---------------------------------------------------------------- Quark's side
-
-def _child() -> int:
-    """Serve Quark's library: one JSON request per stdin line (``load``: a
-    model file and its input slices; ``time``: k runs, the mean seconds of
-    one)."""
-    try:
-        import onnxruntime as ort
-        import torch  # noqa: F401 - Quark's library links against torch's libc10
-        from quark.onnx import get_library_path
-
-        library = get_library_path()
-    except Exception as exc:  # noqa: BLE001 - any reason Quark cannot load is the answer
-        sys.stdout.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
-        sys.stdout.flush()
-        return 0
-    from importlib import metadata
-
-    sys.stdout.write(json.dumps({"ok": True, "library": library,
-                                 "amd-quark": metadata.version("amd-quark"),
-                                 "torch": metadata.version("torch"),
-                                 "onnxruntime": ort.__version__}) + "\n")
-    sys.stdout.flush()
-    session = None
-    slices: list[np.ndarray] = []
-    for line in sys.stdin:
-        req = json.loads(line)
-        if req["cmd"] == "load":
-            options = ort.SessionOptions()
-            options.register_custom_ops_library(library)
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            session = ort.InferenceSession(req["model"], options,
-                                           providers=["CPUExecutionProvider"])
-            slices = [np.load(p) for p in req["x"]]
-            ys = [session.run(None, {"x": x})[0] for x in slices]
-            np.save(req["y"], np.concatenate(ys, axis=req["axis"]) if len(ys) > 1 else ys[0])
-            answer: dict = {"ok": True}
-        else:
-            t0 = time.perf_counter()
-            for _ in range(req["k"]):
-                for x in slices:
-                    session.run(None, {"x": x})
-            answer = {"seconds": (time.perf_counter() - t0) / req["k"]}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
-    return 0
-
-
-class Quark:
-    """The child process running Quark's library; ``why`` says why it is
-    not available (None: it is)."""
-
-    def __init__(self, python: str) -> None:
-        self.proc = None
-        self.why: str | None = None
-        self.info: dict = {}
-        if not os.path.exists(python):
-            self.why = f"no Quark environment at {python} (--quark-python)"
-            return
-        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--child"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        first = self._read()
-        if "error" in first:
-            self.why = f"Quark's library does not load: {first['error']}"
-            self.close()
-        else:
-            self.info = first
-
-    def _read(self) -> dict:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the Quark process ended (see its error above)")
-        return json.loads(line)
-
-    def ask(self, **req) -> dict:
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-            self.proc = None
-
+from quark_library import Quark, timed
 
 # ---------------------------------------------------------------- extql's side
 
-def _timed(fn, k: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(k):
-        fn()
-    return (time.perf_counter() - t0) / k
-
-
 def _calls_per_sample(fn, target: float = 5e-3) -> int:
     fn()
-    return max(1, int(target / max(_timed(fn, 1), 1e-7)))
+    return max(1, int(target / max(timed(fn, 1), 1e-7)))
 
 
 def _quark_model(o, shape, tmp: str) -> tuple[str, list[str], int]:
@@ -193,7 +95,7 @@ def _row(o, quark: Quark, tmp: str, shape, threads: list[int], rounds: int) -> l
     if quark.why is None:
         model, xs, axis = _quark_model(o, shape, tmp)
         y_path = os.path.join(tmp, "y.npy")
-        quark.ask(cmd="load", model=model, x=xs, y=y_path, axis=axis)
+        quark.load(model, xs, y_path, axis)
         bits_quark = same_bits(ext_y, np.load(y_path))
     funcs: dict[str, object] = {}
     for t, c in contenders.items():
@@ -207,16 +109,16 @@ def _row(o, quark: Quark, tmp: str, shape, threads: list[int], rounds: int) -> l
     ks = {name: _calls_per_sample(f) for name, f in funcs.items()}
     names = list(funcs) + (["quark"] if quark.why is None else [])
     if quark.why is None:
-        one = quark.ask(cmd="time", k=1)["seconds"]
+        one = quark.time(1)
         ks["quark"] = max(1, int(5e-3 / one))
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for j in range(len(names)):
             name = names[(r + j) % len(names)]
             if name == "quark":
-                samples[name].append(quark.ask(cmd="time", k=ks[name])["seconds"])
+                samples[name].append(quark.time(ks[name]))
             else:
-                samples[name].append(_timed(funcs[name], ks[name]))
+                samples[name].append(timed(funcs[name], ks[name]))
     extql.set_num_threads(0)
     med = {n: statistics.median(v) for n, v in samples.items()}
     rows = []
@@ -281,10 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "EXTQL_QUARK_PYTHON", "/work/venvs/quark/bin/python"),
         help="a Python with torch and amd-quark (no Quark column when it has none)")
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.child:
-        return _child()
     import extql
     from extql_bench.dpu import resolve
     from extql_bench.machine import loadavg, machine_info
