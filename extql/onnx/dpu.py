@@ -44,8 +44,9 @@ DPU_OPS: dict[tuple[str, str], str] = {
 }
 
 
-#: The DPU families that have a standard-ops fallback (the instance norm).
-STANDARD_OPS_FAMILIES: tuple[str, ...] = ("in",)
+#: The DPU families that have a standard-ops fallback (both:
+#: :mod:`extql.onnx.fallback_dpu`, :mod:`extql.onnx.fallback_lstm`).
+STANDARD_OPS_FAMILIES: tuple[str, ...] = ("in", "lstm")
 
 
 def dpu_family(node: onnx.NodeProto) -> str | None:
@@ -204,8 +205,10 @@ def evaluate(node: onnx.NodeProto, inputs: Sequence[np.ndarray | None]) -> list[
 
 def refuse_dpu_nodes(model: onnx.ModelProto) -> None:
     """Raise a ValueError naming the first DPU-emulation node of the model
-    that has no standard-ops form in extql yet (the LSTM; the instance norm
-    has one, :mod:`extql.onnx.fallback_dpu`), so a model that is to need no
+    whose family has no standard-ops form in extql (none today: the
+    instance norm has :mod:`extql.onnx.fallback_dpu`, the LSTM
+    :mod:`extql.onnx.fallback_lstm`; a family added to :data:`DPU_OPS`
+    without one would be refused here), so a model that is to need no
     custom operator cannot keep it."""
     found = [d for d in dpu_nodes(model) if d.family not in STANDARD_OPS_FAMILIES]
     if found:

@@ -189,8 +189,9 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
 
     ``ExtendedInstanceNormalization`` / ``VitisInstanceNormalization``
     nodes get their function too (:mod:`extql.tools.attach_dpu`:
-    ``overload`` ``bfloat16``, ``epsilon`` spelled out); LSTM nodes are left
-    as they are (no standard-ops form yet).
+    ``overload`` ``bfloat16``, ``epsilon`` spelled out), and so do
+    ``ExtendedLSTM`` / ``VitisLSTM`` nodes (one function per parameter set,
+    ``overload`` ``lstm_<digest>``; the input size must be known statically).
     """
     out = copy_model(model)
     nodes = extended_nodes(out)

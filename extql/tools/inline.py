@@ -70,8 +70,11 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     (:data:`extql.fallbacks.BLOCK_VARIANTS`); its output keeps x's type and
     shape as value_info where they are known.  So does a DPU instance norm
     (``ExtendedInstanceNormalization`` / ``VitisInstanceNormalization``,
-    :mod:`extql.onnx.fallback_dpu`); a DPU LSTM has no standard-ops form
-    yet and is refused with a ``ValueError`` naming it.  The result
+    :mod:`extql.onnx.fallback_dpu`); a DPU LSTM (``ExtendedLSTM`` /
+    ``VitisLSTM``) becomes the body of its parameter set's function
+    (:mod:`extql.onnx.fallback_lstm`: a Scan per direction; the kernels'
+    bits but for the runtime's Tanh, docs/differences.rst), its outputs'
+    inferred types and shapes kept as value_info.  The result
     has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
     import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
 
@@ -86,6 +89,8 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
         # (about runtimes that ignore overload: the functions are inlined here)
         warnings.filterwarnings("ignore", message=".* is used with several types",
                                 category=UserWarning)
+        warnings.filterwarnings("ignore", message=".* is used with .* parameter sets",
+                                category=UserWarning)
         out = attach_fallbacks(to_extended(model))
     nodes = extended_nodes(out)
     blocks = block_nodes(out)
@@ -98,7 +103,10 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     names = Names(out)
     cores: dict[str, onnx.FunctionProto] = {}
     for b in [*blocks, *dpus]:
-        _record_block_output_type(b, types)
+        if isinstance(b, DPUNode) and b.family == "lstm":
+            _record_lstm_output_types(b, types)
+        else:
+            _record_block_output_type(b, types)
     for ext in nodes:
         _record_output_type(ext, types)
         pshape = _static_param_shape(ext, types)
@@ -231,3 +239,16 @@ def _record_block_output_type(b: BlockNode | DPUNode, types: dict[str, TypeInfo]
     if any(v.name == name for v in (*b.graph.value_info, *b.graph.output, *b.graph.input)):
         return
     b.graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))
+
+
+def _record_lstm_output_types(d: DPUNode, types: dict[str, TypeInfo]) -> None:
+    """A DPU LSTM's outputs keep their inferred types and shapes (extql's
+    schema infers them) as value_info: the inlined Scans' shapes come from
+    Shape at run time."""
+    for name in d.node.output:
+        info = types.get(name) if name else None
+        if info is None or info.shape is None or not info.elem_type:
+            continue
+        if any(v.name == name for v in (*d.graph.value_info, *d.graph.output, *d.graph.input)):
+            continue
+        d.graph.value_info.append(helper.make_tensor_value_info(name, info.elem_type, info.shape))

@@ -1,7 +1,8 @@
 """Quark's DPU-emulation operators in the ``extql`` command, as real
 processes: ``check`` validates them (exit 0; a refused input, attribute or
 shape is a problem naming the node, exit 1), ``run`` runs the instance norm
-with the library, ``inline`` refuses the LSTM (no standard-ops form yet, exit 1),
+with the library, ``inline`` replaces the LSTM too (exit 0; one whose input
+size is unknown is an error naming the node, exit 2),
 and ``analyze`` reports a DPU node as a point where error enters (its output
 against ONNX's float InstanceNormalization on the same inputs)."""
 
@@ -97,17 +98,26 @@ def test_check_names_each_refusal(tmp_path):
     assert f"{len(cases)} problem(s)" in lines[len(cases)], proc.stdout
 
 
-def test_inline_refuses_the_lstm(tmp_path):
-    """The LSTM has no standard-ops form yet: named, exit 1, nothing
-    written (the instance norm is inlined: tests/dpu/test_in_fallback.py)."""
+def test_inline_replaces_the_lstm_and_refuses_an_unknown_input_size(tmp_path):
+    """Both DPU operators inlined (exit 0, no custom op left:
+    tests/dpu/test_lstm_fallback.py checks the values); an LSTM whose input
+    size no static shape gives is an error naming it (exit 2, nothing
+    written)."""
     path = tmp_path / "lstm.onnx"
-    onnx.save(_merged([in_model(x_shape=[1, 4, 5, 5], c=4), lstm_model(_attrs())]), str(path))
+    onnx.save(_merged([in_model(x_shape=[1, 4, 5, 5], c=4),
+                       lstm_model(_attrs(), x_shape=[3, 1, 4], y_shapes=[[3, 2, 1, 4]])]),
+              str(path))
     proc = extql_process("inline", path, tmp_path / "out.onnx", "-q")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "ExtendedLSTM node m1_lstm_node: a DPU-emulation operator has no " \
-           "standard-ops fallback" in proc.stderr
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = onnx.load(str(tmp_path / "out.onnx"))
+    assert {n.domain for n in out.graph.node} <= {"", "ai.onnx"} and not out.functions
+    onnx.save(_merged([in_model(x_shape=[1, 4, 5, 5], c=4), lstm_model(_attrs())]), str(path))
+    proc = extql_process("inline", path, tmp_path / "out2.onnx", "-q")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert ("extql inline: error: ExtendedLSTM node m1_lstm_node: the standard-ops fallback "
+            "of the DPU LSTM needs the input size") in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert not (tmp_path / "out.onnx").exists()
+    assert not (tmp_path / "out2.onnx").exists()
 
 
 def _float_and_dpu(tmp_path):
