@@ -131,7 +131,8 @@ class RuntimeLimits(SphinxDirective):
         from extql.tools.runtimes import LIMITS, TESTED
 
         ops = {"Q": "quantize", "DQ": "dequantize", "BFP": "BFP block formats",
-               "MX": "MX block formats", "IN": "ExtendedInstanceNormalization"}
+               "MX": "MX block formats", "IN": "ExtendedInstanceNormalization",
+               "LSTM": "ExtendedLSTM"}
         zero = {"zero": ", zero point 0", "nonzero": ", zero point not 0", None: ""}
         lines = [".. list-table::", "   :header-rows: 1", "",
                  "   * - runtime", "     - nodes", "     - verdict", "     - why"]

@@ -61,7 +61,26 @@ def _cmd_inline(args: argparse.Namespace) -> int:
     code = _convert(args, "inline", inline_fallbacks)
     if args.target and args.target != "onnxruntime":
         warn_target(args.input, args.target)
+    else:
+        warn_lstm(args.input)
     return code
+
+
+def warn_lstm(path: str) -> list[str]:
+    """Warn on stderr, one line per DPU LSTM node, that its inlined form is
+    close, not exact, in every runtime (its gates' Tanh is not the C
+    library's tanhf: docs/differences.rst); return the lines."""
+    import onnx
+
+    from ..onnx.dpu import dpu_nodes
+
+    lines = [f"{d.label}: inlined with the runtime's Tanh for the C library's tanhf: "
+             "close to the library's output, not bit for bit (docs/differences.rst)"
+             for d in dpu_nodes(onnx.load(path, load_external_data=False))
+             if d.family == "lstm"]
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
+    return lines
 
 
 def warn_target(path: str, runtime: str) -> list[str]:
@@ -116,9 +135,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Copy IN to OUT with every Extended (and legacy Vitis) node, and every com.microsoft\n"
             "QuantizeLinear / DequantizeLinear, replaced by the standard ops that compute it bit\n"
-            "for bit. OUT has no custom or Microsoft operator left, so any ONNX runtime can run\n"
-            "it. With --target openvino|tract it also warns, naming each node, where that\n"
-            "runtime is known not to keep the fallback's bits (docs/guide/runtimes.rst)."
+            "for bit (a DPU LSTM but for its gates' Tanh: a warning names it). OUT has no custom\n"
+            "or Microsoft operator left, so any ONNX runtime can run it. With --target\n"
+            "openvino|tract it also warns, naming each node, where that runtime is known not to\n"
+            "keep the fallback's bits (docs/guide/runtimes.rst)."
         ),
     )
     add_rewrite_arguments(p)

@@ -183,13 +183,15 @@ class _Builder:
                        self.ints([-1]))
 
 
-def _step_body(p: dict, hidden: int, rt: str, d: int) -> onnx.GraphProto:
-    """The Scan body of direction d: (h, c, pre_t) -> (h', c', h'), with
-    ``pre_t`` the x part of the gate sums [batch, 4H] and ``rt`` (outer
-    scope) R's int16 values transposed, [H, 4H]."""
+def _step_body(p: dict, hidden: int, d: int) -> onnx.GraphProto:
+    """The Scan body of direction d: (h, c, rt, pre_t) -> (h', c', rt, h'),
+    with ``pre_t`` the x part of the gate sums [batch, 4H] and ``rt`` R's
+    int16 values transposed, [H, 4H].  rt is a state passed on unchanged
+    rather than read from the outer scope: OpenVINO's Scan takes no outer
+    value (it counts one as a missing input)."""
     H = hidden
     b = _Builder(f"s{d}_")
-    h_in, c_in, pre = f"s{d}_h_in", f"s{d}_c_in", f"s{d}_pre"
+    h_in, c_in, rt, pre = f"s{d}_h_in", f"s{d}_c_in", f"s{d}_rt_in", f"s{d}_pre"
     gh = b.srs(b.op("Mul", b.srs(b.op("MatMul", h_in, rt), p["hr"]), b.d(float(p["qh"]))),
                p["hrq"])
     g = b.op("Add", pre, gh)
@@ -213,15 +215,19 @@ def _step_body(p: dict, hidden: int, rt: str, d: int) -> onnx.GraphProto:
     h_out = b.srs16(shifted, oh)
     b.nodes.append(helper.make_node("Identity", [h_out], [f"s{d}_h_step"]))
     b.nodes.append(helper.make_node("Identity", [c_out], [f"s{d}_c_next"]))
+    b.nodes.append(helper.make_node("Identity", [rt], [f"s{d}_rt_out"]))
+    # (onnxruntime's Scan wants its body's output shapes; the batch is left
+    # unnamed: tract unifies a named one with the outer size and fails)
     return helper.make_graph(
         b.nodes, f"lstm_step_{d}",
-        [helper.make_tensor_value_info(h_in, _F64, ["batch", H]),
-         helper.make_tensor_value_info(c_in, _F32, ["batch", H]),
-         helper.make_tensor_value_info(pre, _F64, ["batch", 4 * H])],
-        # (onnxruntime's Scan wants its body's output shapes)
-        [helper.make_tensor_value_info(h_out, _F64, ["batch", H]),
-         helper.make_tensor_value_info(f"s{d}_c_next", _F32, ["batch", H]),
-         helper.make_tensor_value_info(f"s{d}_h_step", _F64, ["batch", H])])
+        [helper.make_tensor_value_info(h_in, _F64, [None, H]),
+         helper.make_tensor_value_info(c_in, _F32, [None, H]),
+         helper.make_tensor_value_info(rt, _F64, [H, 4 * H]),
+         helper.make_tensor_value_info(pre, _F64, [None, 4 * H])],
+        [helper.make_tensor_value_info(h_out, _F64, [None, H]),
+         helper.make_tensor_value_info(f"s{d}_c_next", _F32, [None, H]),
+         helper.make_tensor_value_info(f"s{d}_rt_out", _F64, [H, 4 * H]),
+         helper.make_tensor_value_info(f"s{d}_h_step", _F64, [None, H])])
 
 
 def lstm_function_proto(a: LSTMAttrs, n_in: int, has_b: bool, n_out: int, *, name: str,
@@ -281,9 +287,9 @@ def lstm_function_proto(a: LSTMAttrs, n_in: int, has_b: bool, n_out: int, *, nam
         pre = b.op("Add", gx, qc) if sx is None else b.op("Add", b.op("Sub", gx, sx), qc)
         if rev:
             pre = b.reverse(pre)
-        h_last, c_last, hs = (b.name(n) for n in ("h_last", "c_last", "h_seq"))
-        b.nodes.append(helper.make_node("Scan", [h0, c0, pre], [h_last, c_last, hs],
-                                        num_scan_inputs=1, body=_step_body(p, H, rt, d)))
+        h_last, c_last, rt_last, hs = (b.name(n) for n in ("h_last", "c_last", "rt", "h_seq"))
+        b.nodes.append(helper.make_node("Scan", [h0, c0, rt, pre], [h_last, c_last, rt_last, hs],
+                                        num_scan_inputs=1, body=_step_body(p, H, d)))
         if rev:
             hs = b.reverse(hs)
 

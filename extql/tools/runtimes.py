@@ -59,6 +59,9 @@ _BFP_BUILD = "tract has no bfloat16 type: the bfloat16 pre-rounding Cast does no
 _IN_CAST = ("every bfloat16 rounding of the instance norm is a Cast pair, which truncates "
             "there: the output a few bfloat16 steps off")
 _IN_BUILD = "tract has no bfloat16 type: the instance norm's bfloat16 Casts do not build"
+_LSTM_TANH = ("the gates' tanhf is the runtime's float32 Tanh, as in onnxruntime "
+              "(docs/differences.rst): once a gate's step moves, the outputs are a few steps "
+              "off for the rest of the sequence")
 _TRACT_OOB = ("the nodes of Quark's uint32 models fail in tract (ShapeError/OutOfBounds), "
               "each alone too; a node of another shape runs")
 _TRACT_IFF = ("in a whole model tract's analysis fails at the float64 route's Where (\"Iff\": "
@@ -71,7 +74,9 @@ class Limit:
     """Where a runtime does not give the NumPy API's bits.
 
     ``op`` is "Q" / "DQ" (Extended, legacy Vitis and com.microsoft nodes),
-    "BFP" / "MX" (the block formats) or "IN" (the DPU instance norm);
+    "BFP" / "MX" (the block formats), "IN" (the DPU instance norm) or "LSTM"
+    (the DPU LSTM, whose fallback is close in onnxruntime too: its Tanh,
+    docs/differences.rst);
     ``types`` the quantized types it concerns (None: every type);
     ``zero_point`` whether it needs a zero point of 0 ("zero"), another
     ("nonzero") or either (None); ``granularity`` "tensor" when it is per
@@ -121,6 +126,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("tract", "MX", _ANY, _ANY, _ANY, "close", _BLOCKS_TRACT),
     Limit("openvino", "IN", _ANY, _ANY, _ANY, "close", _IN_CAST),
     Limit("tract", "IN", _ANY, _ANY, _ANY, "unsupported", _IN_BUILD),
+    Limit("openvino", "LSTM", _ANY, _ANY, _ANY, "close", _LSTM_TANH),
+    Limit("tract", "LSTM", _ANY, _ANY, _ANY, "close", _LSTM_TANH),
 )
 
 
@@ -210,9 +217,10 @@ def node_limits(model: onnx.ModelProto, runtime: str) -> list[NodeLimit]:
         if lim is not None:
             found.append(NodeLimit(node_label(b.node), f"{b.family.upper()} block format", lim))
     for d in dpu_nodes(model):
-        lim = limit_of(runtime, "IN") if d.family == "in" else None
+        lim = limit_of(runtime, "IN" if d.family == "in" else "LSTM")
         if lim is not None:
-            found.append(NodeLimit(d.label, "instance norm", lim))
+            found.append(NodeLimit(d.label, "instance norm" if d.family == "in" else "LSTM",
+                                   lim))
     return found
 
 

@@ -164,3 +164,52 @@ def test_instance_norm(runtime, shape):
         assert _same(want, got)
     else:  # a few bfloat16 steps (2**-8 of a magnitude each) of the output's largest
         assert np.allclose(got, want, rtol=0, atol=2.0**-5 * float(np.abs(want).max()))
+
+
+def _lstm_cases() -> list[tuple[dict, dict, str]]:
+    """Every 8th stored Quark LSTM case, the Quark-size one, and three beyond
+    Quark (batch 2-3, one direction, layout 1)."""
+    from lstm_cases import make_case
+    from lstm_data import CASES, inputs
+
+    out = [(dict(c["attrs"]), inputs(c), c["op_type"]) for c in CASES[::8]]
+    out += [(dict(c["attrs"]), inputs(c), c["op_type"]) for c in CASES
+            if c["group"] == "quark_size"]
+    for batch, direction, layout in ((3, "forward", 1), (2, "reverse", 0),
+                                     (3, "bidirectional", 1)):
+        attrs, feeds = make_case(np.random.default_rng(batch), 7, 9, 6, batch=batch,
+                                 direction=direction, layout=layout)
+        out.append((attrs, feeds, "ExtendedLSTM"))
+    return out
+
+
+@pytest.mark.parametrize("runtime", HERE)
+def test_lstm(runtime):
+    """The DPU LSTM inlined: close as LIMITS says, the runtime's Tanh being
+    not the C library's tanhf.  Measured on all 76 stored cases and the
+    three beyond Quark (OpenVINO 2026.4: 7,953 of 39,018 elements in 27 of
+    79 cases, tract 0.23: 8,023 in 22; up to 8 steps each) and on these
+    (OpenVINO 7,431 of 24,910, tract 7,524: the Quark-size case is most of
+    them); pinned with margins at 40% of the elements and 12 steps, and not
+    exact (a runtime whose Tanh became tanhf's would fail here until LIMITS
+    says so)."""
+    from dpu_models import lstm_model
+
+    lim = runtimes.limit_of(runtime, "LSTM")
+    assert lim is not None and lim.verdict == "close"
+    diff = total = 0
+    worst = 0.0
+    for attrs, feeds, op in _lstm_cases():
+        model = extql.inline_fallbacks(lstm_model(
+            attrs, op=op, x_shape=list(feeds["X"].shape), w_shape=list(feeds["W"].shape),
+            r_shape=list(feeds["R"].shape), b_shape=list(feeds["B"].shape)))
+        want = extql.extended_lstm(feeds["X"], feeds["W"], feeds["R"], feeds["B"], **attrs)
+        got = runtimes.run(model, feeds, runtime)["Y"]
+        assert got.shape == want.shape and got.dtype == want.dtype
+        n = int(np.count_nonzero(got.view(np.uint32) != want.view(np.uint32)))
+        diff, total = diff + n, total + want.size
+        if n:
+            worst = max(worst, float(np.max(np.abs(got.astype(np.float64) - want)))
+                        / attrs["y_scale"])
+    assert 0 < diff <= 0.4 * total, f"{diff} of {total} elements differ"
+    assert worst <= 12, f"up to {worst} steps"

@@ -124,3 +124,13 @@ def test_instance_norm_rows():
         (openvino,) = runtimes.model_limits(model, "openvino")
         assert ": close in openvino:" in openvino
         assert runtimes.model_limits(model, "onnxruntime") == []
+
+
+def test_lstm_rows():
+    from dpu_models import lstm_model
+
+    for op in ("ExtendedLSTM", "VitisLSTM"):
+        for runtime in ("openvino", "tract"):
+            (line,) = runtimes.model_limits(lstm_model({}, op=op), runtime)
+            assert line.startswith(f"{op} node lstm_node: LSTM: close in {runtime}: the gates' "
+                                   "tanhf is the runtime's float32 Tanh"), line
