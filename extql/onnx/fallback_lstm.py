@@ -41,8 +41,9 @@ Each step of the page, with standard ops:
 * the recurrence -- one ``Scan`` per direction over the sequence (the
   reverse direction's input and output reversed by a ``Slice`` of step -1,
   so its outputs come out in forward time order: onnx.reference's Scan
-  runs forward only), the state h (the int16
-  values, float64) and c (float32), every batch element a row of its own
+  runs forward only) and one unused step past its end (no Scan over an
+  empty sequence, which onnxruntime and onnx.reference refuse), the state
+  h (the int16 values, float64) and c (float32), every batch element a row of its own
   (the rows never mix: each is the batch-1 case).  The x part of the gates
   (``srs(srs(Σ x·w, xw) · qx, xwq) - sx + qc``) is computed for the whole
   sequence before the Scan.
@@ -184,11 +185,12 @@ class _Builder:
 
 
 def _step_body(p: dict, hidden: int, d: int) -> onnx.GraphProto:
-    """The Scan body of direction d: (h, c, rt, pre_t) -> (h', c', rt, h'),
+    """The Scan body of direction d: (h, c, rt, pre_t) -> (h', c', rt, h, c),
     with ``pre_t`` the x part of the gate sums [batch, 4H] and ``rt`` R's
     int16 values transposed, [H, 4H].  rt is a state passed on unchanged
     rather than read from the outer scope: OpenVINO's Scan takes no outer
-    value (it counts one as a missing input)."""
+    value (it counts one as a missing input).  The scan outputs are the
+    states *before* the step (see :func:`lstm_function_proto`)."""
     H = hidden
     b = _Builder(f"s{d}_")
     h_in, c_in, rt, pre = f"s{d}_h_in", f"s{d}_c_in", f"s{d}_rt_in", f"s{d}_pre"
@@ -213,7 +215,8 @@ def _step_body(p: dict, hidden: int, d: int) -> onnx.GraphProto:
     shifted = b.op("Add", b.op("Mul", hi, b.d(float(p["ohs"]))),
                    b.d(float(p["ohz"]) * 2.0**oh))
     h_out = b.srs16(shifted, oh)
-    b.nodes.append(helper.make_node("Identity", [h_out], [f"s{d}_h_step"]))
+    b.nodes.append(helper.make_node("Identity", [h_in], [f"s{d}_h_before"]))
+    b.nodes.append(helper.make_node("Identity", [c_in], [f"s{d}_c_before"]))
     b.nodes.append(helper.make_node("Identity", [c_out], [f"s{d}_c_next"]))
     b.nodes.append(helper.make_node("Identity", [rt], [f"s{d}_rt_out"]))
     # (onnxruntime's Scan wants its body's output shapes; the batch is left
@@ -227,7 +230,8 @@ def _step_body(p: dict, hidden: int, d: int) -> onnx.GraphProto:
         [helper.make_tensor_value_info(h_out, _F64, [None, H]),
          helper.make_tensor_value_info(f"s{d}_c_next", _F32, [None, H]),
          helper.make_tensor_value_info(f"s{d}_rt_out", _F64, [H, 4 * H]),
-         helper.make_tensor_value_info(f"s{d}_h_step", _F64, [None, H])])
+         helper.make_tensor_value_info(f"s{d}_h_before", _F64, [None, H]),
+         helper.make_tensor_value_info(f"s{d}_c_before", _F32, [None, H])])
 
 
 def lstm_function_proto(a: LSTMAttrs, n_in: int, has_b: bool, n_out: int, *, name: str,
@@ -258,6 +262,11 @@ def lstm_function_proto(a: LSTMAttrs, n_in: int, has_b: bool, n_out: int, *, nam
     state = b.op("Concat", batch, b.ints([H]), axis=0)
     h0 = b.op("Expand", b.d(float(p["ohz"])), state)
     c0 = b.op("Expand", b.const(0.0, np.float32), state)
+    # One step past the sequence (its result unused), so that no Scan runs
+    # over an empty one (onnxruntime's and onnx.reference's refuse it) and
+    # the states before each step, [seq + 1, batch, H], hold h0 / c0 first
+    # and the last step's h / c last, also for seq = 0.
+    extra = b.op("Expand", b.d(0.0), b.op("Concat", b.ints([1]), batch, b.ints([4 * H]), axis=0))
     # qc's float64 constants, as the page's expression starts them
     t0 = (float(n_in) * p["qaf"]) * xz + (float(H) * p["qbf"]) * yz
     cw, cr, bsg = p["qxf"] * xz, p["qhf"] * yz, float(bs) * _SG
@@ -287,19 +296,24 @@ def lstm_function_proto(a: LSTMAttrs, n_in: int, has_b: bool, n_out: int, *, nam
         pre = b.op("Add", gx, qc) if sx is None else b.op("Add", b.op("Sub", gx, sx), qc)
         if rev:
             pre = b.reverse(pre)
-        h_last, c_last, rt_last, hs = (b.name(n) for n in ("h_last", "c_last", "rt", "h_seq"))
-        b.nodes.append(helper.make_node("Scan", [h0, c0, rt, pre], [h_last, c_last, rt_last, hs],
-                                        num_scan_inputs=1, body=_step_body(p, H, d)))
+        pre = b.op("Concat", pre, extra, axis=0)
+        ends = [b.name(n) for n in ("h_end", "c_end", "rt_end", "h_before", "c_before")]
+        b.nodes.append(helper.make_node("Scan", [h0, c0, rt, pre], ends, num_scan_inputs=1,
+                                        body=_step_body(p, H, d)))
+        h_before, c_before = ends[3:]
+        hs = b.op("Slice", h_before, b.ints([1]), b.ints([2**62]), b.ints([0]))  # [seq, ...]
         if rev:
             hs = b.reverse(hs)
+        h_last = b.op("Slice", h_before, b.ints([-1]), b.ints([2**62]), b.ints([0]))
+        c_last = b.op("Slice", c_before, b.ints([-1]), b.ints([2**62]), b.ints([0]))
 
         def deq(v: str) -> str:
             return b.op("Mul", b.op("Cast", b.op("Add", v, b.d(32768.0 - yzp)), to=_F32),
                         b.const(ys, np.float32))
 
         ys_by_dir.append(b.op("Unsqueeze", deq(hs), b.ints([1])))  # [seq, 1, batch, H]
-        yh.append(b.op("Unsqueeze", deq(h_last), b.ints([0])))  # [1, batch, H]
-        yc.append(b.op("Unsqueeze", c_last, b.ints([0])))
+        yh.append(deq(h_last))  # [1, batch, H]
+        yc.append(c_last)
     outs = []
     for parts, axis, perm in ((ys_by_dir, 1, [2, 0, 1, 3]), (yh, 0, [1, 0, 2]),
                               (yc, 0, [1, 0, 2])):

@@ -231,6 +231,23 @@ def test_beyond_quark(batch, direction, layout, outputs, with_b):
         assert_same_bits(row, alone, "batch element 1 alone")
 
 
+@pytest.mark.parametrize("layout", [0, 1])
+def test_an_empty_sequence(layout):
+    """seq 0 (a Scan over nothing is refused by onnxruntime and
+    onnx.reference: the fallback scans one unused step more): Y empty, Y_h
+    the output zero point's h0 dequantized, Y_c 0, the NumPy API's bits."""
+    attrs, feeds = make_case(case_rng("dpu-lstm-fallback", "empty"), 3, 4, 3, batch=2,
+                             layout=layout, y_zero_point=30000)
+    feeds["X"] = np.zeros((0, 2, 4) if layout == 0 else (2, 0, 4), F32)
+    model = extql.inline_fallbacks(lstm_model(
+        attrs, x_shape=["s", 2, 4] if layout == 0 else [2, "s", 4], outputs=("Y", "Y_h", "Y_c")))
+    want = _want(attrs, feeds, "Y,Y_h,Y_c")
+    assert want[0].size == 0 and (want[1] != 0).all()
+    for got in (_session(model).run(None, feeds), _reference(model, feeds)):
+        for g, w in zip(got, want, strict=True):
+            assert_same_bits(g, w)
+
+
 @pytest.mark.parametrize("level", LEVELS, ids=lambda v: str(v).split(".")[-1])
 def test_whole_model_at_every_level(level):
     """Float ops around the node, W / R / B initializers, static shapes: the
