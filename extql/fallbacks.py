@@ -13,10 +13,13 @@ Quantize to an integer type T with range [lo, hi]:
 * 8/16-bit: ``t = Round(x / s) + float(zp)`` in float32, NaN -> lo,
   ``Cast(Clip(t, lo, hi))``.  The sum is exact while ``|r| < 2**24``; beyond
   that it is far out of range and saturates whatever its rounding.
-* int32/uint32: ``t = float64(Round(x / s)) + float64(zp)``, exact whenever
-  it can matter (float64 holds every float32 and 32-bit integer), NaN -> lo,
-  clamped to [lo, hi] in float64 and cast (an exact integer in range).
-  (Not int64: onnxruntime's Min/Max/Clip on int64 are wrong beyond 2**32.)
+* int32/uint32: ``t = Round(x / s) + zp`` in 32-bit arithmetic only (no
+  float64 or int64, which OpenVINO narrows to 32 bits): NaN -> below the
+  range, ``r = Round(x / s)`` clamped to +-2**33, and ``r + zp`` carried as
+  two exact float32 parts, a multiple of 65536 and a small integer; each part
+  is clamped so that their sum saturates to [lo, hi], and the int32 sum of the
+  two parts (each cast in range) is the result (uint32: the int32 math on
+  ``r + (zp - 2**31)``, 2**31 added back by int32's wrapping Add).
 
 Quantize to float16/bfloat16: ``w = x / s + float(zp)`` in float32, clamped to
 the largest finite value of the type (NaN kept), then one Cast (round to

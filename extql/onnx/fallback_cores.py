@@ -34,8 +34,8 @@ __all__ = [
 ]
 
 _F32 = TensorProto.FLOAT
-_F64 = TensorProto.DOUBLE
 _I64 = TensorProto.INT64
+_I32 = TensorProto.INT32
 
 
 # --------------------------------------------------------------------------
@@ -53,26 +53,6 @@ def _quantize_narrow_core(to: int, lo: float, hi: float):
         return op.Cast(op.Clip(t, lo_c, hi_c), to=to)
 
     return QuantizeNarrow
-
-
-def _quantize_wide_core(to: int, lo: int, hi: int):
-    lo_t = onnx.helper.make_tensor("lo", TensorProto.DOUBLE, [], [float(lo)])
-    hi_t = onnx.helper.make_tensor("hi", TensorProto.DOUBLE, [], [float(hi)])
-
-    @script(_INTERNAL, default_opset=op)
-    def QuantizeWide(v: FLOAT, zp):
-        # float64 holds every float32 and every 32-bit integer exactly, so
-        # r + zp is exact while it matters (|r| < 2**53) and saturates right
-        # beyond; NaN is replaced first, then one clamp in float64 (not int64:
-        # onnxruntime's int64 Min/Max/Clip are wrong beyond 2**32).
-        lo_d = op.Constant(value=lo_t)
-        hi_d = op.Constant(value=hi_t)
-        r = op.Cast(op.Round(v), to=TensorProto.DOUBLE)
-        t = op.Add(r, op.Cast(zp, to=TensorProto.DOUBLE))
-        t = op.Where(op.IsNaN(t), lo_d, t)
-        return op.Cast(op.Clip(t, lo_d, hi_d), to=to)
-
-    return QuantizeWide
 
 
 def _quantize_float_core(to: int, limit: float):
@@ -207,7 +187,9 @@ def DequantizeFloat8(x, s, zp) -> FLOAT:
 
 @script(_INTERNAL, default_opset=op)
 def DequantizeWide(x, s, zp) -> FLOAT:
-    # int32/uint32: the difference is exact in int64 and rounds once to float32.
+    # int32/uint32: the difference is exact in int64 and rounds once to
+    # float32.  (OpenVINO runs int64 as int32, where x - zp wraps: an exact
+    # decomposition in 32-bit parts costs about twice this in onnxruntime.)
     d = op.Cast(op.Sub(op.Cast(x, to=_I64), op.Cast(zp, to=_I64)), to=_F32)
     return op.Mul(d, op.Cast(s, to=_F32))
 
@@ -217,8 +199,86 @@ def DequantizeDefault(x, s) -> FLOAT:
     return op.Mul(op.Cast(x, to=_F32), op.Cast(s, to=_F32))
 
 
+# --------------------------------------------------------------------------
+# Quantize into the 32-bit integer types (int32 / uint32) in 32-bit
+# arithmetic only: OpenVINO's CPU plugin runs int64 as int32 and float64 as
+# float32, and tract's analysis refuses a float64 Where, so neither wide type
+# is used.  r + zp (r the rounded float32 quotient, any magnitude) is carried
+# as two float32 numbers that are each exact where it matters: a multiple of
+# 65536 and a small integer (|l| < 2**18); sums of such parts are exact, the
+# saturation clamps each part, and the int32 sum of the two parts (each cast
+# from a float32 in range) is the result.  uint32 takes the int32 math on
+# r + (zp - 2**31) and adds 2**31 back by int32's wrapping Add (then a Cast
+# to uint32 keeps the bits).  Every float -> int Cast sees a value in its
+# range (beyond it the runtimes differ: INT_MIN, saturation, 2**31), and
+# the int32 Mul / Sub that wrap do so where the true result is small, so the
+# wrap cancels.  The zero point is taken as int32 (uint32's bits kept: the
+# Cast wraps); its split costs nothing per element (one value per tensor or
+# channel): q = floor(float32(zp) / 65536), l = zp - q * 65536 in int32;
+# uint32: where zp as int32 is negative (2**31 or more) q + 65536 is its
+# high part, and the shift takes 32768 off.
+
+def _i32(name: str, value: int) -> onnx.TensorProto:
+    return onnx.helper.make_tensor(name, TensorProto.INT32, [], [value])
+
+
+_H = 65536.0
+_INV_H = 2.0**-16
+_BIG = 2.0**33
+# Quantize's saturation window: the high part is clamped to [A, B] and what
+# is left to [LA, LB], A + LA = -2**31 and B + LB = 2**31 - 1, with room in
+# both for every in-range low part.
+_QA, _QB = -(2.0**31) + 131072.0, 2.0**31 - 196608.0
+_QLA, _QLB = -131072.0, 196607.0
+_SHIFT_T = _i32("shift", -(2**31))
+_H_T = _i32("h", 65536)
+
+
+@script(_INTERNAL, default_opset=op)
+def QuantizeInt32(v: FLOAT, zp):
+    # r = Round(v) (NaN: -2**33, below the range); HI = floor(r / 65536) *
+    # 65536 + zh (exact while it is in [A, B], beyond it only clamped) is
+    # clamped to [A, B], and what is left of T = r + zp, (r - (HC - zh)) +
+    # zl, to [LA, LB]: exact wherever it lies in that window (both steps
+    # then have small exact results), and beyond it rounded without
+    # crossing the window's bounds.  +-inf and huge r saturate the same way.
+    zi = op.Cast(zp, to=_I32)
+    zq = op.Floor(op.Mul(op.Cast(zi, to=_F32), op.Constant(value_float=_INV_H)))
+    zl = op.Cast(op.Sub(zi, op.Mul(op.Cast(zq, to=_I32), op.Constant(value=_H_T))), to=_F32)
+    zh = op.Mul(zq, op.Constant(value_float=_H))
+    r = op.Round(v)
+    r = op.Where(op.IsNaN(r), op.Constant(value_float=-_BIG), r)
+    hi = op.Add(op.Mul(op.Floor(op.Mul(r, op.Constant(value_float=_INV_H))),
+                       op.Constant(value_float=_H)), zh)
+    hc = op.Clip(hi, op.Constant(value_float=_QA), op.Constant(value_float=_QB))
+    rest = op.Add(op.Sub(r, op.Sub(hc, zh)), zl)
+    lc = op.Clip(rest, op.Constant(value_float=_QLA), op.Constant(value_float=_QLB))
+    return op.Add(op.Cast(hc, to=_I32), op.Cast(lc, to=_I32))
+
+
+@script(_INTERNAL, default_opset=op)
+def QuantizeUint32(v: FLOAT, zp):
+    # QuantizeInt32's math on r + (zp - 2**31), the result shifted back.
+    zi = op.Cast(zp, to=_I32)
+    zq = op.Floor(op.Mul(op.Cast(zi, to=_F32), op.Constant(value_float=_INV_H)))
+    zl = op.Cast(op.Sub(zi, op.Mul(op.Cast(zq, to=_I32), op.Constant(value=_H_T))), to=_F32)
+    zq = op.Add(zq, op.Where(op.Less(zq, op.Constant(value_float=0.0)),
+                             op.Constant(value_float=32768.0),
+                             op.Constant(value_float=-32768.0)))
+    zh = op.Mul(zq, op.Constant(value_float=_H))
+    r = op.Round(v)
+    r = op.Where(op.IsNaN(r), op.Constant(value_float=-_BIG), r)
+    hi = op.Add(op.Mul(op.Floor(op.Mul(r, op.Constant(value_float=_INV_H))),
+                       op.Constant(value_float=_H)), zh)
+    hc = op.Clip(hi, op.Constant(value_float=_QA), op.Constant(value_float=_QB))
+    rest = op.Add(op.Sub(r, op.Sub(hc, zh)), zl)
+    lc = op.Clip(rest, op.Constant(value_float=_QLA), op.Constant(value_float=_QLB))
+    t = op.Add(op.Add(op.Cast(hc, to=_I32), op.Cast(lc, to=_I32)), op.Constant(value=_SHIFT_T))
+    return op.Cast(t, to=TensorProto.UINT32)
+
+
 def is_wide(name: str) -> bool:
-    """The 32-bit integer types (int32/uint32), computed through float64 / int64."""
+    """The 32-bit integer types (int32/uint32), computed as two exact float32 parts."""
     qt = QUANTIZED[name]
     return not qt.is_float and qt.dtype.itemsize == 4
 
@@ -235,7 +295,7 @@ def quantize_core(variant: str):
     if qt.is_float:
         return _quantize_float_core(qt.onnx, float(qt.hi))
     if is_wide(variant):
-        return _quantize_wide_core(qt.onnx, int(qt.lo), int(qt.hi))
+        return QuantizeUint32 if variant == "uint32" else QuantizeInt32
     return _quantize_narrow_core(qt.onnx, float(qt.lo), float(qt.hi))
 
 
@@ -256,7 +316,7 @@ def zero_point_carrier(quantize: bool, variant: str) -> int:
     shape (small: one value per channel or block): a type that holds each of
     its values and that every runtime's Reshape / Expand / Slice take."""
     if is_wide(variant):
-        return _F64 if quantize else _I64
+        return _I32 if quantize else _I64
     return _F32
 
 

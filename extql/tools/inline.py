@@ -97,6 +97,7 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     dpus = [d for d in dpu_nodes(out) if d.family in FALLBACK_FAMILIES]
     if not nodes and not blocks and not dpus:
         return out
+    _raw_uint32(out)
     opset = model_opset(out, "")
     assert opset is not None
     types = infer_types(out)
@@ -190,6 +191,26 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     drop_unused_imports(out, (*ours, MS_DOMAIN))
     _static_block_casts(out, {b.node.output[0]: types.get(b.node.input[0]) for b in blocks})
     return out
+
+
+def _raw_uint32(model: onnx.ModelProto) -> None:
+    """uint32 initializers and Constant values held in ``uint64_data`` (the
+    field ONNX gives them when not raw, as AMD Quark writes its uint32 zero
+    points) re-encoded as ``raw_data``, the same values: tract 0.23 fails to
+    load the first form (ShapeError/OutOfBounds)."""
+    def fix(t: onnx.TensorProto) -> None:
+        if t.data_type == onnx.TensorProto.UINT32 and len(t.uint64_data) and not t.raw_data:
+            values = np.asarray(t.uint64_data, np.uint64).astype("<u4")
+            t.ClearField("uint64_data")
+            t.raw_data = values.tobytes()
+
+    for graph in graphs(model.graph):
+        for init in graph.initializer:
+            fix(init)
+        for node in graph.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    fix(attr.t)
 
 
 def _static_block_casts(model: onnx.ModelProto, x_types: dict[str, TypeInfo | None]) -> None:

@@ -114,6 +114,47 @@ def test_wide_zero_point_addition_is_exact(qtype, runner):
         assert got.astype(np.float64).tolist() == exact.tolist()
 
 
+def _near(values: list[float], steps: int = 3) -> np.ndarray:
+    """Every float32 within ``steps`` representable values of each value."""
+    out = []
+    for v in values:
+        f = np.float32(v)
+        lo = hi = f
+        out.append(f)
+        for _ in range(steps):
+            lo, hi = np.nextafter(lo, np.float32(-np.inf)), np.nextafter(hi, np.float32(np.inf))
+            out.extend([lo, hi])
+    return np.array(out, np.float32)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("qtype", ["int32", "uint32"])
+def test_wide_saturation_window(qtype, runner):
+    """The 32-bit quantize carries r + zp in two float32 parts and clamps
+    each: every r near the saturation bounds (lo - zp, hi - zp), near the
+    parts' grid (multiples of 65536, 2**31, 2**32, 2**33), ties, +-inf, NaN
+    and huge values, with zero points at the type's extremes, against the
+    contract."""
+    dt, lo, hi = TYPES[qtype]
+    if qtype == "uint32":
+        zps = [0, 1, 65535, 65536, 2**31 - 1, 2**31, 3000000000, 2**32 - 1]
+    else:
+        zps = [0, 1, -1, 65536, -65537, 2**31 - 1, -(2**31), 123456789, -987654321]
+    grid = [k * 65536.0 + d for k in (-32769, -32768, -1, 0, 1, 32767, 32768, 65535, 65536)
+            for d in (-0.5, 0.0, 0.5, 1.5)]
+    base = [0.0, 2.0**31, -(2.0**31), 2.0**32, -(2.0**32), 2.0**33, -(2.0**33), 1e30, -1e30,
+            np.inf, -np.inf, np.nan, 16777217.0, 8388608.5, -8388609.5, *grid]
+    for zp in zps:
+        zp = np.asarray(zp, dt)
+        x = _near(base + [float(lo) - int(zp), float(hi) - int(zp)])
+        model = extql.attach_fallbacks(qdq_model(qtype, [x.size], np.float32(1.0), zp,
+                                                 chain="q"))
+        got = run(runner, model, {"x": x})["y"]
+        assert_same_bits(got, quantize(x, np.float32(1.0), zp), f"{runner} {qtype} zp={zp}")
+        inlined = run(runner, extql.inline_fallbacks(model), {"x": x})["y"]
+        assert_same_bits(inlined, got, f"{runner} {qtype} zp={zp} inlined")
+
+
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_float_nan_stays_nan(runner):
     """NaN quantizes to a NaN for float16 / bfloat16 (any NaN: the payload is
@@ -332,3 +373,22 @@ def test_public_names_are_lazy():
         "assert extql.quark.domain == 'com.amd.quark'\n"
     )
     run_python("-c", code)
+
+
+def test_inline_reencodes_uint32_held_in_uint64_data():
+    """A uint32 zero point held in ONNX's uint64_data field (as Quark writes
+    it; tract 0.23 cannot load that form) comes out of inline_fallbacks as
+    raw data with the same values, and the model computes the same."""
+    zp = np.asarray(3000000000, np.uint32)
+    model = qdq_model("uint32", [4], np.float32(0.5), zp, chain="q")
+    for init in model.graph.initializer:
+        if init.data_type == TensorProto.UINT32:
+            init.CopyFrom(helper.make_tensor(init.name, TensorProto.UINT32, init.dims,
+                                             [int(zp)], raw=False))
+            assert len(init.uint64_data) == 1
+    inlined = extql.inline_fallbacks(model)
+    held = [i for i in inlined.graph.initializer if i.data_type == TensorProto.UINT32]
+    assert held and all(not i.uint64_data and i.raw_data for i in held)
+    assert all(onnx.numpy_helper.to_array(i).tolist() == int(zp) for i in held)
+    x = np.array([1.0, -1e30, 1e30, 7.25], np.float32)
+    assert_same_bits(run_ort(inlined, {"x": x})["y"], quantize(x, np.float32(0.5), zp))
