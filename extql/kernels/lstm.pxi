@@ -11,18 +11,24 @@
 #   sizes (the page's "Parameters"), with the refusal of the shifts C leaves
 #   undefined;
 # * lstm_prepare: W, R and B quantized once into one buffer per call, per
-#   direction the int16 weights transposed to [input, 4H] and [H, 4H] (so
-#   that a step's dot products run along contiguous rows of 4H gates, one
-#   multiply-add per gate and weight, which vectorises) and the gate
-#   constants qc;
+#   direction the int16 weights in the dot products' layout (below) and the
+#   gate constants qc;
 # * lstm_range: work items [start, stop), an item being one batch element in
 #   one direction, each run over its whole sequence on its own (the batch-1
 #   case), so that a thread pool splits a call between threads.
 #
-# The dot products run in float64 lanes: a product of two int16 values is
-# below 2^30 in magnitude and a sum of fewer than 2^22 of them is below 2^52,
-# so every partial sum is an exact integer whatever the order (lstm_params
-# refuses an input or hidden size of 2^22 or more).  The gates call the C
+# The dot products are exact integer sums, so the order of their additions
+# does not change them.  Each int16 weight w is split into w = 256 hi + lo
+# (lo in [0, 255], hi in [-128, 127]); a step multiplies the int16 values of
+# x_t (or h) by the lo and the hi parts, two inputs at a time (a
+# multiply-add of int16 pairs into int32, one instruction for 16 gates
+# where AVX-512 has it), and sums them in int32: a pair's products are
+# below 2^24 in magnitude, so LSTM_PAIRS_BLOCK = 128 pairs stay below 2^31.
+# Each block is then added to the int64 sums as 256 hi + lo.  The layout
+# (extql_lstm_dots): per input pair p, per gate i, the two inputs' parts
+# side by side, lo[(p * 4H + i) * 2 + r] for input 2p + r (an odd size ends
+# with a zero row).  lstm_params refuses an input or hidden size of 2^22 or
+# more, which keeps every sum far inside int64.  The gates call the C
 # library's tanhf as it is (what Quark's library calls).
 #
 # What the including unit (dispatch.pyx) provides: ExtqlLstmParams and the
@@ -84,6 +90,17 @@ cdef inline int64_t lstm_srs(int64_t v, int k) noexcept nogil:
 cdef inline int64_t lstm_srs16(int64_t v, int k) noexcept nogil:
     """srs16: the same clamped to [-2^16, 2^16 - 1], then wrapped to int16."""
     return lstm_wrap16(lstm_clamp(lstm_srs_mag(v, k), -65536, 65535))
+
+
+cdef inline int64_t lstm_srs_flat(int64_t v, int k, int64_t half) noexcept nogil:
+    """lstm_srs(v, k) with half = lstm_half(k), written without branches (the
+    sign as a mask, the clamp as min / max) so that a loop of them
+    vectorises; |v| < 2^62 (every value the step gives)."""
+    cdef int64_t sg = v >> 63
+    cdef int64_t mag = ((((v ^ sg) - sg) + half) >> k)
+    mag = (mag ^ sg) - sg
+    mag = mag if mag > -2147483648 else -2147483648
+    return mag if mag < 2147483647 else 2147483647
 
 
 cdef inline int64_t lstm_round(double d, int64_t lo, int64_t hi) noexcept nogil:
@@ -210,11 +227,20 @@ cdef inline int64_t lstm_aligned(int64_t n) noexcept nogil:
     return (n + LSTM_ALIGN - 1) // LSTM_ALIGN * LSTM_ALIGN
 
 
+cdef inline int64_t lstm_pairs(int64_t n) noexcept nogil:
+    return (n + 1) // 2
+
+
+cdef inline int64_t lstm_part_bytes(int64_t n, int64_t G) noexcept nogil:
+    """Bytes of one weight's lo or hi part: [pairs(n)][G][2] int16, aligned."""
+    return lstm_aligned(lstm_pairs(n) * G * 4)
+
+
 cdef inline int64_t lstm_dir_bytes(const ExtqlLstmParams *p) noexcept nogil:
-    """Bytes of one direction's part of the prepared buffer: Wt [input][4H] and
-    Rt [H][4H] int16, qc [4H] int32, each aligned."""
+    """Bytes of one direction's part of the prepared buffer: W's lo and hi
+    parts, R's lo and hi parts (extql_lstm_dots's layout), qc [4H] int32."""
     cdef int64_t G = 4 * p.hidden
-    return (lstm_aligned(p.input * G * 2) + lstm_aligned(p.hidden * G * 2)
+    return (2 * lstm_part_bytes(p.input, G) + 2 * lstm_part_bytes(p.hidden, G)
             + lstm_aligned(G * 4))
 
 
@@ -226,34 +252,66 @@ cdef public int64_t lstm_prepared_size "EXTQL_ISA_FN(extql_lstm_prepared_size)"(
 
 
 cdef inline int16_t *lstm_wt(const ExtqlLstmParams *p, const void *prep, int d) noexcept nogil:
+    """W's lo part (its hi part follows it)."""
     return <int16_t *>(<char *>prep + d * lstm_dir_bytes(p))
 
 
 cdef inline int16_t *lstm_rt(const ExtqlLstmParams *p, const void *prep, int d) noexcept nogil:
+    """R's lo part (its hi part follows it)."""
     return <int16_t *>(<char *>prep + d * lstm_dir_bytes(p)
-                       + lstm_aligned(p.input * 4 * p.hidden * 2))
+                       + 2 * lstm_part_bytes(p.input, 4 * p.hidden))
 
 
 cdef inline int32_t *lstm_qc(const ExtqlLstmParams *p, const void *prep, int d) noexcept nogil:
     cdef int64_t G = 4 * p.hidden
     return <int32_t *>(<char *>prep + d * lstm_dir_bytes(p)
-                       + lstm_aligned(p.input * G * 2) + lstm_aligned(p.hidden * G * 2))
+                       + 2 * lstm_part_bytes(p.input, G) + 2 * lstm_part_bytes(p.hidden, G))
 
 
-cdef void lstm_transpose_q(const float *src, int16_t *dst, int64_t rows, int64_t cols,
-                           float s, int64_t zp, double *sums) noexcept nogil:
-    """src [rows, cols] quantized into dst [cols, rows] (int16 values), and the
-    row sums of the int16 values (in double, in index order) into sums."""
-    cdef int64_t i, j
-    cdef int16_t q
-    cdef double acc
+cdef inline int16_t lstm_quantize_flat(float v, float s, double zp) noexcept nogil:
+    """lstm_quantize(v, s, zp) written without branches, so that a loop of
+    them vectorises: NaN fails both comparisons and gives 0, as t < 0 does."""
+    cdef double t = <double>rint(v / s) + zp
+    t = t if t > 0.0 else 0.0
+    t = t if t < 65535.0 else 65535.0
+    return <int16_t>(<int32_t>t - 32768)
+
+
+cdef int lstm_split_q(const float *src, int16_t *lo, int64_t rows, int64_t cols,
+                      float s, int64_t zp, double *sums) noexcept nogil:
+    """src [rows, cols] (gates x inputs) quantized into the lo / hi parts of
+    extql_lstm_dots's layout (hi at lo + lstm_part_bytes / 2 elements; the
+    zero row of an odd size included), and the row sums of the int16 values
+    into sums (exact integers).  Returns 0, or -2 without memory."""
+    cdef int64_t i, j, at, acc, n = rows * cols, pairs = cols // 2
+    cdef int16_t *hi = lo + lstm_part_bytes(cols, rows) // 2
+    cdef int16_t *q = <int16_t *>malloc(n * sizeof(int16_t))
+    cdef const int16_t *row
+    cdef double zd = <double>zp
+    cdef int v0, v1
+    if q == NULL:
+        return LSTM_NO_MEMORY
+    for i in range(n):
+        q[i] = lstm_quantize_flat(src[i], s, zd)
     for i in range(rows):
-        acc = 0.0
+        acc = 0
+        row = q + i * cols
         for j in range(cols):
-            q = lstm_quantize(src[i * cols + j], s, zp)
-            dst[j * rows + i] = q
-            acc = acc + <double>q
-        sums[i] = acc
+            acc = acc + row[j]
+        sums[i] = <double>acc
+    # Pair by pair, gate by gate: the writes run along the layout (hi = v >> 8,
+    # an arithmetic shift, is (v - lo) / 256).
+    for j in range(pairs + cols % 2):
+        for i in range(rows):
+            v0 = q[i * cols + 2 * j]
+            v1 = q[i * cols + 2 * j + 1] if j < pairs else 0
+            at = (j * rows + i) * 2
+            lo[at] = <int16_t>(v0 & 0xFF)
+            lo[at + 1] = <int16_t>(v1 & 0xFF)
+            hi[at] = <int16_t>(v0 >> 8)
+            hi[at + 1] = <int16_t>(v1 >> 8)
+    free(q)
+    return EXTQL_LSTM_OK
 
 
 cdef public int lstm_prepare "EXTQL_ISA_FN(extql_lstm_prepare)"(
@@ -261,9 +319,9 @@ cdef public int lstm_prepare "EXTQL_ISA_FN(extql_lstm_prepare)"(
         void *prepared) noexcept nogil:
     """W [dirs, 4H, input], R [dirs, 4H, H] and B [dirs, 8H] (NULL: zeros)
     quantized into `prepared` (extql_lstm_prepared_size bytes): per direction
-    the transposed int16 weights and the gate constants qc (the page's
+    the int16 weights in extql_lstm_dots's layout and the gate constants qc (the page's
     "Parameters", left to right as written).  Returns 0, or -2 when the row
-    sums find no memory."""
+    sums or the quantized weights find no memory."""
     cdef int64_t H = p.hidden, G = 4 * p.hidden, n_in = p.input, i
     cdef int d
     cdef double *sw
@@ -278,10 +336,12 @@ cdef public int lstm_prepare "EXTQL_ISA_FN(extql_lstm_prepare)"(
         return LSTM_NO_MEMORY
     sr = sw + G
     for d in range(p.dirs):
-        lstm_transpose_q(w + d * G * n_in, lstm_wt(p, prepared, d), G, n_in, p.scale[1],
+        if (lstm_split_q(w + d * G * n_in, lstm_wt(p, prepared, d), G, n_in, p.scale[1],
                          p.zero_point[1], sw)
-        lstm_transpose_q(r + d * G * H, lstm_rt(p, prepared, d), G, H, p.scale[2],
-                         p.zero_point[2], sr)
+                or lstm_split_q(r + d * G * H, lstm_rt(p, prepared, d), G, H, p.scale[2],
+                                p.zero_point[2], sr)):
+            free(sw)
+            return LSTM_NO_MEMORY
         qc = lstm_qc(p, prepared, d)
         for i in range(G):
             if b != NULL:
@@ -303,31 +363,117 @@ cdef public int lstm_prepare "EXTQL_ISA_FN(extql_lstm_prepare)"(
 # ---------------------------------------------------------------------------
 # One work item: a batch element in one direction, over its whole sequence
 
+cdef extern from *:
+    """
+    /* acc[i] = sum_j v[j] * w[j][i] for the G gates i over 2 * pairs inputs j
+       (v padded to an even length with 0), w given as its parts lo and hi
+       (w = 256 hi + lo) in the layout [pair][G][2] (the unit's comment): per
+       block of at most EXTQL_LSTM_PAIRS_BLOCK pairs, int32 sums of the lo and
+       the hi products (below 2^31: every pair's are below 2^24), added to
+       the int64 sums as 256 hi + lo.  Exact integer arithmetic throughout:
+       the same sums in any order, so every version gives the same bits.
+       s32: scratch of 2 G int32. */
+    #define EXTQL_LSTM_PAIRS_BLOCK 128
+    #if defined(__AVX512BW__) || defined(__AVX2__)
+    #include <immintrin.h>
+    #endif
+    #include <string.h>
+    static inline void extql_lstm_dots(const int16_t *lo, const int16_t *hi,
+                                       const int16_t *v, int64_t pairs, int64_t G,
+                                       int64_t *acc, int32_t *s32) {
+        int32_t *sl = s32, *sh = s32 + G;
+        for (int64_t i = 0; i < G; i++) acc[i] = 0;
+        for (int64_t p0 = 0; p0 < pairs; p0 += EXTQL_LSTM_PAIRS_BLOCK) {
+            int64_t p1 = pairs - p0 < EXTQL_LSTM_PAIRS_BLOCK ? pairs
+                                                              : p0 + EXTQL_LSTM_PAIRS_BLOCK;
+            int64_t i = 0;
+    #if defined(__AVX512BW__)
+            for (; i + 64 <= G; i += 64) {
+                __m512i l0 = _mm512_setzero_si512(), l1 = l0, l2 = l0, l3 = l0;
+                __m512i h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+                for (int64_t p = p0; p < p1; p++) {
+                    int32_t xy;
+                    memcpy(&xy, v + 2 * p, 4);
+                    __m512i b = _mm512_set1_epi32(xy);
+                    const int16_t *a = lo + (p * G + i) * 2, *c = hi + (p * G + i) * 2;
+                    l0 = _mm512_add_epi32(l0, _mm512_madd_epi16(_mm512_loadu_si512(a), b));
+                    l1 = _mm512_add_epi32(l1, _mm512_madd_epi16(_mm512_loadu_si512(a + 32), b));
+                    l2 = _mm512_add_epi32(l2, _mm512_madd_epi16(_mm512_loadu_si512(a + 64), b));
+                    l3 = _mm512_add_epi32(l3, _mm512_madd_epi16(_mm512_loadu_si512(a + 96), b));
+                    h0 = _mm512_add_epi32(h0, _mm512_madd_epi16(_mm512_loadu_si512(c), b));
+                    h1 = _mm512_add_epi32(h1, _mm512_madd_epi16(_mm512_loadu_si512(c + 32), b));
+                    h2 = _mm512_add_epi32(h2, _mm512_madd_epi16(_mm512_loadu_si512(c + 64), b));
+                    h3 = _mm512_add_epi32(h3, _mm512_madd_epi16(_mm512_loadu_si512(c + 96), b));
+                }
+                _mm512_storeu_si512(sl + i, l0);
+                _mm512_storeu_si512(sl + i + 16, l1);
+                _mm512_storeu_si512(sl + i + 32, l2);
+                _mm512_storeu_si512(sl + i + 48, l3);
+                _mm512_storeu_si512(sh + i, h0);
+                _mm512_storeu_si512(sh + i + 16, h1);
+                _mm512_storeu_si512(sh + i + 32, h2);
+                _mm512_storeu_si512(sh + i + 48, h3);
+            }
+    #elif defined(__AVX2__)
+            for (; i + 32 <= G; i += 32) {
+                __m256i l0 = _mm256_setzero_si256(), l1 = l0, l2 = l0, l3 = l0;
+                __m256i h0 = l0, h1 = l0, h2 = l0, h3 = l0;
+                for (int64_t p = p0; p < p1; p++) {
+                    int32_t xy;
+                    memcpy(&xy, v + 2 * p, 4);
+                    __m256i b = _mm256_set1_epi32(xy);
+                    const __m256i *a = (const __m256i *)(lo + (p * G + i) * 2);
+                    const __m256i *c = (const __m256i *)(hi + (p * G + i) * 2);
+                    l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(_mm256_loadu_si256(a), b));
+                    l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(_mm256_loadu_si256(a + 1), b));
+                    l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(_mm256_loadu_si256(a + 2), b));
+                    l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(_mm256_loadu_si256(a + 3), b));
+                    h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(_mm256_loadu_si256(c), b));
+                    h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(_mm256_loadu_si256(c + 1), b));
+                    h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(_mm256_loadu_si256(c + 2), b));
+                    h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(_mm256_loadu_si256(c + 3), b));
+                }
+                _mm256_storeu_si256((__m256i *)(sl + i), l0);
+                _mm256_storeu_si256((__m256i *)(sl + i + 8), l1);
+                _mm256_storeu_si256((__m256i *)(sl + i + 16), l2);
+                _mm256_storeu_si256((__m256i *)(sl + i + 24), l3);
+                _mm256_storeu_si256((__m256i *)(sh + i), h0);
+                _mm256_storeu_si256((__m256i *)(sh + i + 8), h1);
+                _mm256_storeu_si256((__m256i *)(sh + i + 16), h2);
+                _mm256_storeu_si256((__m256i *)(sh + i + 24), h3);
+            }
+    #endif
+            for (int64_t k = i; k < G; k++) {
+                sl[k] = 0;
+                sh[k] = 0;
+            }
+            for (int64_t p = p0; p < p1; p++) {
+                int32_t x0 = v[2 * p], x1 = v[2 * p + 1];
+                const int16_t *a = lo + p * G * 2, *c = hi + p * G * 2;
+                for (int64_t k = i; k < G; k++) {
+                    sl[k] += x0 * a[2 * k] + x1 * a[2 * k + 1];
+                    sh[k] += x0 * c[2 * k] + x1 * c[2 * k + 1];
+                }
+            }
+            for (int64_t k = 0; k < G; k++)
+                acc[k] += 256 * (int64_t)sh[k] + (int64_t)sl[k];
+        }
+    }
+    """
+    void lstm_dots "extql_lstm_dots"(const int16_t *lo, const int16_t *hi, const int16_t *v,
+                                     int64_t pairs, int64_t G, int64_t *acc,
+                                     int32_t *s32) noexcept nogil
+
+
 cdef struct LstmScratch:
-    double *xd     # x_t's int16 values [input]
-    double *hd     # h's int16 values [H]
-    double *ax     # Σ_j x_t[j] W[i][j] [4H]
-    double *ah     # Σ_j h[j] R[i][j] [4H]
+    int16_t *xv    # x_t's int16 values [2 pairs(input)], the last 0 for an odd size
+    int16_t *hv    # h's int16 values [2 pairs(H)], likewise
+    int64_t *ax    # Σ_j x_t[j] W[i][j] [4H]
+    int64_t *ah    # Σ_j h[j] R[i][j] [4H]
+    int32_t *s32   # extql_lstm_dots's scratch [2 4H]
     int32_t *g     # the gate sums [4H]
     int16_t *h     # h [H]
     float *c       # c [H]
-
-
-cdef inline void lstm_dots(const int16_t *wt, const double *v, int64_t n, int64_t G,
-                           double *acc) noexcept nogil:
-    """acc[i] = Σ_j v[j] * wt[j][i] over the n rows of wt [n][G] (exact)."""
-    cdef int64_t i, j
-    cdef double vj
-    cdef const int16_t *row
-    for i in range(G):
-        acc[i] = 0.0
-    for j in range(n):
-        vj = v[j]
-        if vj == 0.0:
-            continue
-        row = wt + j * G
-        for i in range(G):
-            acc[i] = acc[i] + vj * <double>row[i]
 
 
 cdef inline float lstm_sigmoid(int32_t g) noexcept nogil:
@@ -344,6 +490,8 @@ cdef void lstm_item(const ExtqlLstmParams *p, const void *prepared, const float 
     cdef const int16_t *wt = lstm_wt(p, prepared, d)
     cdef const int16_t *rt = lstm_rt(p, prepared, d)
     cdef const int32_t *qc = lstm_qc(p, prepared, d)
+    cdef int64_t w_part = lstm_part_bytes(p.input, 4 * p.hidden) // 2
+    cdef int64_t r_part = lstm_part_bytes(p.hidden, 4 * p.hidden) // 2
     cdef int64_t step, t, j, k, sum_x, sum_h, sx, sh, v, hi
     cdef const float *xt
     cdef float *yt
@@ -353,29 +501,34 @@ cdef void lstm_item(const ExtqlLstmParams *p, const void *prepared, const float 
     cdef int xw = p.xw, xwq = p.xwq, hr = p.hr, hrq = p.hrq, oh = p.oh
     cdef int64_t qx = p.qx, qh = p.qh, ohs = p.ohs
     cdef int64_t ohz_sh = <int64_t>p.ohz * ((<int64_t>1) << oh)
+    cdef int64_t h_xw = lstm_half(xw), h_xwq = lstm_half(xwq)
+    cdef int64_t h_hr = lstm_half(hr), h_hrq = lstm_half(hrq)
     cdef float vi, vo, vf, vc, ck, hf
     for k in range(H):
         s.h[k] = <int16_t>p.ohz
         s.c[k] = 0.0
+    s.xv[2 * lstm_pairs(n_in) - 1] = 0
+    s.hv[2 * lstm_pairs(H) - 1] = 0
     for step in range(seq):
         t = seq - 1 - step if rev else step
         xt = x + ((n * seq + t) if layout == 1 else (t * batch + n)) * n_in
         sum_x = 0
         for j in range(n_in):
             q = lstm_quantize(xt[j], xs_, xzp)
-            s.xd[j] = <double>q
+            s.xv[j] = q
             sum_x = sum_x + q
         sum_h = 0
         for k in range(H):
-            s.hd[k] = <double>s.h[k]
+            s.hv[k] = s.h[k]
             sum_h = sum_h + s.h[k]
-        lstm_dots(wt, s.xd, n_in, G, s.ax)
-        lstm_dots(rt, s.hd, H, G, s.ah)
+        lstm_dots(wt, wt + w_part, s.xv, lstm_pairs(n_in), G, s.ax, s.s32)
+        lstm_dots(rt, rt + r_part, s.hv, lstm_pairs(H), G, s.ah, s.s32)
         sx = lstm_srs(sum_x * p.qa, p.xs)
         sh = lstm_srs(sum_h * p.qb, p.hs)
         for k in range(G):
-            v = (lstm_srs(lstm_srs(<int64_t>s.ax[k], xw) * qx, xwq)
-                 + lstm_srs(lstm_srs(<int64_t>s.ah[k], hr) * qh, hrq) - sx - sh + qc[k])
+            v = (lstm_srs_flat(lstm_srs_flat(s.ax[k], xw, h_xw) * qx, xwq, h_xwq)
+                 + lstm_srs_flat(lstm_srs_flat(s.ah[k], hr, h_hr) * qh, hrq, h_hrq)
+                 - sx - sh + qc[k])
             s.g[k] = <int32_t><uint32_t>v
         for k in range(H):
             vi = lstm_sigmoid(s.g[k])
@@ -422,17 +575,19 @@ cdef public int lstm_range "EXTQL_ISA_FN(extql_lstm_range)"(
     cdef char *mem
     if start >= stop:
         return EXTQL_LSTM_OK
-    mem = <char *>malloc((p.input + H + 2 * G) * sizeof(double) + G * sizeof(int32_t)
-                         + H * sizeof(float) + H * sizeof(int16_t))
+    mem = <char *>malloc(2 * G * sizeof(int64_t) + 4 * G * sizeof(int32_t)
+                         + H * sizeof(float) + (2 * lstm_pairs(p.input)
+                                                + 2 * lstm_pairs(H) + H) * sizeof(int16_t))
     if mem == NULL:
         return LSTM_NO_MEMORY
-    s.xd = <double *>mem
-    s.hd = s.xd + p.input
-    s.ax = s.hd + H
+    s.ax = <int64_t *>mem
     s.ah = s.ax + G
-    s.g = <int32_t *>(s.ah + G)
+    s.s32 = <int32_t *>(s.ah + G)
+    s.g = s.s32 + 2 * G
     s.c = <float *>(s.g + G)
-    s.h = <int16_t *>(s.c + H)
+    s.xv = <int16_t *>(s.c + H)
+    s.hv = s.xv + 2 * lstm_pairs(p.input)
+    s.h = s.hv + 2 * lstm_pairs(H)
     for item in range(start, stop):
         lstm_item(p, prepared, x, y, y_h, y_c, seq, batch, layout, item // p.dirs,
                   <int>(item % p.dirs), &s)
