@@ -191,7 +191,8 @@ def attach_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes get their function too (:mod:`extql.tools.attach_dpu`:
     ``overload`` ``bfloat16``, ``epsilon`` spelled out), and so do
     ``ExtendedLSTM`` / ``VitisLSTM`` nodes (one function per parameter set,
-    ``overload`` ``lstm_<digest>``; the input size must be known statically).
+    ``overload`` ``lstm_<digest>``; one whose input size is not known
+    statically is left without a function, with a warning).
     """
     out = copy_model(model)
     nodes = extended_nodes(out)

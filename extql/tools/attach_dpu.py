@@ -12,9 +12,10 @@ attribute defaults); one function per operator name in use is added,
 stamped with the model's ai.onnx opset (>= :data:`extql.fallbacks.DPU_MIN_OPSET`).
 An LSTM gets the function of its parameter set
 (:mod:`extql.onnx.fallback_lstm`: its fixed-point parameters are constants
-of the body), ``overload`` ``lstm_<digest>``; it needs its input size known
-statically (W's or X's last dimension) and parameters the kernels accept
-(their refusal, naming the node, otherwise).
+of the body), ``overload`` ``lstm_<digest>``; it needs parameters the
+kernels accept (their refusal, naming the node, otherwise) and its input
+size known statically (W's or X's last dimension: otherwise the node is left
+without a function, with a warning, and ``inline_fallbacks`` refuses it).
 """
 
 from __future__ import annotations
@@ -31,31 +32,44 @@ from ..onnx.fallback_protos import DPU_MIN_OPSET, DPU_VARIANT, dpu_function_prot
 from ..onnx.graph import TypeInfo, set_opset, static_shape
 from ..rules.dpu import DEFAULT_EPSILON
 
-__all__ = ["attach_dpu_fallbacks", "FALLBACK_FAMILIES"]
+__all__ = ["attach_dpu_fallbacks", "FALLBACK_FAMILIES", "lstm_size_unknown"]
 
 #: The DPU families that have a standard-ops fallback.
 FALLBACK_FAMILIES = STANDARD_OPS_FAMILIES
 
 
-def _input_size(d: DPUNode, types: dict[str, TypeInfo]) -> int:
-    """An LSTM node's input size from W's or X's static shape."""
+def lstm_size_unknown(label: str) -> str:
+    """Why an LSTM node whose input size is unknown has no fallback."""
+    return (f"{label}: the standard-ops fallback of the DPU LSTM needs the input size "
+            "(the last dimension of W or X) known statically: its fixed-point shifts "
+            "depend on it; give W as an initializer or X a static last dimension")
+
+
+def _input_size(d: DPUNode, types: dict[str, TypeInfo]) -> int | None:
+    """An LSTM node's input size from W's or X's static shape (None: unknown)."""
     for index in (1, 0):
         shape = static_shape(d.node.input[index], types)
         if shape is not None and len(shape) == 3 and isinstance(shape[2], int):
             return shape[2]
-    raise ValueError(
-        f"{d.label}: the standard-ops fallback of the DPU LSTM needs the input size "
-        "(the last dimension of W or X) known statically: its fixed-point shifts "
-        "depend on it; give W as an initializer or X a static last dimension")
+    return None
 
 
-def _lstm_function(d: DPUNode, opset: int, types: dict[str, TypeInfo]) -> onnx.FunctionProto:
-    """The node's function (and its overload set on the node)."""
+def _lstm_function(d: DPUNode, opset: int,
+                   types: dict[str, TypeInfo]) -> onnx.FunctionProto | None:
+    """The node's function (and its overload set on the node); None, with a
+    warning, where the input size is unknown (the node is left as it is:
+    ``inline_fallbacks`` then refuses it)."""
     a = lstm_attributes(d.node)
+    n_in = _input_size(d, types)
+    if n_in is None:
+        warnings.warn(f"{lstm_size_unknown(d.label)}; the node is left without a fallback "
+                      "function", stacklevel=4)
+        d.node.overload = ""
+        return None
     has_b = len(d.node.input) > 3 and bool(d.node.input[3])
     name = d.node.name or d.node.output[0]
-    fn = lstm_function_proto(a, _input_size(d, types), has_b, len(d.node.output),
-                             name=d.node.op_type, domain=d.node.domain, opset=opset, node=name)
+    fn = lstm_function_proto(a, n_in, has_b, len(d.node.output), name=d.node.op_type,
+                             domain=d.node.domain, opset=opset, node=name)
     d.node.overload = fn.overload
     return fn
 
@@ -83,7 +97,8 @@ def attach_dpu_fallbacks(model: onnx.ModelProto, opset: int | None,
         used.add((d.node.domain, d.node.op_type))
         if d.family == "lstm":
             fn = _lstm_function(d, opset or 21, types)
-            lstm_functions.setdefault((fn.domain, fn.name, fn.overload), fn)
+            if fn is not None:
+                lstm_functions.setdefault((fn.domain, fn.name, fn.overload), fn)
             continue
         d.node.overload = DPU_VARIANT
         if not any(a.name == "epsilon" for a in d.node.attribute):

@@ -34,7 +34,7 @@ from ..onnx.graph import (
 from ..onnx.microsoft import to_extended
 from ..rules.types import EXTENDED_OPS, MS_DOMAIN, OP_NAMES
 from .attach import attach_fallbacks
-from .attach_dpu import FALLBACK_FAMILIES
+from .attach_dpu import FALLBACK_FAMILIES, lstm_size_unknown
 
 __all__ = ["inline_fallbacks"]
 
@@ -74,7 +74,8 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
     ``VitisLSTM``) becomes the body of its parameter set's function
     (:mod:`extql.onnx.fallback_lstm`: a Scan per direction; the kernels'
     bits but for the runtime's Tanh, docs/differences.rst), its outputs'
-    inferred types and shapes kept as value_info.  The result
+    inferred types and shapes kept as value_info; one whose input size no
+    static shape gives is refused with a ``ValueError`` naming it.  The result
     has no ``com.amd.quark`` / ``com.vai.quantize`` node, function or opset
     import left (other model-local functions are kept).  The IR version is raised to 10 if lower.
 
@@ -91,10 +92,15 @@ def inline_fallbacks(model: onnx.ModelProto) -> onnx.ModelProto:
                                 category=UserWarning)
         warnings.filterwarnings("ignore", message=".* is used with .* parameter sets",
                                 category=UserWarning)
+        warnings.filterwarnings("ignore", message=".* left without a fallback function",
+                                category=UserWarning)
         out = attach_fallbacks(to_extended(model))
     nodes = extended_nodes(out)
     blocks = block_nodes(out)
     dpus = [d for d in dpu_nodes(out) if d.family in FALLBACK_FAMILIES]
+    for d in dpus:
+        if d.family == "lstm" and not d.node.overload:
+            raise ValueError(lstm_size_unknown(d.label))
     if not nodes and not blocks and not dpus:
         return out
     _raw_uint32(out)

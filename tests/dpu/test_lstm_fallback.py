@@ -328,10 +328,14 @@ def test_attach_keeps_the_nodes_and_runs_without_the_library():
 
 def test_refusals_name_the_node():
     attrs, feeds = make_case(np.random.default_rng(4), 4, 6, 5)
-    # the input size unknown: the shifts cannot be fixed
+    # the input size unknown: the shifts cannot be fixed (attach leaves the
+    # node as it is, with a warning; inline refuses it)
     with pytest.raises(ValueError, match="ExtendedLSTM node lstm_node: .*input size .*"
                                          "known statically"):
         extql.inline_fallbacks(lstm_model(attrs))
+    with pytest.warns(UserWarning, match="lstm_node: .*input size.* left without a fallback"):
+        attached = extql.attach_fallbacks(lstm_model(attrs))
+    assert not attached.functions and not attached.graph.node[0].overload
     # the kernels' refusal, in the NumPy API's words
     bad = {**attrs, "y_scale": 0.05}
     with pytest.raises(ValueError, match="shift oh = 35") as api:
