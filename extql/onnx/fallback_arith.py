@@ -7,8 +7,8 @@ away.
 * ``Quotient64`` / ``RoundedQuotient64`` / ``ShiftedQuotient64``: the same
   for precision float64, and the one rounding to float32 of what each route
   takes;
-* ``OpaqueZero`` / ``AddSigned``: ``v + z`` with IEEE's sign of a zero sum at
-  every optimisation level; ``Pick``: one of two tensors, every bit kept.
+* ``OpaqueZero`` / ``OpaqueCopy`` / ``AddSigned``: ``v + z`` with IEEE's
+  sign of a zero sum at every optimisation level; ``Pick``: one of two tensors, every bit kept.
 
 Internal helpers (:data:`~extql.onnx.fallback_plan.INTERNAL_DOMAIN`), always
 inlined.
@@ -26,6 +26,7 @@ __all__ = [
     "RoundTo",
     "Quotient",
     "OpaqueZero",
+    "OpaqueCopy",
     "AddSigned",
     "Quotient64",
     "RoundedQuotient64",
@@ -79,10 +80,27 @@ def OpaqueZero(t) -> FLOAT:
 
 
 @script(_INTERNAL, default_opset=op)
+def OpaqueCopy(z, t):
+    """``z`` itself, every bit (-0 included), but not a constant: a runtime
+    cannot compute it before it has ``t``'s data.  (Not ``z - OpaqueZero``:
+    OpenVINO's CPU plugin rewrites ``0 - w`` as ``-w``, dropping the addition
+    of the constant 0, which turns ``+0 - (+0)`` into -0.)  O(1): ``z``
+    picked by Gather at an index computed from one element p of ``t``,
+    ``isnan(p) and isinf(p)`` (never both, so always index 0, which no
+    optimiser can prove without those ops' meaning)."""
+    first = op.Slice(op.Reshape(t, op.Constant(value_ints=[-1])),
+                     op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+    value = op.ReduceSum(op.Cast(first, to=_F32), keepdims=0)
+    index = op.Cast(op.And(op.IsNaN(value), op.IsInf(value)), to=TensorProto.INT64)
+    return op.Gather(op.Unsqueeze(z, op.Constant(value_ints=[0])), index, axis=0)
+
+
+@script(_INTERNAL, default_opset=op)
 def AddSigned(v: FLOAT, z: FLOAT) -> FLOAT:
     """``v + z`` in float32 with IEEE's sign of a zero sum at every
-    optimisation level: ``z`` is made opaque first (see ``OpaqueZero``)."""
-    return op.Add(v, op.Sub(z, OpaqueZero(v)))
+    optimisation level: ``z`` is made opaque first (see ``OpaqueCopy``), so
+    no runtime removes ``Add(v, 0)`` (wrong for ``v = -0``)."""
+    return op.Add(v, OpaqueCopy(z, v))
 
 
 # --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from onnxscript import FLOAT, script
 from onnxscript import opset21 as op
 
 from ..rules.types import DEFAULT_QTYPE, QUANTIZED, SMALLFLOAT, SmallFloatType, is_float8
-from .fallback_arith import AddSigned, OpaqueZero
+from .fallback_arith import AddSigned, OpaqueCopy, OpaqueZero
 from .fallback_plan import INTERNAL as _INTERNAL
 
 __all__ = [
@@ -151,12 +151,11 @@ def DequantizeNarrow(x, s, zp) -> FLOAT:
 
 @script(_INTERNAL, default_opset=op)
 def DequantizeFloat(x, s, zp) -> FLOAT:
-    # float16 / bfloat16: x - zp with an opaque zero point, so
-    # that a runtime cannot drop the subtraction of a constant -0 (x - (-0)
-    # is x + 0).
+    # float16 / bfloat16: x - zp with an opaque zero point (OpaqueCopy), so
+    # that a runtime cannot drop the subtraction of a constant zero (x - (-0)
+    # is x + 0; OpenVINO turned the 0 - (+0) of an opaque +0 into -0).
     xf = op.Cast(x, to=_F32)
-    return op.Mul(op.Sub(xf, op.Sub(op.Cast(zp, to=_F32), OpaqueZero(xf))),
-                  op.Cast(s, to=_F32))
+    return op.Mul(op.Sub(xf, OpaqueCopy(op.Cast(zp, to=_F32), xf)), op.Cast(s, to=_F32))
 
 
 @script(_INTERNAL, default_opset=op)

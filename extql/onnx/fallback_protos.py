@@ -185,7 +185,8 @@ def _flatten(fn, callees) -> onnx.FunctionProto:
 
 
 _PLAN = [plan.ParamShape, plan.Choose, plan.ParamPlan, plan.Spread, plan.SpreadScale,
-         plan.SpreadParams, arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero]
+         plan.SpreadParams, arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero,
+         arith.OpaqueCopy]
 # The helpers of precision float64.
 _PLAN64 = [plan.SpreadScale64, plan.SpreadParams64, arith.Quotient64, arith.RoundedQuotient64,
            arith.ShiftedQuotient64]
@@ -304,7 +305,8 @@ def core_proto(quantize: bool, variant: str, *, opset: int = MODEL_OPSET) -> onn
 @functools.cache
 def _flat_core(quantize: bool, overload: str) -> onnx.FunctionProto:
     variant, float64 = split_overload(overload)
-    helpers = [arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero]
+    helpers = [arith.RoundTo, arith.Quotient, arith.AddSigned, arith.OpaqueZero,
+               arith.OpaqueCopy]
     if float64:
         return _flatten(functions.make_static_quantize64(variant),
                         [*helpers, arith.Quotient64, arith.RoundedQuotient64,

@@ -55,10 +55,10 @@ def test_uint32_dequantize_is_not_kept_in_either():
 
 
 def test_zero_point_and_granularity_select_the_row():
-    # OpenVINO's float16 quantize loses the sign of zero per tensor only
-    assert runtimes.limit_of("openvino", "Q", "float16", True, "tensor") is not None
-    assert runtimes.limit_of("openvino", "Q", "float16", True, "axis") is None
-    assert runtimes.limit_of("openvino", "Q", "float16", False, "tensor") is None
+    # OpenVINO's bfloat16 dequantize is exact with a zero point of 0 only
+    assert runtimes.limit_of("openvino", "DQ", "bfloat16", True, "tensor") is None
+    assert runtimes.limit_of("openvino", "DQ", "bfloat16", False, "axis") is not None
+    assert runtimes.limit_of("openvino", "Q", "float16", True, "tensor") is None
     # an 8-bit dequantize is exact with a zero point of 0 only
     assert runtimes.limit_of("openvino", "DQ", "int8", True, "axis") is None
     assert runtimes.limit_of("openvino", "DQ", "int8", False, "axis").verdict == "close"
