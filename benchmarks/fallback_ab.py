@@ -17,8 +17,9 @@ decomposition change against main's), so that a change states what it costs.
    status 1).
 
 Cases: ExtendedQuantizeLinear / ExtendedDequantizeLinear of ``--types``
-(default int32, uint32), x of shape (1, 64, 128, 128) (1M elements), per
-tensor (a scalar scale) and per channel (axis 1), zero points not 0.
+(default int32, uint32; also float16), x of shape (1, 64, 128, 128) (1M
+elements), per tensor (a scalar scale) and per channel (axis 1), zero points
+not 0 (float16: 0, as Quark writes them).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 SHAPE = (1, 64, 128, 128)
-_CODES = {"int32": 6, "uint32": 12}
+_CODES = {"int32": 6, "uint32": 12, "float16": 10}
 
 
 def _case_arrays(op: str, qtype: str, granularity: str):
@@ -42,6 +43,11 @@ def _case_arrays(op: str, qtype: str, granularity: str):
     n = SHAPE[1] if granularity == "channel" else None
     shape = () if n is None else (n,)
     s = rng.uniform(1e-3, 1e-2, shape).astype(np.float32)
+    if dt.kind == "f":  # float16: Quark's zero point of 0
+        z = np.zeros(shape, dt)
+        x = (rng.standard_normal(SHAPE) * (1e-2 if op == "Q" else 1e2)).astype(
+            np.float32 if op == "Q" else dt)
+        return x, s, z
     info = np.iinfo(dt)
     z = rng.integers(info.min // 4 + info.max // 4, info.max // 2, shape, dtype=dt,
                      endpoint=True)
