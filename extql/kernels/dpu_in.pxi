@@ -22,12 +22,13 @@ cdef inline float dpu_float(uint32_t u) noexcept nogil:
 
 cdef inline float dpu_bf(float v) noexcept nogil:
     """bf(v): add 0x10000 when the low half is above 0x8000, or equal with
-    bit 16 set; clear the low half (no NaN case)."""
+    bit 16 set; clear the low half (no NaN case).  Written as the carry of
+    u + 0x7FFF + bit 16 out of the low half, which is that rule (the low
+    half plus 0x7FFF + bit 16 reaches 0x10000 exactly when it is above
+    0x8000, or 0x8000 with bit 16 set), in wrapping 32-bit arithmetic, with
+    no comparison: five integer operations a lane."""
     cdef uint32_t u = dpu_bits(v)
-    cdef uint32_t low = u & 0xFFFFu
-    if low > 0x8000u or (low == 0x8000u and (u & 0x10000u) != 0):
-        u = u + 0x10000u
-    return dpu_float(u & 0xFFFF0000u)
+    return dpu_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u)
 
 
 cdef inline int dpu_expo(float v) noexcept nogil:
@@ -170,9 +171,70 @@ cdef extern from *:
         }
     }
     #endif
+
+    /* Row j of `stage` (EXTQL_DPU_IN_LANES wide) = bf of element j of each
+       instance x + k * s, j < n: dpu_bf's carry rule.  With AVX2, 8 x 8
+       blocks are rounded in vector lanes and transposed in registers; the
+       last n % 8 elements, and every element without AVX2, one by one. */
+    static inline float extql_dpu_bf1(float v) {
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+        memcpy(&v, &u, 4);
+        return v;
+    }
+    #if defined(__AVX2__)
+    static inline __m256 extql_dpu_bf8(__m256 v) {
+        __m256i u = _mm256_castps_si256(v);
+        __m256i b = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+        u = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), b);
+        return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xFFFF0000u)));
+    }
+    #endif
+    static inline void extql_dpu_in_stage(const float *x, int64_t s, int64_t n,
+                                          float *stage) {
+        int64_t j = 0;
+    #if defined(__AVX2__)
+        for (; j + 8 <= n; j += 8) {
+            for (int h = 0; h < EXTQL_DPU_IN_LANES; h += 8) {
+                const float *b = x + h * s + j;
+                __m256 r0 = extql_dpu_bf8(_mm256_loadu_ps(b));
+                __m256 r1 = extql_dpu_bf8(_mm256_loadu_ps(b + s));
+                __m256 r2 = extql_dpu_bf8(_mm256_loadu_ps(b + 2 * s));
+                __m256 r3 = extql_dpu_bf8(_mm256_loadu_ps(b + 3 * s));
+                __m256 r4 = extql_dpu_bf8(_mm256_loadu_ps(b + 4 * s));
+                __m256 r5 = extql_dpu_bf8(_mm256_loadu_ps(b + 5 * s));
+                __m256 r6 = extql_dpu_bf8(_mm256_loadu_ps(b + 6 * s));
+                __m256 r7 = extql_dpu_bf8(_mm256_loadu_ps(b + 7 * s));
+                __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+                __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+                __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+                __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+                __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+                __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+                __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+                __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+                float *o = stage + j * EXTQL_DPU_IN_LANES + h;
+                _mm256_storeu_ps(o, _mm256_permute2f128_ps(u0, u4, 0x20));
+                _mm256_storeu_ps(o + EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u1, u5, 0x20));
+                _mm256_storeu_ps(o + 2 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u2, u6, 0x20));
+                _mm256_storeu_ps(o + 3 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u3, u7, 0x20));
+                _mm256_storeu_ps(o + 4 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u0, u4, 0x31));
+                _mm256_storeu_ps(o + 5 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u1, u5, 0x31));
+                _mm256_storeu_ps(o + 6 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u2, u6, 0x31));
+                _mm256_storeu_ps(o + 7 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u3, u7, 0x31));
+            }
+        }
+    #endif
+        for (; j < n; j++)
+            for (int k = 0; k < EXTQL_DPU_IN_LANES; k++)
+                stage[j * EXTQL_DPU_IN_LANES + k] = extql_dpu_bf1(x[k * s + j]);
+    }
     """
     # Instances whose statistics are summed side by side (one per lane).
     enum: DPU_IN_LANES "EXTQL_DPU_IN_LANES"
+    void dpu_in_stage "extql_dpu_in_stage"(const float *x, int64_t s, int64_t n,
+                                           float *stage) noexcept nogil
     void dpu_in_sums "extql_dpu_in_sums"(const float *stage, int64_t n, float *acc,
                                          float *sq) noexcept nogil
 
@@ -228,10 +290,7 @@ cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps
         n = s - j0
         if n > DPU_IN_BLOCK:
             n = DPU_IN_BLOCK
-        for k in range(DPU_IN_LANES):
-            xk = x + k * s + j0
-            for j in range(n):
-                stage[j * DPU_IN_LANES + k] = dpu_bf(xk[j])
+        dpu_in_stage(x + j0, s, n, stage)
         dpu_in_sums(stage, n, acc, sq)
         j0 = j0 + n
     for k in range(DPU_IN_LANES):

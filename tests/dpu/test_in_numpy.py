@@ -65,26 +65,6 @@ def test_thread_counts_give_the_same_bits():
     assert_same_bits(one, ic.expected(x, g, b))
 
 
-@pytest.mark.usefixtures("kernel_isa")
-@pytest.mark.parametrize("shape", [(1, 16, 300), (2, 13, 129), (3, 5, 7, 40), (1, 32, 128),
-                                   (1, 17, 130)])
-def test_instances_summed_side_by_side(shape):
-    # The kernel sums 16 instances' statistics at once in blocks of 128
-    # elements (extql/kernels/dpu_in.pxi): whole groups, a remainder of
-    # instances, blocks with a short tail, at every instruction set.
-    rng = case_rng(f"dpu-in-lanes-{shape}")
-    x = in_cases.values(rng, shape, "offset")
-    g, b = in_cases.params(rng, shape[1], special=True)
-    for threads in (1, 2):
-        before = extql.get_num_threads()
-        try:
-            extql.set_num_threads(threads)
-            y = extql.extended_instance_normalization(x, g, b)
-        finally:
-            extql.set_num_threads(before)
-        assert_same_bits(y, ic.expected(x, g, b), f"{shape} {threads} threads")
-
-
 def test_non_contiguous_inputs_and_lists():
     rng = case_rng("dpu-in-strides")
     x = in_cases.values(rng, (2, 3, 8, 10), "normal")[:, :, :, ::2]
