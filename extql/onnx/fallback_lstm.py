@@ -175,8 +175,14 @@ class _Builder:
         as often: docs/differences.rst)."""
         return self.op("Tanh", v)
 
-    def slice(self, v: str, start: int, stop: int, axis: int) -> str:
-        return self.op("Slice", v, self.ints([start]), self.ints([stop]), self.ints([axis]))
+    def split(self, v: str, sizes: Sequence[int], axis: int) -> list[str]:
+        """v cut into consecutive parts of ``sizes`` along axis: one ``Split``
+        (Slices that cover an axis are what onnxruntime 1.18's
+        GatherSliceToSplitFusion rewrites, and it names every Split it makes
+        alike, so two in one graph make an invalid model)."""
+        outs = [self.name("part") for _ in sizes]
+        self.nodes.append(helper.make_node("Split", [v, self.ints(sizes)], outs, axis=axis))
+        return outs
 
     def reverse(self, v: str) -> str:
         """v in reverse order along axis 0 (a Slice of step -1)."""
@@ -202,12 +208,12 @@ def _step_body(p: dict, hidden: int, d: int) -> onnx.GraphProto:
         g = b.op("Sub", g, b.srs(b.op("Mul", sum_h, b.d(float(p["qb"]))), p["hs"]))
     g = b.wrap(g, 32)
     # i, o, f: float32(double(tanh(float32(g / (2 s_g)))) · 0.5 + 0.5)
-    t = b.tanh(b.op("Cast", b.op("Mul", b.slice(g, 0, 3 * H, 1), b.d(0.5 / _SG)), to=_F32))
+    g_iof, g_c = b.split(g, [3 * H, H], 1)
+    t = b.tanh(b.op("Cast", b.op("Mul", g_iof, b.d(0.5 / _SG)), to=_F32))
     sig = b.op("Cast", b.op("Add", b.op("Mul", b.op("Cast", t, to=_F64), b.d(0.5)), b.d(0.5)),
                to=_F32)
-    vi, vo, vf = (b.slice(sig, k * H, (k + 1) * H, 1) for k in range(3))
-    vc = b.tanh(b.op("Cast", b.op("Mul", b.slice(g, 3 * H, 4 * H, 1), b.d(1.0 / _SG)),
-                     to=_F32))
+    vi, vo, vf = b.split(sig, [H, H, H], 1)
+    vc = b.tanh(b.op("Cast", b.op("Mul", g_c, b.d(1.0 / _SG)), to=_F32))
     c_out = b.op("Add", b.op("Mul", vi, vc), b.op("Mul", vf, c_in), hint="c_out")
     hf = b.op("Mul", vo, b.tanh(c_out))
     hi = b.round32(b.op("Mul", b.op("Cast", hf, to=_F64), b.d(_SG)))
@@ -273,24 +279,25 @@ def lstm_function_proto(a: LSTMAttrs, n_in: int, has_b: bool, n_out: int, *, nam
     ys_by_dir, yh, yc = [], [], []
     for d in range(dirs):
         rev = bool(a.reverse) or d == 1
-        wq = b.quantize(b.op("Gather", "W", b.ints([d]), axis=0), ws, wzp)  # [1, 4H, in]
-        rq = b.quantize(b.op("Gather", "R", b.ints([d]), axis=0), rs, rzp)  # [1, 4H, H]
-        wq = b.op("Squeeze", wq, b.ints([0]))
-        rq = b.op("Squeeze", rq, b.ints([0]))
-        t = b.op("Sub", b.d(t0), b.op("Mul", b.d(cw), b.op("ReduceSum", wq, b.ints([1]),
+        # W / R of direction d transposed, then quantized: [in, 4H] / [H, 4H].
+        # (A Transpose straight into a MatMul is what onnxruntime 1.18 fuses
+        # into a FusedMatMul it has no float64 kernel for.)
+        wt, rt = (b.quantize(b.op("Transpose", b.op("Squeeze", b.op("Gather", v, b.ints([d]),
+                                                                         axis=0), b.ints([0])),
+                                  perm=[1, 0]), s, z)
+                  for v, s, z in (("W", ws, wzp), ("R", rs, rzp)))
+        t = b.op("Sub", b.d(t0), b.op("Mul", b.d(cw), b.op("ReduceSum", wt, b.ints([0]),
                                                              keepdims=0)))
-        t = b.op("Sub", t, b.op("Mul", b.d(cr), b.op("ReduceSum", rq, b.ints([1]), keepdims=0)))
+        t = b.op("Sub", t, b.op("Mul", b.d(cr), b.op("ReduceSum", rt, b.ints([0]), keepdims=0)))
         if has_b:
             bd = b.op("Squeeze", b.op("Gather", "B", b.ints([d]), axis=0), b.ints([0]))
             bq = b.quantize(bd, bs, bzp)
-            both = b.op("Add", b.slice(bq, 0, 4 * H, 0), b.slice(bq, 4 * H, 8 * H, 0))
+            both = b.op("Add", *b.split(bq, [4 * H, 4 * H], 0))
             t = b.op("Add", t, b.op("Mul", b.d(bsg), b.op("Sub", both, b.d(2.0 * bz))))
         else:  # B absent: zeros, quantized to bz each: (bz + bz) - 2 bz = 0
             q0 = float(min(max(bzp, 0), 65535) - 32768)
             t = b.op("Add", t, b.d(bsg * ((q0 + q0) - 2.0 * bz)))
         qc = b.round32(t)  # [4H]
-        wt = b.op("Transpose", wq, perm=[1, 0])  # [in, 4H]
-        rt = b.op("Transpose", rq, perm=[1, 0], hint=f"rt{d}")  # [H, 4H]
         gx = b.srs(b.op("Mul", b.srs(b.op("MatMul", xq, wt), p["xw"]), b.d(float(p["qx"]))),
                    p["xwq"])
         pre = b.op("Add", gx, qc) if sx is None else b.op("Add", b.op("Sub", gx, sx), qc)
