@@ -9,9 +9,12 @@ raw inputs, runs and writes every output.  The models of a test family run
 as jobs of one host process (one onnxruntime environment, as a serving
 application has): the Extended models at every graph optimisation level
 with 1 and with 2 intra-op threads, the whole models at every level with 1
-and 2 threads in turn.  Every run must give the bits of the Python path
-(onnxruntime with ``extql.register``, same level and threads) and of the
-contract (tests/contract.py) where it applies; Quark's own models must also
+and 2 threads in turn, the DPU-emulation models (instance norms and LSTMs
+under both names, Quark's LSTM size, batch > 1, one direction, layout 1,
+Y / Y_h / Y_c) like the Extended ones.  Every run must give the bits of
+the Python path (onnxruntime with ``extql.register``, same level and
+threads) and of the contract (tests/contract.py, tests/in_contract.py,
+tests/lstm_contract.py) where it applies; Quark's own models must also
 come close to what Quark's own library gave (stored beside them).  A model
 the library refuses ends the host with status 1 and the library's message.
 
@@ -33,6 +36,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import in_contract
+import lstm_contract
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -365,6 +370,110 @@ def test_refused_models_fail_with_the_librarys_message(host, tmp_path, kernel_is
     assert op in result.stderr and words in result.stderr, result.stderr
     stage, python_message = _python_failure(model, feeds)
     prefix = f"host: job 0: {stage} failed: "  # (after onnxruntime's own log lines)
+    assert prefix in result.stderr, (stage, result.stderr)
+    message = result.stderr.split(prefix, 1)[1].rstrip("\n")
+    assert message and message in python_message, (message, python_message)
+
+
+# --------------------------------------------------------------------------
+# Quark's DPU-emulation operators: instance norms and LSTMs under both names
+
+
+def _dpu_in(op: str, shape, kind: str, with_epsilon: bool):
+    """An instance norm of x (fed) with γ / β as initializers."""
+    from dpu_models import in_model
+    from in_cases import params, values
+
+    rng = case_rng("c_host", "dpu", op, shape, kind)
+    x = values(rng, shape, kind)
+    g, b = params(rng, shape[1], special=kind == "specials")
+    eps = 1e-3 if with_epsilon else None
+    model = in_model(op, x_shape=list(shape), c=shape[1], epsilon=eps, y_shape=list(shape))
+    model.graph.initializer.extend([tensor("scale", g), tensor("B", b)])
+    del model.graph.input[1:]
+    want = {"y": in_contract.expected(x, g, b, 1e-5 if eps is None else eps)}
+    return model, {"x": x}, want
+
+
+def _dpu_lstm(op: str, seq: int, n_in: int, hidden: int, batch: int, direction: str,
+              layout: int, weights_fed: bool):
+    """An LSTM with every output (Y, Y_h, Y_c); W / R / B initializers (as
+    Quark writes them) or fed."""
+    from dpu_models import lstm_model
+    from lstm_cases import make_case
+
+    rng = case_rng("c_host", "dpu", op, seq, n_in, hidden, batch, direction, layout)
+    attrs, feeds = make_case(rng, seq, n_in, hidden, batch=batch, direction=direction,
+                             layout=layout, specials=True)
+    inits = [] if weights_fed else [tensor(k, feeds[k]) for k in "WRB"]
+    x_shape = list(feeds["X"].shape)
+    model = lstm_model(attrs, op, x_shape=x_shape, w_shape=list(feeds["W"].shape),
+                       r_shape=list(feeds["R"].shape), b_shape=list(feeds["B"].shape),
+                       outputs=("Y", "Y_h", "Y_c"), initializers=inits)
+    y, y_h, y_c = lstm_contract.expected(attrs, feeds["X"], feeds["W"], feeds["R"], feeds["B"])
+    fed = feeds if weights_fed else {"X": feeds["X"]}
+    return model, fed, {"Y": y, "Y_h": y_h, "Y_c": y_c}
+
+
+#: name -> (model, feeds, the contract's outputs): both names of each op;
+#: an instance norm above the size the library splits over the threads; an
+#: LSTM of Quark's size (seq 80, input 64, hidden 128) and the beyond-Quark
+#: forms (batch > 1, one direction, layout 1).
+DPU = {
+    "in_specials": lambda: _dpu_in("ExtendedInstanceNormalization", (2, 6, 5, 7), "specials",
+                                   False),
+    "in_vitis_ties": lambda: _dpu_in("VitisInstanceNormalization", (3, 5, 33), "ties", True),
+    "in_large": lambda: _dpu_in("ExtendedInstanceNormalization", (2, 64, 28, 28), "offset",
+                                False),
+    "lstm_quark_size": lambda: _dpu_lstm("ExtendedLSTM", 80, 64, 128, 1, "bidirectional", 0,
+                                         False),
+    "lstm_vitis_fed": lambda: _dpu_lstm("VitisLSTM", 7, 9, 6, 1, "bidirectional", 0, True),
+    "lstm_batch3_reverse_layout1": lambda: _dpu_lstm("ExtendedLSTM", 6, 5, 4, 3, "reverse", 1,
+                                                     False),
+    "lstm_batch2_forward": lambda: _dpu_lstm("VitisLSTM", 5, 4, 3, 2, "forward", 0, True),
+}
+
+
+@pytest.fixture(scope="module")
+def dpu(host, tmp_path_factory, kernel_isa):
+    """Every DPU model as a job of one host process, every run."""
+    built = {name: make() for name, make in DPU.items()}
+    jobs = [Job(model, feeds, RUNS) for model, feeds, _ in built.values()]
+    result = host.run(_library(), jobs, tmp_path_factory.mktemp("dpu"), isa=kernel_isa)
+    return built, result
+
+
+@pytest.mark.parametrize("name", list(DPU))
+def test_dpu_models_give_the_contracts_and_python_paths_bits(dpu, name):
+    """Every run (level, threads) of the host: the contract oracle's bits
+    (tests/in_contract.py, tests/lstm_contract.py) and the Python path's."""
+    built, result = dpu
+    j = list(DPU).index(name)
+    model, feeds, want = built[name]
+    _host_done(result, j, name)
+    _assert_runs_match(result.outputs[j], RUNS, [want] * len(RUNS), f"{name} vs contract")
+    _assert_runs_match(result.outputs[j], RUNS, _python_runs(model, feeds), f"{name} vs Python")
+
+
+def test_a_refused_dpu_node_fails_with_the_librarys_message(host, tmp_path, kernel_isa):
+    """An LSTM with an optional ONNX input the op does not take
+    (sequence_lens): status 1 and the library's message naming the node
+    and the input, where the Python path fails."""
+    from dpu_models import lstm_model
+    from lstm_cases import make_case
+
+    attrs, feeds = make_case(np.random.default_rng(7), 4, 3, 2)
+    model = lstm_model(attrs, x_shape=list(feeds["X"].shape), initializers=[
+        tensor(k, feeds[k]) for k in "WRB"])
+    node = model.graph.node[0]
+    node.input.append("seq_lens")
+    model.graph.input.append(value_info("seq_lens", TensorProto.INT32, [1]))
+    run = {"X": feeds["X"], "seq_lens": np.array([4], np.int32)}
+    result = host.run(_library(), [Job(model, run, [(99, 1)])], tmp_path, isa=kernel_isa)
+    assert result.returncode == 1 and result.failed == {0: 1}, (result.stdout, result.stderr)
+    assert "lstm_node" in result.stderr and "sequence_lens" in result.stderr, result.stderr
+    stage, python_message = _python_failure(model, feeds | run)
+    prefix = f"host: job 0: {stage} failed: "
     assert prefix in result.stderr, (stage, result.stderr)
     message = result.stderr.split(prefix, 1)[1].rstrip("\n")
     assert message and message in python_message, (message, python_message)
