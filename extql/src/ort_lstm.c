@@ -11,11 +11,14 @@
  * P are refused when the node names them), outputs Y, Y_h, Y_c (Y required,
  * the other two optional).
  *
- * The kernel object holds only the node's checked attributes and its label.
- * A run quantizes W, R and B into a buffer of its own (malloc'd, freed at its
- * end), so concurrent runs of one session share nothing they write; its
- * work items (batch elements x directions, each over its whole sequence) are
- * split between the session's threads (KernelContext_ParallelFor).
+ * The kernel object holds the node's checked attributes, its label and, when
+ * the graph makes W, R (and B) constants (initializers, as Quark writes
+ * them), their quantized form, prepared once when the kernel is made and
+ * only read afterwards.  A run with W or R not constant quantizes them into
+ * a buffer of its own (malloc'd, freed at its end), so concurrent runs of one
+ * session share nothing they write; its work items (batch elements x
+ * directions, each over its whole sequence) are split between the session's
+ * threads (KernelContext_ParallelFor).
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,6 +63,10 @@ typedef struct {
   int dirs, reverse, layout;
   char direction[16];
   char label[192];
+  /* W, R and B quantized when the kernel was made (NULL: at each run), for
+   * the input size prepared_n_in (W's last dimension) */
+  void *prepared;
+  int64_t prepared_n_in;
 } LstmKernel;
 
 /* ------------------------------------------------------------------------ */
@@ -261,6 +268,65 @@ static OrtStatus *check_type(const OrtApi *api, const char *label, size_t i, int
                     extql_type_name(type, b, sizeof b));
 }
 
+/* k->prepared from W, R and B when the graph makes all it has of them
+ * constants of the shapes the attributes want (W [dirs, 4H, input], R
+ * [dirs, 4H, H], B [dirs, 8H]) and the shifts for that input size are in
+ * range; otherwise (or short of memory) each run prepares its own and
+ * checks, and refuses, what is wrong. */
+static void prepare_constants(LstmKernel *k, const OrtKernelInfo *info, size_t n_inputs) {
+  const OrtApi *api = k->api;
+  const OrtValue *v[LSTM_IN_USED] = {NULL, NULL, NULL, NULL};
+  void *data[LSTM_IN_USED] = {NULL, NULL, NULL, NULL};
+  TensorFacts f[LSTM_IN_USED];
+  ExtqlLstmParams params;
+  int64_t H = k->hidden, n_in = 0;
+  size_t i;
+  int ok = n_inputs >= 3;
+  for (i = 1; i < LSTM_IN_USED; i++) extql_facts_init(&f[i]);
+  for (i = 1; i < LSTM_IN_USED && ok; i++) {
+    int is_constant = 0;
+    OrtStatus *st;
+    if (i >= n_inputs || !input_given(api, info, i)) {
+      ok = i == 3; /* B may be absent */
+      continue;
+    }
+    st = api->KernelInfoGetConstantInput_tensor(info, i, &is_constant, &v[i]);
+    if (st == NULL && is_constant && v[i] != NULL)
+      st = extql_facts_of_value(api, k->label, LSTM_INPUT_NAMES[i], v[i], &f[i]);
+    else
+      ok = 0;
+    if (st == NULL && ok && f[i].count > 0)
+      st = api->GetTensorMutableData((OrtValue *)v[i], &data[i]);
+    if (st != NULL) {
+      api->ReleaseStatus(st);
+      ok = 0;
+    }
+    ok = ok && f[i].type == EXTQL_FLOAT32 && data[i] != NULL;
+  }
+  if (ok) {
+    n_in = f[1].rank == 3 ? f[1].dims[2] : 0;
+    ok = n_in >= 1 && f[1].rank == 3 && f[1].dims[0] == k->dirs && f[1].dims[1] == 4 * H &&
+         f[2].rank == 3 && f[2].dims[0] == k->dirs && f[2].dims[1] == 4 * H &&
+         f[2].dims[2] == H &&
+         (v[3] == NULL || (f[3].rank == 2 && f[3].dims[0] == k->dirs && f[3].dims[1] == 8 * H));
+  }
+  if (ok)
+    ok = extql_lstm_params(&params, k->scales, k->zero_points, n_in, H, k->dirs, k->reverse) ==
+         EXTQL_LSTM_OK;
+  if (ok) {
+    void *prep = malloc((size_t)extql_lstm_prepared_size(&params));
+    if (prep != NULL && extql_lstm_prepare(&params, (const float *)data[1],
+                                           (const float *)data[2], (const float *)data[3],
+                                           prep) == 0) {
+      k->prepared = prep;
+      k->prepared_n_in = n_in;
+    } else {
+      free(prep);
+    }
+  }
+  for (i = 1; i < LSTM_IN_USED; i++) extql_facts_free(&f[i]);
+}
+
 OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_create(const OrtCustomOp *op_, const OrtApi *api,
                                                 const OrtKernelInfo *info, void **out) {
   const ExtqlOp *op = (const ExtqlOp *)op_;
@@ -287,11 +353,16 @@ OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_create(const OrtCustomOp *op_, const Or
     free(k);
     return st;
   }
+  prepare_constants(k, info, n_inputs);
   *out = k;
   return NULL;
 }
 
-void EXTQL_ORT_CALL extql_ort_lstm_destroy(void *kernel) { free(kernel); }
+void EXTQL_ORT_CALL extql_ort_lstm_destroy(void *kernel) {
+  LstmKernel *k = (LstmKernel *)kernel;
+  if (k != NULL) free(k->prepared);
+  free(kernel);
+}
 
 int EXTQL_ORT_CALL extql_ort_lstm_input_characteristic(const OrtCustomOp *op, size_t index) {
   (void)op;
@@ -501,15 +572,19 @@ OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_compute(void *kernel, OrtKernelContext 
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave a tensor without data");
   }
   if (st != NULL) goto done;
-  prep = malloc((size_t)extql_lstm_prepared_size(&params));
-  if (prep == NULL ||
-      extql_lstm_prepare(&params, (const float *)p[1], (const float *)p[2],
-                         (const float *)p[3], prep) != 0) {
-    st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory for the quantized weights");
-    goto done;
+  if (k->prepared != NULL && k->prepared_n_in == n_in) {
+    job.prepared = k->prepared; /* the constants' (this run's W, R, B: they are constant) */
+  } else {
+    prep = malloc((size_t)extql_lstm_prepared_size(&params));
+    if (prep == NULL ||
+        extql_lstm_prepare(&params, (const float *)p[1], (const float *)p[2],
+                           (const float *)p[3], prep) != 0) {
+      st = extql_fail(api, label, EXTQL_ORT_FAIL, "out of memory for the quantized weights");
+      goto done;
+    }
+    job.prepared = prep;
   }
   job.p = &params;
-  job.prepared = prep;
   job.x = (const float *)p[0];
   job.seq = seq;
   job.batch = batch;
@@ -518,7 +593,7 @@ OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_compute(void *kernel, OrtKernelContext 
                        LSTM_PARALLEL_WORK) {
     st = api->KernelContext_ParallelFor(ctx, lstm_run_item, (size_t)items, 0, &job);
     if (st != NULL) st = extql_wrap(api, label, st);
-  } else if (extql_lstm_range(&params, prep, job.x, job.y[0], job.y[1], job.y[2], seq, batch,
+  } else if (extql_lstm_range(&params, job.prepared, job.x, job.y[0], job.y[1], job.y[2], seq, batch,
                               k->layout, 0, items) != 0) {
     job.failed = 1;
   }

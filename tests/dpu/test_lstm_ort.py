@@ -205,6 +205,62 @@ def test_whole_model_at_every_level(level, threads):
     assert_same_bits(y, want)
 
 
+@pytest.mark.parametrize("constant", ["WRB", "WR", "W", "WR+B fed", "RB"])
+def test_constant_weights_give_the_fed_weights_bits_from_threads(constant):
+    """W / R / B as initializers (the kernel quantizes them once, when it is
+    made, where all it has of them are constants): every output the NumPy
+    API's, for runs of several batch sizes and lengths from four threads at
+    once, B absent ("WR") or fed, and with only some of them constant (each
+    run quantizes its own)."""
+    attrs, feeds = _case(21, batch=2, n_in=6, hidden=5)
+    names = ["X", "W", "R"] + ([] if constant == "WR" else ["B"])
+    inits = [(k, feeds[k]) for k in constant.split("+")[0]]
+    sess = _session(_model(attrs, inputs=tuple(names), outputs=("Y", "Y_h", "Y_c"),
+                           inits=inits), threads=2)
+    fed = [k for k in names if k not in dict(inits)]
+    runs = []
+    for k in range(6):
+        x = _case(21 + k, batch=1 + k % 3, seq=3 + k, n_in=6, hidden=5)[1]["X"]
+        runs.append({n: x if n == "X" else feeds[n] for n in fed})
+    want = [_numpy(attrs, {**{n: feeds[n] for n in names}, "X": r["X"]}) for r in runs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda r: sess.run(None, r), runs * 2))
+    for k, outs in enumerate(got):
+        for name, g, w in zip(("Y", "Y_h", "Y_c"), outs, want[k % len(runs)], strict=True):
+            assert_same_bits(g, w, f"{constant} run {k} {name}")
+
+
+def test_constant_weights_still_refuse_an_x_of_another_input_size():
+    """With W a constant, an X whose input size is not W's is refused at
+    the run, naming W's shape (the prepared weights are not used)."""
+    attrs, feeds = _case(22, n_in=6, hidden=5)
+    inits = [(k, feeds[k]) for k in "WRB"]
+    sess = _session(_model(attrs, inits=inits))
+    with pytest.raises(Exception, match=r"lstm_node.*W must have shape \[2, 20, 7\]"):
+        sess.run(None, {"X": np.zeros((3, 1, 7), np.float32)})
+
+
+def test_two_nodes_on_one_weight_initializer_keep_their_own_parameters():
+    """Two LSTM nodes reading the same W / R / B initializers with
+    different quantization attributes: each node's own bits."""
+    attrs, feeds = _case(23, n_in=6, hidden=5)
+    other = {**attrs, "w_zero_point": 30000, "r_scale": attrs["r_scale"] * 2}
+    nodes = [helper.make_node("ExtendedLSTM", ["X", "W", "R", "B"], [y], name=y,
+                              domain=OPS["ExtendedLSTM"], **a)
+             for y, a in (("y0", attrs), ("y1", other))]
+    init = [helper.make_tensor(n, F, feeds[n].shape, feeds[n].reshape(-1).tolist())
+            for n in "WRB"]
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("X", F, None)],
+                              [helper.make_tensor_value_info(y, F, None) for y in ("y0", "y1")],
+                              initializer=init)
+    model = helper.make_model(graph, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid(OPS["ExtendedLSTM"], 1)])
+    y0, y1 = _session(model).run(None, {"X": feeds["X"]})
+    assert_same_bits(y0, _numpy(attrs, feeds, "Y"), "y0")
+    assert_same_bits(y1, _numpy(other, feeds, "Y"), "y1")
+    assert not np.array_equal(y0, y1)
+
+
 @pytest.mark.parametrize("layout", [0, 1])
 def test_shape_inference_gives_y_its_type(layout):
     attrs, feeds = _case(19, batch=3, seq=4, direction="reverse", layout=layout)
