@@ -97,12 +97,44 @@ cdef extern from *:
        acc += v in float, sq = (float)((double)sq + (double)v * (double)v),
        element after element -- the scalar loop's operations, several lanes
        per instruction (IEEE round to nearest either way, no fused
-       multiply-add: the same bits). */
+       multiply-add: the same bits).
+
+       With AVX2 the square sum of a block takes float32 operations where
+       that is the same: v is a bfloat16 value (8 significant bits), so v * v
+       (16 bits) is exact in float32 whenever |v| >= 2^-63 (a normal result)
+       or v is 0, inf or NaN; then double(v) * double(v) is that float, and
+       float(double(sq) + double(vv)) is float32's sq + vv (binary64 has more
+       than 2 * 24 + 2 bits, so rounding the exact sum's binary64 rounding to
+       binary32 is rounding it once: docs/development.rst, "The instance
+       norm's sums").  The staging tells whether a block has those squares
+       only (exact_squares); a block with any 0 < |v| < 2^-63 (whose square a
+       float32 would round) takes the double steps. */
     #define EXTQL_DPU_IN_LANES 16
-    #if defined(__AVX__)
+    #if defined(__AVX2__)
     #include <immintrin.h>
+    static inline void extql_dpu_in_sums_f32(const float *stage, int64_t n, float *acc,
+                                             float *sq) {
+        __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
+        __m256 q0 = _mm256_loadu_ps(sq), q1 = _mm256_loadu_ps(sq + 8);
+        for (int64_t j = 0; j < n; j++) {
+            const float *r = stage + j * 16;
+            __m256 v0 = _mm256_loadu_ps(r), v1 = _mm256_loadu_ps(r + 8);
+            a0 = _mm256_add_ps(a0, v0);
+            a1 = _mm256_add_ps(a1, v1);
+            q0 = _mm256_add_ps(q0, _mm256_mul_ps(v0, v0));
+            q1 = _mm256_add_ps(q1, _mm256_mul_ps(v1, v1));
+        }
+        _mm256_storeu_ps(acc, a0);
+        _mm256_storeu_ps(acc + 8, a1);
+        _mm256_storeu_ps(sq, q0);
+        _mm256_storeu_ps(sq + 8, q1);
+    }
     static inline void extql_dpu_in_sums(const float *stage, int64_t n, float *acc,
-                                         float *sq) {
+                                         float *sq, int exact_squares) {
+        if (exact_squares) {
+            extql_dpu_in_sums_f32(stage, n, acc, sq);
+            return;
+        }
         __m256 a0 = _mm256_loadu_ps(acc), a1 = _mm256_loadu_ps(acc + 8);
         __m256d s0 = _mm256_cvtps_pd(_mm_loadu_ps(sq));
         __m256d s1 = _mm256_cvtps_pd(_mm_loadu_ps(sq + 4));
@@ -132,7 +164,8 @@ cdef extern from *:
     #elif defined(__SSE2__)
     #include <emmintrin.h>
     static inline void extql_dpu_in_sums(const float *stage, int64_t n, float *acc,
-                                         float *sq) {
+                                         float *sq, int exact_squares) {
+        (void)exact_squares;
         __m128 a[4];
         __m128d s[8];
         for (int k = 0; k < 4; k++) {
@@ -161,7 +194,8 @@ cdef extern from *:
     }
     #else
     static inline void extql_dpu_in_sums(const float *stage, int64_t n, float *acc,
-                                         float *sq) {
+                                         float *sq, int exact_squares) {
+        (void)exact_squares;
         for (int64_t j = 0; j < n; j++) {
             for (int k = 0; k < EXTQL_DPU_IN_LANES; k++) {
                 float v = stage[j * EXTQL_DPU_IN_LANES + k];
@@ -175,7 +209,12 @@ cdef extern from *:
     /* Row j of `stage` (EXTQL_DPU_IN_LANES wide) = bf of element j of each
        instance x + k * s, j < n: dpu_bf's carry rule.  With AVX2, 8 x 8
        blocks are rounded in vector lanes and transposed in registers; the
-       last n % 8 elements, and every element without AVX2, one by one. */
+       last n % 8 elements, and every element without AVX2, one by one.
+       Returns exact_squares for extql_dpu_in_sums: 1 when no staged value
+       has 0 < |v| < 2^-63 (with AVX2; 0 without, whose sums take the double
+       steps).  In the lanes that is (bits & 0x7FFF0000) + 0x7FFFFFFF, in
+       wrapping int32, below (int32)0x9FFFFFFF: the magnitudes 1 ..
+       0x1FFFFFFF wrap to the lowest values, 0 to the highest. */
     static inline float extql_dpu_bf1(float v) {
         uint32_t u;
         memcpy(&u, &v, 4);
@@ -191,10 +230,18 @@ cdef extern from *:
         return _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32((int)0xFFFF0000u)));
     }
     #endif
-    static inline void extql_dpu_in_stage(const float *x, int64_t s, int64_t n,
-                                          float *stage) {
+    #if defined(__AVX2__)
+    static inline __m256i extql_dpu_tiny8(__m256 r) {
+        __m256i m = _mm256_and_si256(_mm256_castps_si256(r), _mm256_set1_epi32(0x7FFF0000));
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)0x9FFFFFFFu),
+                                  _mm256_add_epi32(m, _mm256_set1_epi32(0x7FFFFFFF)));
+    }
+    #endif
+    static inline int extql_dpu_in_stage(const float *x, int64_t s, int64_t n,
+                                         float *stage) {
         int64_t j = 0;
     #if defined(__AVX2__)
+        __m256i tiny = _mm256_setzero_si256();
         for (; j + 8 <= n; j += 8) {
             for (int h = 0; h < EXTQL_DPU_IN_LANES; h += 8) {
                 const float *b = x + h * s + j;
@@ -206,6 +253,11 @@ cdef extern from *:
                 __m256 r5 = extql_dpu_bf8(_mm256_loadu_ps(b + 5 * s));
                 __m256 r6 = extql_dpu_bf8(_mm256_loadu_ps(b + 6 * s));
                 __m256 r7 = extql_dpu_bf8(_mm256_loadu_ps(b + 7 * s));
+                tiny = _mm256_or_si256(tiny, _mm256_or_si256(
+                    _mm256_or_si256(_mm256_or_si256(extql_dpu_tiny8(r0), extql_dpu_tiny8(r1)),
+                                    _mm256_or_si256(extql_dpu_tiny8(r2), extql_dpu_tiny8(r3))),
+                    _mm256_or_si256(_mm256_or_si256(extql_dpu_tiny8(r4), extql_dpu_tiny8(r5)),
+                                    _mm256_or_si256(extql_dpu_tiny8(r6), extql_dpu_tiny8(r7)))));
                 __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
                 __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
                 __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -225,18 +277,29 @@ cdef extern from *:
                 _mm256_storeu_ps(o + 7 * EXTQL_DPU_IN_LANES, _mm256_permute2f128_ps(u3, u7, 0x31));
             }
         }
+        int exact = _mm256_testz_si256(tiny, tiny);
+    #else
+        int exact = 0;
     #endif
-        for (; j < n; j++)
-            for (int k = 0; k < EXTQL_DPU_IN_LANES; k++)
-                stage[j * EXTQL_DPU_IN_LANES + k] = extql_dpu_bf1(x[k * s + j]);
+        for (; j < n; j++) {
+            for (int k = 0; k < EXTQL_DPU_IN_LANES; k++) {
+                float v = extql_dpu_bf1(x[k * s + j]);
+                uint32_t m;
+                memcpy(&m, &v, 4);
+                m &= 0x7FFFFFFFu;
+                exact = exact && !(m != 0 && m < 0x20000000u);
+                stage[j * EXTQL_DPU_IN_LANES + k] = v;
+            }
+        }
+        return exact;
     }
     """
     # Instances whose statistics are summed side by side (one per lane).
     enum: DPU_IN_LANES "EXTQL_DPU_IN_LANES"
-    void dpu_in_stage "extql_dpu_in_stage"(const float *x, int64_t s, int64_t n,
-                                           float *stage) noexcept nogil
+    int dpu_in_stage "extql_dpu_in_stage"(const float *x, int64_t s, int64_t n,
+                                          float *stage) noexcept nogil
     void dpu_in_sums "extql_dpu_in_sums"(const float *stage, int64_t n, float *acc,
-                                         float *sq) noexcept nogil
+                                         float *sq, int exact_squares) noexcept nogil
 
 
 cdef inline void dpu_in_normalize(const float *x, float *y, int64_t s, float acc, float sq,
@@ -281,7 +344,7 @@ cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps
     cdef float sq[DPU_IN_LANES]
     cdef const float *xk
     cdef int64_t j0, j, n
-    cdef int k
+    cdef int k, exact
     for k in range(DPU_IN_LANES):
         acc[k] = 0.0
         sq[k] = 0.0
@@ -290,8 +353,8 @@ cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps
         n = s - j0
         if n > DPU_IN_BLOCK:
             n = DPU_IN_BLOCK
-        dpu_in_stage(x + j0, s, n, stage)
-        dpu_in_sums(stage, n, acc, sq)
+        exact = dpu_in_stage(x + j0, s, n, stage)
+        dpu_in_sums(stage, n, acc, sq, exact)
         j0 = j0 + n
     for k in range(DPU_IN_LANES):
         dpu_in_normalize(x + k * s, y + k * s, s, acc[k], sq[k], inv, eps, gs[k], bs[k])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import in_cases
 import in_contract as ic
+import numpy as np
 import pytest
 from contract import assert_same_bits, case_rng
 from in_data import CASES, epsilon, inputs, quark_y
@@ -45,3 +46,51 @@ def test_instances_summed_side_by_side(shape):
         finally:
             extql.set_num_threads(before)
         assert_same_bits(y, ic.expected(x, g, b), f"{shape} {threads} threads")
+
+
+def test_float32_square_sums_are_the_double_steps():
+    """The claim the AVX2 sums rest on (extql/kernels/dpu_in.pxi,
+    docs/development.rst "The instance norm's sums"): for every bfloat16
+    value v with |v| >= 2^-63, or v 0, inf or NaN, and any float32 sq,
+    float32 sq + v * v is float(double(sq) + double(v)²); below 2^-63 it is
+    not (so the kernel's test for those values is needed)."""
+    v = (np.arange(2**16, dtype=np.uint32) << 16).view(np.float32)
+    rng = case_rng("dpu-in-square-sums")
+    sq = np.concatenate([
+        (rng.integers(0, 0x7F800000, 4000, dtype=np.uint32)).view(np.float32),
+        np.array([0.0, np.inf, np.nan, 1.0, 2.0**-149, 3.4e38], np.float32)])
+    a = np.abs(v)
+    ok = (a >= np.float32(2.0**-63)) | (a == 0) | ~np.isfinite(v)
+    with np.errstate(all="ignore"):
+        for s in sq:
+            f32 = (np.float32(s) + v * v).astype(np.float32)
+            f64 = (np.float64(s) + v.astype(np.float64) ** 2).astype(np.float32)
+            same = (f32.view(np.uint32) == f64.view(np.uint32)) | (np.isnan(f32) & np.isnan(f64))
+            assert same[ok].all(), (s, v[ok][~same[ok]][:4])
+        differ = 0
+        for s in np.float32(2.0**-149) * np.arange(1, 200, dtype=np.float32):
+            f32 = (s + v[~ok] * v[~ok]).astype(np.float32)
+            f64 = (np.float64(s) + v[~ok].astype(np.float64) ** 2).astype(np.float32)
+            differ += int(np.count_nonzero(f32 != f64))
+    assert differ > 100, differ
+
+
+@pytest.mark.parametrize("where", ["one block", "every other block", "all"])
+def test_blocks_with_tiny_values_take_the_double_steps(where, each_isa):
+    """Blocks of 128 elements holding a value 0 < |bf(x)| < 2^-63 are summed
+    in double steps, the others in float32 ones, one instance's chain going
+    through both: the oracle's bits on every variant (16 instances, blocks
+    of 128 and a short tail)."""
+    rng = case_rng("dpu-in-tiny-blocks", where)
+    shape = (1, 16, 3 * 128 + 40)
+    x = in_cases.values(rng, shape, "offset")
+    tiny = (rng.standard_normal(shape) * 2.0**-70).astype(np.float32)
+    blocks = {"one block": [1], "every other block": [0, 2], "all": [0, 1, 2, 3]}[where]
+    for k in blocks:
+        lanes = slice(None) if where == "all" else slice(k % 16, k % 16 + 3)
+        x[0, lanes, k * 128: k * 128 + 40] = tiny[0, lanes, k * 128: k * 128 + 40]
+    g, b = in_cases.params(rng, shape[1])
+    want = ic.expected(x, g, b)
+    for isa in each_isa():
+        assert_same_bits(extql.extended_instance_normalization(x, g, b), want,
+                         f"{where} on {isa}")
