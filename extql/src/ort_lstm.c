@@ -63,10 +63,8 @@ typedef struct {
   int dirs, reverse, layout;
   char direction[16];
   char label[192];
-  /* W, R and B quantized when the kernel was made (NULL: at each run), for
-   * the input size prepared_n_in (W's last dimension) */
+  /* W, R and B quantized when the kernel was made (NULL: at each run) */
   void *prepared;
-  int64_t prepared_n_in;
 } LstmKernel;
 
 /* ------------------------------------------------------------------------ */
@@ -268,6 +266,9 @@ static OrtStatus *check_type(const OrtApi *api, const char *label, size_t i, int
                     extql_type_name(type, b, sizeof b));
 }
 
+static OrtStatus *check_shapes(const LstmKernel *k, const TensorFacts *f, int64_t *seq,
+                               int64_t *batch, int64_t *n_in);
+
 /* k->prepared from W, R and B when the graph makes all it has of them
  * constants of the shapes the attributes want (W [dirs, 4H, input], R
  * [dirs, 4H, H], B [dirs, 8H]) and the shifts for that input size are in
@@ -282,7 +283,7 @@ static void prepare_constants(LstmKernel *k, const OrtKernelInfo *info, size_t n
   int64_t H = k->hidden, n_in = 0;
   size_t i;
   int ok = n_inputs >= 3;
-  for (i = 1; i < LSTM_IN_USED; i++) extql_facts_init(&f[i]);
+  for (i = 0; i < LSTM_IN_USED; i++) extql_facts_init(&f[i]);
   for (i = 1; i < LSTM_IN_USED && ok; i++) {
     int is_constant = 0;
     OrtStatus *st;
@@ -303,12 +304,17 @@ static void prepare_constants(LstmKernel *k, const OrtKernelInfo *info, size_t n
     }
     ok = ok && f[i].type == EXTQL_FLOAT32 && data[i] != NULL;
   }
-  if (ok) {
-    n_in = f[1].rank == 3 ? f[1].dims[2] : 0;
-    ok = n_in >= 1 && f[1].rank == 3 && f[1].dims[0] == k->dirs && f[1].dims[1] == 4 * H &&
-         f[2].rank == 3 && f[2].dims[0] == k->dirs && f[2].dims[1] == 4 * H &&
-         f[2].dims[2] == H &&
-         (v[3] == NULL || (f[3].rank == 2 && f[3].dims[0] == k->dirs && f[3].dims[1] == 8 * H));
+  if (ok && f[1].rank == 3 && f[1].dims[2] >= 1) {
+    /* the runs' own shape rules, for an X of W's input size */
+    int64_t seq, batch;
+    OrtStatus *st;
+    f[0].type = EXTQL_FLOAT32, f[0].rank = 3;
+    f[0].small[0] = f[0].small[1] = 1, f[0].small[2] = f[1].dims[2];
+    st = check_shapes(k, f, &seq, &batch, &n_in);
+    ok = st == NULL;
+    if (!ok) api->ReleaseStatus(st);
+  } else {
+    ok = 0;
   }
   if (ok)
     ok = extql_lstm_params(&params, k->scales, k->zero_points, n_in, H, k->dirs, k->reverse) ==
@@ -319,12 +325,11 @@ static void prepare_constants(LstmKernel *k, const OrtKernelInfo *info, size_t n
                                            (const float *)data[2], (const float *)data[3],
                                            prep) == 0) {
       k->prepared = prep;
-      k->prepared_n_in = n_in;
     } else {
       free(prep);
     }
   }
-  for (i = 1; i < LSTM_IN_USED; i++) extql_facts_free(&f[i]);
+  for (i = 0; i < LSTM_IN_USED; i++) extql_facts_free(&f[i]);
 }
 
 OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_create(const OrtCustomOp *op_, const OrtApi *api,
@@ -572,8 +577,9 @@ OrtStatus *EXTQL_ORT_CALL extql_ort_lstm_compute(void *kernel, OrtKernelContext 
       st = extql_fail(api, label, EXTQL_ORT_FAIL, "onnxruntime gave a tensor without data");
   }
   if (st != NULL) goto done;
-  if (k->prepared != NULL && k->prepared_n_in == n_in) {
-    job.prepared = k->prepared; /* the constants' (this run's W, R, B: they are constant) */
+  if (k->prepared != NULL) {
+    /* the constants' (this run's W, R, B; check_shapes tied X to W) */
+    job.prepared = k->prepared;
   } else {
     prep = malloc((size_t)extql_lstm_prepared_size(&params));
     if (prep == NULL ||
