@@ -26,15 +26,30 @@ the block formats' fallbacks compute magnitudes (never -0: they come from
 ``Abs``) and a sign factor of +-1 (never a zero), select only between those,
 and multiply the two at the end: ``(+0) * (-1)`` is -0 in every runtime.
 
-Block layout (:func:`BlockPlan`, :func:`Unblock`): x is seen as
-``[outer, D, inner]`` with the blocks along D (rank 0 and 1: ``[1, N, 1]``),
-padded with zeros to ``nb * block_size`` along D and reshaped to
-``[outer, nb, block_size, inner]``; a block's maximum is a ``TopK`` of one
-along axis 2 (``TopK`` reads ``axis`` from an attribute in every opset from
-11, where ``ReduceMax`` moved its axes to an input in 18), never on zero
-rows (:func:`MaxAlong`).  An axis out of
-range for a rank >= 2, or a ``block_size`` < 1, makes the first Reshape fail:
-an error, never a silently wrong answer.
+Block layout (:func:`BlockPlan`, :func:`Blocked`, :func:`Unblock`): x is
+seen as ``[outer, D, inner]`` with the blocks along D (rank 0 and 1:
+``[1, N, 1]``), padded with zeros to ``nb * block_size`` along D, reshaped to
+``[outer, nb, block_size, inner]`` and transposed to ``[block_size, outer, nb,
+inner]``, seen as ``[block_size, M]`` (M = outer * nb * inner): the
+elements of a block are a column, and a block's values (its exponent, its
+scale) are a row ``[1, M]`` that every operation broadcasts along the outer
+axis.  Laid out so whatever the axis, no elementwise op meets a tensor whose
+innermost dimension is 1 (along the last axis, inner is 1): onnxruntime's
+broadcasting runs such a tensor against a scalar one element at a time (a
+``Mul`` of ``[n, 1]`` by a scalar takes 30 times the ``[n]`` one), and a
+block's value broadcast along the innermost axis goes a block at a time.  A
+block's maximum is a ``ReduceMax`` along axis 0 (written with the axes as an
+input, as from opset 18; the function protos of
+:mod:`extql.onnx.fallback_protos` stamped for opsets 15-17 take them as the
+attribute).  Its inputs are never NaN
+(the callers give it finite magnitudes, 0 in place of an inf or NaN, or 0/1
+flags), so how a runtime's ``ReduceMax`` treats NaN does not matter; nor
+-0 (they come from ``Abs``).  onnxruntime's ``TopK`` of one along an outer
+axis takes 2 to 3 times as long, and ``ArgMax`` + ``GatherElements`` twice
+as long (and onnx.reference computes GatherElements with ``np.choose``,
+limited to 32 choices on NumPy 1.x).  An axis out of range for a rank >= 2,
+or a ``block_size`` < 1, makes the first Reshape fail: an error, never a
+silently wrong answer.
 
 Internal helpers (:data:`~extql.onnx.fallback_plan.INTERNAL_DOMAIN`), always
 inlined into the operator functions of :mod:`extql.onnx.fallback_blocks`.
@@ -168,12 +183,12 @@ def SignFactor(neg, keep) -> FLOAT:
 @script(_INTERNAL, default_opset=op)
 def BlockPlan(x, attrs_ok, axis: int = 1, block_size: int = 1):
     """How x is cut into blocks: the shapes ``lines`` ([outer, D, inner]),
-    ``blocked`` ([outer, nb, block_size, inner]) and ``padded``
-    ([outer, nb * block_size, inner]), the Pad ``pads`` of the D axis, and
-    ``D`` (a 1-D int64 of one).  An axis out of range for a rank >= 2, a
-    ``block_size`` < 1 or ``attrs_ok`` False (a scalar: attributes the
-    caller found invalid) give ``lines`` a size that is not x's, so the
-    Reshape fails."""
+    ``blocked`` ([outer, nb, block_size, inner]), ``cols`` ([block_size, M],
+    the block view of :func:`Blocked`) and ``padded`` ([outer, nb *
+    block_size, inner]), the Pad ``pads`` of the D axis, and ``D`` (a 1-D
+    int64 of one).  An axis out of range for a rank >= 2, a ``block_size`` <
+    1 or ``attrs_ok`` False (a scalar: attributes the caller found invalid)
+    give ``lines`` a size that is not x's, so the Reshape fails."""
     zero = op.Constant(value_int=0)
     one = op.Constant(value_int=1)
     one_v = op.Constant(value_ints=[1])
@@ -203,63 +218,49 @@ def BlockPlan(x, attrs_ok, axis: int = 1, block_size: int = 1):
     pad = op.Sub(op.Mul(nb, b), dim)
     pads = op.Concat(zero_v, zero_v, zero_v, zero_v, pad, zero_v, axis=0)
     blocked = op.Concat(outer, nb, b, inner, axis=0)
+    cols = op.Concat(b, op.Mul(op.Mul(outer, nb), inner), axis=0)
     padded = op.Concat(outer, op.Mul(nb, b), inner, axis=0)
-    return lines, blocked, padded, pads, dim
+    return lines, blocked, cols, padded, pads, dim
 
 
 @script(_INTERNAL, default_opset=op)
-def Blocked(v: FLOAT, lines: INT64, blocked: INT64, pads: INT64) -> FLOAT:
-    """A float32 tensor of x's shape as ``[outer, nb, block_size, inner]``,
-    each line padded with +0."""
+def Blocked(v: FLOAT, lines: INT64, blocked: INT64, cols: INT64, pads: INT64) -> FLOAT:
+    """A float32 tensor of x's shape as ``[block_size, M]``: each line padded
+    with +0, cut into ``[outer, nb, block_size, inner]`` and transposed so
+    that a block is a column."""
     v3 = op.Reshape(v, lines, allowzero=1)
-    return op.Reshape(op.Pad(v3, pads, op.Constant(value_float=0.0)), blocked, allowzero=1)
+    v4 = op.Reshape(op.Pad(v3, pads, op.Constant(value_float=0.0)), blocked, allowzero=1)
+    return op.Reshape(op.Transpose(v4, perm=[2, 0, 1, 3]), cols, allowzero=1)
 
 
 @script(_INTERNAL, default_opset=op)
-def Unblock(vb: FLOAT, padded: INT64, dim: INT64, xshape: INT64) -> FLOAT:
-    """The blocked view back to x's shape (the padding dropped)."""
-    v3 = op.Reshape(vb, padded, allowzero=1)
+def Unblock(vb: FLOAT, blocked: INT64, padded: INT64, dim: INT64, xshape: INT64) -> FLOAT:
+    """The block view back to x's shape (the padding dropped)."""
+    swapped = op.Concat(op.Slice(blocked, op.Constant(value_ints=[2]), op.Constant(value_ints=[3])),
+                        op.Slice(blocked, op.Constant(value_ints=[0]), op.Constant(value_ints=[2])),
+                        op.Slice(blocked, op.Constant(value_ints=[3]), op.Constant(value_ints=[4])),
+                        axis=0)
+    v4 = op.Transpose(op.Reshape(vb, swapped, allowzero=1), perm=[1, 2, 0, 3])
+    v3 = op.Reshape(v4, padded, allowzero=1)
     cut = op.Slice(v3, op.Constant(value_ints=[0]), dim, op.Constant(value_ints=[1]))
     return op.Reshape(cut, xshape, allowzero=1)
 
 
 @script(_INTERNAL, default_opset=op)
-def MaxAlong(v: FLOAT, axis: int) -> FLOAT:
-    """The largest value along ``axis`` (kept as a dimension of one) of a
-    tensor of non-negative values whose last two dimensions are ``axis`` and
-    the one after it: a TopK of one on ``[rows, n, inner]``, with a row of
-    zeros appended and dropped again, so that TopK never sees zero rows (an
-    empty x; onnxruntime 1.18 divides by the row count)."""
-    shape = op.Shape(v)
-    at = op.Reshape(op.Constant(value_int=axis), op.Constant(value_ints=[1]))
-    rows = op.ReduceProd(op.Concat(op.Constant(value_ints=[1]),
-                                   op.Slice(shape, op.Constant(value_ints=[0]), at), axis=0),
-                         keepdims=1)
-    rest = op.Slice(shape, at, op.Constant(value_ints=[_BIG]))
-    v3 = op.Reshape(v, op.Concat(rows, rest, axis=0), allowzero=1)
-    zeros = op.ConstantOfShape(op.Concat(op.Constant(value_ints=[1]), rest, axis=0))
-    top, _ = op.TopK(op.Concat(v3, zeros, axis=0), op.Constant(value_ints=[1]), axis=1)
-    top = op.Slice(top, op.Constant(value_ints=[0]), rows)
-    kept = op.Concat(op.Slice(shape, op.Constant(value_ints=[0]), at), op.Constant(value_ints=[1]),
-                     op.Slice(rest, op.Constant(value_ints=[1]), op.Constant(value_ints=[_BIG])),
-                     axis=0)
-    return op.Reshape(top, kept, allowzero=1)
-
-
-@script(_INTERNAL, default_opset=op)
 def BlockMax(v: FLOAT) -> FLOAT:
-    """The largest value of each block of a blocked view along axis 2 (kept
-    as a dimension of one); the values are magnitudes (no NaN, no -0)."""
-    return MaxAlong(v, axis=2)
+    """The largest value of each block of the block view ``[block_size, M]``
+    (``[1, M]``); the values are magnitudes (no NaN, no -0)."""
+    return op.ReduceMax(v, op.Constant(value_ints=[0]), keepdims=1)
 
 
 @script(_INTERNAL, default_opset=op)
 def SubBlockMax(v: FLOAT) -> FLOAT:
-    """The largest value of each sub-block of a view
-    ``[outer, nb, n_sub, sub_block_size, inner]`` (along axis 3, kept)."""
-    return MaxAlong(v, axis=3)
+    """The largest value of each sub-block of a view ``[n_sub,
+    sub_block_size, M]`` (along axis 1, kept: ``[n_sub, 1, M]``); magnitudes
+    as for :func:`BlockMax`."""
+    return op.ReduceMax(v, op.Constant(value_ints=[1]), keepdims=1)
 
 
 #: Every helper here, for inlining (extql.onnx.fallback_protos).
 HELPERS = [Pow2, ExponentField, SignBit, RoundMagnitude, SignFactor, BlockPlan, Blocked,
-           Unblock, MaxAlong, BlockMax, SubBlockMax]
+           Unblock, BlockMax, SubBlockMax]

@@ -142,9 +142,9 @@ def KeepsSign(one, r: FLOAT, qa: FLOAT, rounding_mode: int = 0):
 
 
 @script(_INTERNAL, default_opset=op)
-def Finish(mag: FLOAT, sign: FLOAT, x, padded, dim):
+def Finish(mag: FLOAT, sign: FLOAT, x, blocked, padded, dim):
     """``mag * sign`` back in x's shape and type."""
-    y = Unblock(op.Mul(mag, sign), padded, dim, op.Shape(x))
+    y = Unblock(op.Mul(mag, sign), blocked, padded, dim, op.Shape(x))
     return op.CastLike(y, x)
 
 
@@ -166,19 +166,20 @@ def MantissaBits(bit_width: int):
 @script(_INTERNAL, default_opset=op)
 def BfpBlocks(x, ok, axis: int = 1, block_size: int = 8, convert_to_bfloat_before_bfp: int = 0):
     """The blocks of to_bfp (both kernels): ``(a, neg, one, finite, af, e,
-    padded, dim)`` -- the magnitudes (after the bfloat16 pre-rounding) and
-    signs in the block view, whether x has one element, the finite
-    magnitudes (0 elsewhere), the block's exponent field and what Finish
-    needs to put the result back."""
+    blocked, padded, dim)`` -- the magnitudes (after the bfloat16
+    pre-rounding) and signs in the block view, whether x has one element,
+    the finite magnitudes (0 elsewhere), the block's exponent field and what
+    Finish needs to put the result back."""
     x32 = op.Cast(x, to=_F32)
-    lines, blocked, padded, pads, dim = BlockPlan(x32, ok, axis=axis, block_size=block_size)
-    xb = Blocked(x32, lines, blocked, pads)
+    lines, blocked, cols, padded, pads, dim = BlockPlan(x32, ok, axis=axis,
+                                                        block_size=block_size)
+    xb = Blocked(x32, lines, blocked, cols, pads)
     a, neg = Magnitude(xb, convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
     one = op.Equal(op.Size(x), op.Constant(value_int=1))
     finite = op.Not(op.Or(op.IsNaN(a), op.IsInf(a)))
     af = op.Where(finite, a, op.Constant(value_float=0.0))
     e = ExponentField(BlockMax(af))
-    return a, neg, one, finite, af, e, padded, dim
+    return a, neg, one, finite, af, e, blocked, padded, dim
 
 
 @script(_QUARK, default_opset=op)
@@ -188,7 +189,7 @@ def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
              use_compiler_version_cpu_kernel: int = 0):
     ok = op.And(ModeOk(rounding_mode=rounding_mode),
                 BitWidthIn(bit_width=bit_width, lo=_BW_BFP[0], hi=_BW_BFP[1]))
-    a, neg, one, finite, af, e, padded, dim = BfpBlocks(
+    a, neg, one, finite, af, e, blocked, padded, dim = BfpBlocks(
         x, ok, axis=axis, block_size=block_size,
         convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
     m = MantissaBits(bit_width=bit_width)
@@ -199,7 +200,7 @@ def BFPToBfp(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: int = 16,
     mag = op.Min(op.Mul(r, s), top)
     mag = op.Where(op.Or(one, op.Not(finite)), a, mag)
     sign = SignFactor(neg, KeepsSign(one, r, qa, rounding_mode=rounding_mode))
-    return Finish(mag, sign, x, padded, dim)
+    return Finish(mag, sign, x, blocked, padded, dim)
 
 
 @script(_QUARK, default_opset=op)
@@ -209,7 +210,7 @@ def BFPToBfpCompiler(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: in
                      use_compiler_version_cpu_kernel: int = 1):
     ok = op.And(ModeOk(rounding_mode=rounding_mode),
                 BitWidthIn(bit_width=bit_width, lo=_BW_BFP[0], hi=_BW_BFP[1]))
-    a, neg, one, finite, af, e, padded, dim = BfpBlocks(
+    a, neg, one, finite, af, e, blocked, padded, dim = BfpBlocks(
         x, ok, axis=axis, block_size=block_size,
         convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
     zero = op.Constant(value_float=0.0)
@@ -234,7 +235,7 @@ def BFPToBfpCompiler(x, bfp_method: str = "to_bfp", axis: int = 1, bit_width: in
     mag = op.Min(op.Mul(r2, s2), op.Where(neg, lo, hi))
     mag = op.Where(op.Or(one, op.Not(finite)), a, mag)
     sign = SignFactor(neg, KeepsSign(one, r2, qa, rounding_mode=rounding_mode))
-    return Finish(mag, sign, x, padded, dim)
+    return Finish(mag, sign, x, blocked, padded, dim)
 
 
 @script(_QUARK, default_opset=op)
@@ -254,33 +255,31 @@ def BFPToBfpPrime(x, bfp_method: str = "to_bfp_prime", axis: int = 1, bit_width:
                 op.And(op.And(op.Not(op.Less(sub, ione)), op.Equal(op.Mod(b0, sub1), izero)),
                        op.And(op.Not(op.Less(bits, op.Constant(value_float=_SHIFT[0]))),
                               op.Not(op.Greater(bits, op.Constant(value_float=_SHIFT[1]))))))
-    lines, blocked, padded, pads, dim = BlockPlan(x32, ok, axis=axis, block_size=block_size)
-    xb = Blocked(x32, lines, blocked, pads)
+    lines, blocked, cols, padded, pads, dim = BlockPlan(x32, ok, axis=axis,
+                                                        block_size=block_size)
+    xb = Blocked(x32, lines, blocked, cols, pads)
     a, neg = Magnitude(xb, convert_to_bfloat_before_bfp=convert_to_bfloat_before_bfp)
     one = op.Equal(op.Size(x), op.Constant(value_int=1))
     zero = op.Constant(value_float=0.0)
     one_f = op.Constant(value_float=1.0)
     bad = op.Or(op.IsNaN(a), op.IsInf(a))
     af = op.Where(bad, zero, a)
-    # [outer, nb, 1, inner]: the block holds an inf or NaN (E = 255); E.
+    # [1, M]: the block holds an inf or NaN (E = 255); E.
     bad_block = op.Greater(BlockMax(op.Cast(bad, to=_F32)), zero)
     e = ExponentField(BlockMax(af))
-    # The sub-block view [outer, nb, n_sub, sub_block_size, inner].
+    # The sub-block view [n_sub, sub_block_size, M]; a block's values [1, M]
+    # broadcast against it as they are.
     one_v = op.Constant(value_ints=[1])
     sub_v = op.Reshape(sub1, one_v)
-    b_v = op.Slice(blocked, op.Constant(value_ints=[2]), op.Constant(value_ints=[3]))
-    view = op.Concat(op.Slice(blocked, op.Constant(value_ints=[0]), op.Constant(value_ints=[2])),
-                     op.Div(b_v, sub_v), sub_v,
-                     op.Slice(blocked, op.Constant(value_ints=[3]), op.Constant(value_ints=[4])),
-                     axis=0)
+    b_v = op.Slice(cols, op.Constant(value_ints=[0]), one_v)
+    view = op.Concat(op.Div(b_v, sub_v), sub_v,
+                     op.Slice(cols, one_v, op.Constant(value_ints=[2])), axis=0)
     a5 = op.Reshape(af, view, allowzero=1)
     neg5 = op.Reshape(neg, view, allowzero=1)
-    axis2 = op.Constant(value_ints=[2])
-    e5 = op.Unsqueeze(e, axis2)
     ej = ExponentField(SubBlockMax(a5))
-    shift = op.Min(op.Sub(e5, ej), op.Sub(Pow2(bits), one_f))
+    shift = op.Min(op.Sub(e, ej), op.Sub(Pow2(bits), one_f))
     m = MantissaBits(bit_width=bit_width)
-    k = op.Sub(op.Sub(op.Sub(e5, op.Constant(value_float=126.0)), shift), m)
+    k = op.Sub(op.Sub(op.Sub(e, op.Constant(value_float=126.0)), shift), m)
     # (k is below -149 only for a sub-block of zeros and subnormals, above
     # 127 only for m = 0: both give r = 0, whatever the unit)
     unit = Pow2(op.Clip(k, op.Constant(value_float=-149.0), op.Constant(value_float=127.0)))
@@ -290,11 +289,10 @@ def BFPToBfpPrime(x, bfp_method: str = "to_bfp_prime", axis: int = 1, bit_width:
     r = op.Where(op.Less(t, largest), RoundMagnitude(q, neg5, rounding_mode=rounding_mode), t)
     r = op.Min(r, largest)
     r = op.Where(op.Less(a5, op.Constant(value_float=_TINY)), zero, r)
-    mag5 = op.Where(op.Unsqueeze(bad_block, axis2), op.Constant(value_float=float("nan")),
-                    op.Mul(r, unit))
-    mag = op.Where(one, a, op.Reshape(mag5, blocked, allowzero=1))
+    mag5 = op.Where(bad_block, op.Constant(value_float=float("nan")), op.Mul(r, unit))
+    mag = op.Where(one, a, op.Reshape(mag5, cols, allowzero=1))
     sign = SignFactor(neg, op.Constant(value=_TRUE))
-    return Finish(mag, sign, x, padded, dim)
+    return Finish(mag, sign, x, blocked, padded, dim)
 
 
 def _mx_int8():
@@ -302,9 +300,9 @@ def _mx_int8():
     def MXInt8(x, element_dtype: str = "int8", axis: int = 1, block_size: int = 32,
                rounding_mode: int = 0):
         x32 = op.Cast(x, to=_F32)
-        lines, blocked, padded, pads, dim = BlockPlan(x32, ModeOk(rounding_mode=rounding_mode),
-                                                      axis=axis, block_size=block_size)
-        xb = Blocked(x32, lines, blocked, pads)
+        lines, blocked, cols, padded, pads, dim = BlockPlan(
+            x32, ModeOk(rounding_mode=rounding_mode), axis=axis, block_size=block_size)
+        xb = Blocked(x32, lines, blocked, cols, pads)
         a = op.Abs(xb)
         neg = SignBit(xb)
         one = op.Equal(op.Size(x), op.Constant(value_int=1))
@@ -319,7 +317,7 @@ def _mx_int8():
         mag = op.Mul(scale, op.Mul(k, op.Constant(value_float=2.0**-6)))
         mag = op.Where(op.Or(one, op.Not(finite)), a, mag)
         sign = SignFactor(neg, KeepsSign(one, r, q, rounding_mode=rounding_mode))
-        return Finish(mag, sign, x, padded, dim)
+        return Finish(mag, sign, x, blocked, padded, dim)
 
     return MXInt8
 
@@ -336,9 +334,9 @@ def _mx_float(name: str):
     def MXFloat(x, element_dtype: str = "int8", axis: int = 1, block_size: int = 32,
                 rounding_mode: int = 0):
         x32 = op.Cast(x, to=_F32)
-        lines, blocked, padded, pads, dim = BlockPlan(x32, ModeOk(rounding_mode=rounding_mode),
-                                                      axis=axis, block_size=block_size)
-        xb = Blocked(x32, lines, blocked, pads)
+        lines, blocked, cols, padded, pads, dim = BlockPlan(
+            x32, ModeOk(rounding_mode=rounding_mode), axis=axis, block_size=block_size)
+        xb = Blocked(x32, lines, blocked, cols, pads)
         a = op.Abs(xb)
         neg = SignBit(xb)
         one = op.Equal(op.Size(x), op.Constant(value_int=1))
@@ -357,7 +355,7 @@ def _mx_float(name: str):
                          op.Constant(value_float=largest))
         mag = op.Where(op.Or(one, op.Not(finite)), a, op.Mul(scale, element))
         keep = op.Or(op.Or(one, op.Not(finite)), op.Greater(element, zero))
-        return Finish(mag, SignFactor(neg, keep), x, padded, dim)
+        return Finish(mag, SignFactor(neg, keep), x, blocked, padded, dim)
 
     return MXFloat
 

@@ -221,11 +221,55 @@ def _stamp(
                 kept = [a for a in node.attribute if a.name != "allowzero"]
                 del node.attribute[:]
                 node.attribute.extend(kept)
+    if opset < 18:
+        _axes_to_attributes(out)
     out.doc_string = (
         f"extql fallback for {domain}::{name} ({overload or 'any type'}): standard ONNX ops "
         "only, bit-identical to the extql kernels."
     )
     return out
+
+
+#: The reductions whose ``axes`` are an attribute before opset 18 and an
+#: input from 18 (ReduceSum moved in 13, which every function imports).
+_AXES_MOVED_IN_18 = frozenset({"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                               "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd",
+                               "ReduceSumSquare"})
+
+
+def _axes_to_attributes(proto: onnx.FunctionProto) -> None:
+    """Rewrite, in place, a body written for opset 18 and later for an
+    opset before 18: each reduction of :data:`_AXES_MOVED_IN_18` that takes
+    its axes as an input (always a Constant of the body) takes them as the
+    ``axes`` attribute, and a Constant nothing else reads is dropped.  The
+    same reductions, the form each opset defines."""
+    consts = {n.output[0]: n for n in proto.node if n.op_type == "Constant"}
+    moved = set()
+    for node in walk_nodes(proto.node):
+        if node.op_type not in _AXES_MOVED_IN_18 or node.domain not in ("", "ai.onnx"):
+            continue
+        if len(node.input) < 2 or not node.input[1]:
+            continue
+        const = consts.get(node.input[1])
+        if const is None:
+            raise AssertionError(f"extql internal error: {node.op_type} with axes that are "
+                                 "not a Constant of the body")
+        attr = const.attribute[0]
+        if attr.name == "value_ints":
+            axes = list(attr.ints)
+        elif attr.name == "value":
+            axes = [int(a) for a in onnx.numpy_helper.to_array(attr.t).reshape(-1)]
+        else:
+            raise AssertionError(f"extql internal error: {node.op_type} axes from a "
+                                 f"Constant's {attr.name}")
+        moved.add(node.input[1])
+        del node.input[1:]
+        node.attribute.append(onnx.helper.make_attribute("axes", axes))
+    read = {i for n in walk_nodes(proto.node) for i in n.input} | set(proto.output)
+    kept = [n for n in proto.node
+            if not (n.op_type == "Constant" and n.output[0] in moved and n.output[0] not in read)]
+    del proto.node[:]
+    proto.node.extend(kept)
 
 
 def _check_domain(domain: str) -> None:
