@@ -86,10 +86,6 @@ cdef float dpu_msc32(float a, float b, float c) noexcept nogil:
     return dpu_addmac32(a0, b0, terms, c)
 
 
-cdef enum:
-    # The elements of each instance that are staged at a time.
-    DPU_IN_BLOCK = 128
-
 cdef extern from *:
     """
     /* The statistics of EXTQL_DPU_IN_LANES instances side by side: row j of
@@ -293,13 +289,144 @@ cdef extern from *:
         }
         return exact;
     }
+
+    /* The sums of n elements of EXTQL_DPU_IN_LANES instances (x + k * s),
+       added to acc / sq: blocks of EXTQL_DPU_IN_BLOCK elements staged by
+       extql_dpu_in_stage and summed by extql_dpu_in_sums.  With AVX-512 the
+       staging goes through registers instead: 16 x 16 tiles (16 elements of
+       each instance) are loaded, rounded and transposed, and each of their
+       rows is added to the lanes' sums at once.  A tile's squares take
+       float32 steps when none of its values has 0 < |v| < 2^-63 (the same
+       bits, as above), the double steps otherwise; the last n % 16 elements
+       are staged and take the double steps. */
+    #define EXTQL_DPU_IN_BLOCK 128
+    #if defined(__AVX512F__) && defined(__AVX512DQ__)
+    /* dpu_bf's rule in 16 lanes: u + 0x8000 where bit 16 is set, u + 0x7FFF
+       elsewhere (a test into a mask and a masked add), then the low half
+       cleared. */
+    static inline __m512 extql_dpu_bf16v(__m512 v) {
+        __m512i u = _mm512_castps_si512(v);
+        __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+        __m512i r = _mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF));
+        r = _mm512_mask_add_epi32(r, odd, u, _mm512_set1_epi32(0x8000));
+        return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xFFFF0000u)));
+    }
+    /* o[c] = column c of the 16 x 16 tile whose row i is r[i]. */
+    static inline void extql_dpu_tr16(const __m512 *r, __m512 *o) {
+        __m512 t[16], u[16];
+        for (int i = 0; i < 16; i += 2) {
+            t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+            t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        }
+        /* u[4 g + i], 128-bit lane L: column 4 L + i of rows 4 g .. 4 g + 3. */
+        for (int g = 0; g < 4; g++) {
+            const __m512 *tg = t + 4 * g;
+            u[4 * g] = _mm512_shuffle_ps(tg[0], tg[2], 0x44);
+            u[4 * g + 1] = _mm512_shuffle_ps(tg[0], tg[2], 0xEE);
+            u[4 * g + 2] = _mm512_shuffle_ps(tg[1], tg[3], 0x44);
+            u[4 * g + 3] = _mm512_shuffle_ps(tg[1], tg[3], 0xEE);
+        }
+        for (int i = 0; i < 4; i++) {
+            __m512 v0 = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+            __m512 w0 = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
+            __m512 v1 = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+            __m512 w1 = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
+            o[i] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+            o[4 + i] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+            o[8 + i] = _mm512_shuffle_f32x4(v0, v1, 0xDD);
+            o[12 + i] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
+        }
+    }
+    static inline void extql_dpu_sq_double(__m512 v, __m512d *s0, __m512d *s1) {
+        __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+        __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1));
+        *s0 = _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_add_pd(*s0, _mm512_mul_pd(d0, d0))));
+        *s1 = _mm512_cvtps_pd(_mm512_cvtpd_ps(_mm512_add_pd(*s1, _mm512_mul_pd(d1, d1))));
+    }
+    static inline void extql_dpu_in_block(const float *x, int64_t s, int64_t n, float *stage,
+                                          float *acc, float *sq) {
+        __m512 a = _mm512_loadu_ps(acc), q = _mm512_loadu_ps(sq);
+        const __m512i top = _mm512_set1_epi32(0x1FFFFFFF);
+        const __m512i mag = _mm512_set1_epi32(0x7FFFFFFF);
+        int64_t j = 0;
+        for (; j + 16 <= n; j += 16) {
+            __m512 r[16], o[16];
+            /* min over the rows of |bits| - 1 (unsigned): below 0x1FFFFFFF
+               exactly when some 0 < |bits| < 0x20000000 (2^-63). */
+            __m512i m = _mm512_set1_epi32(-1);
+            for (int i = 0; i < 16; i++) {
+                r[i] = extql_dpu_bf16v(_mm512_loadu_ps(x + i * s + j));
+                __m512i b = _mm512_and_si512(_mm512_castps_si512(r[i]), mag);
+                m = _mm512_min_epu32(m, _mm512_sub_epi32(b, _mm512_set1_epi32(1)));
+            }
+            extql_dpu_tr16(r, o);
+            if (_mm512_cmplt_epu32_mask(m, top) == 0) {
+                for (int c = 0; c < 16; c++) {
+                    a = _mm512_add_ps(a, o[c]);
+                    q = _mm512_add_ps(q, _mm512_mul_ps(o[c], o[c]));
+                }
+            } else {
+                __m512d s0 = _mm512_cvtps_pd(_mm512_castps512_ps256(q));
+                __m512d s1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(q, 1));
+                for (int c = 0; c < 16; c++) {
+                    a = _mm512_add_ps(a, o[c]);
+                    extql_dpu_sq_double(o[c], &s0, &s1);
+                }
+                q = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(s0)),
+                                       _mm512_cvtpd_ps(s1), 1);
+            }
+        }
+        _mm512_storeu_ps(acc, a);
+        _mm512_storeu_ps(sq, q);
+        if (j < n) {
+            extql_dpu_in_stage(x + j, s, n - j, stage);
+            extql_dpu_in_sums(stage, n - j, acc, sq, 0);
+        }
+    }
+    /* dpu_in_normalize's loop over elements [0, n) in 16 lanes (the last
+       n % 16 under a mask): the same float operations, each bf by
+       extql_dpu_bf16v. Returns n. */
+    static inline int64_t extql_dpu_in_apply(const float *x, float *y, int64_t n, float r,
+                                             float ms, float g, float b) {
+        const __m512 vr = _mm512_set1_ps(r), vms = _mm512_set1_ps(ms);
+        const __m512 vg = _mm512_set1_ps(g), vb = _mm512_set1_ps(b);
+        for (int64_t j = 0; j < n; j += 16) {
+            __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF
+                                      : (__mmask16)((1u << (n - j)) - 1u);
+            __m512 v = extql_dpu_bf16v(_mm512_maskz_loadu_ps(k, x + j));
+            __m512 t = extql_dpu_bf16v(_mm512_sub_ps(extql_dpu_bf16v(_mm512_mul_ps(v, vr)),
+                                                     vms));
+            __m512 p = _mm512_mul_ps(vg, t);
+            _mm512_mask_storeu_ps(y + j, k, extql_dpu_bf16v(_mm512_add_ps(p, vb)));
+        }
+        return n;
+    }
+    #else
+    static inline int64_t extql_dpu_in_apply(const float *x, float *y, int64_t n, float r,
+                                             float ms, float g, float b) {
+        (void)x; (void)y; (void)n; (void)r; (void)ms; (void)g; (void)b;
+        return 0;
+    }
+    static inline void extql_dpu_in_block(const float *x, int64_t s, int64_t n, float *stage,
+                                          float *acc, float *sq) {
+        for (int64_t j = 0; j < n; j += EXTQL_DPU_IN_BLOCK) {
+            int64_t m = n - j < EXTQL_DPU_IN_BLOCK ? n - j : EXTQL_DPU_IN_BLOCK;
+            int exact = extql_dpu_in_stage(x + j, s, m, stage);
+            extql_dpu_in_sums(stage, m, acc, sq, exact);
+        }
+    }
+    #endif
     """
-    # Instances whose statistics are summed side by side (one per lane).
+    # Instances whose statistics are summed side by side (one per lane), and
+    # the elements of each that are staged at a time.
     enum: DPU_IN_LANES "EXTQL_DPU_IN_LANES"
-    int dpu_in_stage "extql_dpu_in_stage"(const float *x, int64_t s, int64_t n,
-                                          float *stage) noexcept nogil
-    void dpu_in_sums "extql_dpu_in_sums"(const float *stage, int64_t n, float *acc,
-                                         float *sq, int exact_squares) noexcept nogil
+    enum: DPU_IN_BLOCK "EXTQL_DPU_IN_BLOCK"
+    void dpu_in_block "extql_dpu_in_block"(const float *x, int64_t s, int64_t n,
+                                           float *stage, float *acc,
+                                           float *sq) noexcept nogil
+    int64_t dpu_in_apply "extql_dpu_in_apply"(const float *x, float *y, int64_t n,
+                                              float r, float ms, float g,
+                                              float b) noexcept nogil
 
 
 cdef inline void dpu_in_normalize(const float *x, float *y, int64_t s, float acc, float sq,
@@ -313,7 +440,8 @@ cdef inline void dpu_in_normalize(const float *x, float *y, int64_t s, float acc
     var = dpu_msc32(mean, mean, msq)
     r = dpu_bf(powf(var + eps, <float>-0.5))
     ms = dpu_bf(dpu_bf(mean) * r)
-    for j in range(s):
+    # every element with AVX-512 (in C), else this loop
+    for j in range(dpu_in_apply(x, y, s, r, ms, g, b), s):
         t = dpu_bf(dpu_bf(dpu_bf(x[j]) * r) - ms)
         p = g * t
         y[j] = dpu_bf(p + b)
@@ -336,26 +464,17 @@ cdef void dpu_in_lanes(const float *x, float *y, int64_t s, float inv, float eps
     """DPU_IN_LANES consecutive instances (x + k * s) at once.  Each sum is
     the one dpu_in_instance makes (its own sequential order, element by
     element), but the instances' chains are interleaved, one per vector
-    lane, so the additions do not wait on each other: a block of each
-    instance's bf(x) is staged transposed (element-major), and
-    dpu_in_sums adds each row to the lanes' sums, several per instruction."""
+    lane, so the additions do not wait on each other: each instance's bf(x)
+    is transposed to element-major rows (staged in memory, or with AVX-512
+    in registers), and each row is added to the lanes' sums at once."""
     cdef float stage[DPU_IN_BLOCK * DPU_IN_LANES]
     cdef float acc[DPU_IN_LANES]
     cdef float sq[DPU_IN_LANES]
-    cdef const float *xk
-    cdef int64_t j0, j, n
-    cdef int k, exact
+    cdef int k
     for k in range(DPU_IN_LANES):
         acc[k] = 0.0
         sq[k] = 0.0
-    j0 = 0
-    while j0 < s:
-        n = s - j0
-        if n > DPU_IN_BLOCK:
-            n = DPU_IN_BLOCK
-        exact = dpu_in_stage(x + j0, s, n, stage)
-        dpu_in_sums(stage, n, acc, sq, exact)
-        j0 = j0 + n
+    dpu_in_block(x, s, s, stage, acc, sq)
     for k in range(DPU_IN_LANES):
         dpu_in_normalize(x + k * s, y + k * s, s, acc[k], sq[k], inv, eps, gs[k], bs[k])
 

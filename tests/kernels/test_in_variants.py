@@ -31,10 +31,11 @@ def test_every_variant_gives_quarks_bits(case, each_isa):
 @pytest.mark.parametrize("shape", [(1, 16, 300), (2, 13, 129), (3, 5, 7, 40), (1, 32, 128),
                                    (1, 17, 130), (2, 16, 135)])
 def test_instances_summed_side_by_side(shape):
-    # The kernel sums 16 instances' statistics at once in blocks of 128
-    # elements, staged 8 elements at a time (extql/kernels/dpu_in.pxi):
-    # whole groups, a remainder of instances, blocks and stages with a
-    # short tail, at every instruction set.
+    # The kernel sums 16 instances' statistics at once, transposed in
+    # blocks of 128 elements (8 x 8 stages with AVX2) or 16 x 16 tiles
+    # (AVX-512) with a staged tail (extql/kernels/dpu_in.pxi): whole groups,
+    # a remainder of instances, blocks, stages and tiles with a short tail,
+    # at every instruction set.
     rng = case_rng(f"dpu-in-lanes-{shape}")
     x = in_cases.values(rng, shape, "offset")
     g, b = in_cases.params(rng, shape[1], special=True)
@@ -75,22 +76,57 @@ def test_float32_square_sums_are_the_double_steps():
     assert differ > 100, differ
 
 
-@pytest.mark.parametrize("where", ["one block", "every other block", "all"])
+@pytest.mark.parametrize("where", ["one block", "every other block", "all", "one lane",
+                                   "in one tile"])
 def test_blocks_with_tiny_values_take_the_double_steps(where, each_isa):
-    """Blocks of 128 elements holding a value 0 < |bf(x)| < 2^-63 are summed
-    in double steps, the others in float32 ones, one instance's chain going
-    through both: the oracle's bits on every variant (16 instances, blocks
-    of 128 and a short tail)."""
+    """Blocks of 128 elements (AVX-512: tiles of 16) holding a value
+    0 < |bf(x)| < 2^-63 are summed in double steps, the others in float32
+    ones, one instance's chain going through both: the oracle's bits on
+    every variant (16 instances, blocks of 128 and a short tail; one tiny
+    value in one lane; tiny values inside one tile only)."""
     rng = case_rng("dpu-in-tiny-blocks", where)
     shape = (1, 16, 3 * 128 + 40)
     x = in_cases.values(rng, shape, "offset")
     tiny = (rng.standard_normal(shape) * 2.0**-70).astype(np.float32)
-    blocks = {"one block": [1], "every other block": [0, 2], "all": [0, 1, 2, 3]}[where]
-    for k in blocks:
-        lanes = slice(None) if where == "all" else slice(k % 16, k % 16 + 3)
-        x[0, lanes, k * 128: k * 128 + 40] = tiny[0, lanes, k * 128: k * 128 + 40]
+    if where == "one lane":
+        x[0, 11, 200] = tiny[0, 11, 200]
+    elif where == "in one tile":
+        x[0, 3:6, 161:170] = tiny[0, 3:6, 161:170]
+    else:
+        blocks = {"one block": [1], "every other block": [0, 2], "all": [0, 1, 2, 3]}[where]
+        for k in blocks:
+            lanes = slice(None) if where == "all" else slice(k % 16, k % 16 + 3)
+            x[0, lanes, k * 128: k * 128 + 40] = tiny[0, lanes, k * 128: k * 128 + 40]
     g, b = in_cases.params(rng, shape[1])
     want = ic.expected(x, g, b)
     for isa in each_isa():
         assert_same_bits(extql.extended_instance_normalization(x, g, b), want,
                          f"{where} on {isa}")
+
+
+def test_a_long_run_of_tiny_squares_is_summed_in_double_steps(each_isa):
+    """One instance whose sum of squares is 2^-122 and then grows by 2^17
+    squares of a value below 2^-63 (a float32 square is subnormal and
+    rounded there): the double steps' sum differs from the float32 steps'
+    by about 1.5 %, and with epsilon 0 that reaches the output.  Every
+    variant gives the oracle's bits, in every tile of the run."""
+    rng = case_rng("dpu-in-tiny-run")
+    n = 2**17 + 1
+    x = in_cases.values(rng, (1, 16, n), "offset")
+    x[0, 7, 0] = np.float32(2.0**-61)
+    x[0, 7, 1:] = np.array([0x1B010000], np.uint32).view(np.float32)[0]
+    g, b = in_cases.params(rng, 16)
+    want = ic.expected(x, g, b, epsilon=0.0)
+    # the float32 steps' sum against the double steps' (the values are
+    # all alike after the first)
+    v = ic.bf(x[0, 7])
+    sq32 = np.float32(v[0] * v[0])
+    sq64 = sq32
+    tail32, tail64 = np.float32(v[1] * v[1]), np.float64(v[1]) ** 2
+    for _ in range(n - 1):
+        sq32 = np.float32(sq32 + tail32)
+        sq64 = np.float32(np.float64(sq64) + tail64)
+    assert abs(float(sq32) / float(sq64) - 1) > 0.005, (sq32, sq64)
+    for isa in each_isa():
+        y = extql.extended_instance_normalization(x, g, b, epsilon=0.0)
+        assert_same_bits(y, want, f"long tiny run on {isa}")
