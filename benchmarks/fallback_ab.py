@@ -17,8 +17,8 @@ decomposition change against main's), so that a change states what it costs.
    status 1).
 
 Cases: ExtendedQuantizeLinear / ExtendedDequantizeLinear of ``--types``
-(default int32, uint32; also float16; ``--types`` with no name: none), x of
-shape (1, 64, 128, 128) (1M elements), per tensor (a scalar scale) and per
+(default int32, uint32; also the 8/16-bit integers and float16; ``--types``
+with no name: none), x of shape (1, 64, 128, 128) (1M elements), per tensor (a scalar scale) and per
 channel (axis 1), zero points not 0 (float16: 0, as Quark writes them).
 ``--blocks [CONFIG ...]`` adds BFPQuantizeDequantize / MXQuantizeDequantize
 with the attributes Quark writes for each configuration (:data:`BLOCKS`; no
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 SHAPE = (1, 64, 128, 128)
-_CODES = {"int32": 6, "uint32": 12, "float16": 10}
+_CODES = {"uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6, "uint32": 12, "float16": 10}
 
 _BFP16 = {"bfp_method": "to_bfp", "bit_width": 16, "block_size": 8, "rounding_mode": 0}
 
