@@ -261,7 +261,7 @@ def _exported_names() -> list[str]:
     kernels' public entry points (extql/_entrypoints.py)."""
     spec = _load(os.path.join(ROOT, "extql", "_entrypoints.py"))
     names = ["RegisterCustomOps", "extql_isa", "extql_isa_supported", "extql_isa_force",
-             "extql_isa_name"]
+             "extql_isa_name", "extql_quotient", "extql_quotient_force"]
     return names + [f"extql_{name}" for name, *_ in spec.ENTRY_POINTS]
 
 

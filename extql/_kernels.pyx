@@ -415,6 +415,26 @@ def set_isa(name=None):
                          "in this build or on this CPU")
 
 
+def quotient():
+    """How the AVX2 / AVX-512 quantize takes x / s: "division" (the division
+    instruction) or "fma" (the reciprocal and fused multiply-add
+    corrections); both give the division's bits, and the CPU decides which
+    is faster (EXTQL_QUOTIENT overrides)."""
+    return "division" if extql_quotient() else "fma"
+
+
+def set_quotient(name=None):
+    """Take the quotient by "division" or "fma" (None: as the CPU chooses).
+
+    For tests and benchmarks; not thread-safe against kernels running at the
+    time.
+    """
+    if name not in (None, "division", "fma"):
+        raise ValueError(f"extql: unknown quotient method {name!r}; choose from "
+                         "'division', 'fma'")
+    extql_quotient_force(-1 if name is None else int(name == "division"))
+
+
 # ---------------------------------------------------------------------------
 # ExtendedLSTM
 

@@ -67,6 +67,7 @@ def machine_info() -> dict[str, Any]:
         "numpy": np.__version__,
         "extql": __version__,
         "kernels": _kernels.isa(),
+        "quotient": _kernels.quotient(),
         "openmp": bool(_kernels.have_openmp()),
     }
     try:

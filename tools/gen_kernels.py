@@ -155,6 +155,17 @@ EXTQL_API int extql_isa_force(int isa);
 /* The name of isa ("baseline", "avx2", ...), or NULL for an unknown code. */
 EXTQL_API const char *extql_isa_name(int isa);
 
+/* How the AVX2 / AVX-512 kernels take the quantize's quotient x / s (the
+ * 8/16-bit types, the 32-bit ones with the zero point 0): 1 by the division
+ * instruction, 0 by the reciprocal and fused multiply-add corrections; both
+ * give the division's bits.  Chosen once by the CPU (the division where it
+ * is the faster: AMD family 19h and later), or EXTQL_QUOTIENT=division|fma. */
+EXTQL_API int extql_quotient(void);
+/* Take the quotient by the division (1) or the corrections (0); a negative
+ * value: choose by the CPU again.  For tests and benchmarks: not safe
+ * against kernels running at the time. */
+EXTQL_API void extql_quotient_force(int division);
+
 #ifdef __cplusplus
 }}
 #endif
@@ -284,6 +295,8 @@ cdef extern from "extql_kernels.h":
     int extql_isa_supported(int isa) noexcept nogil
     int extql_isa_force(int isa) noexcept nogil
     const char *extql_isa_name(int isa) noexcept nogil
+    int extql_quotient() noexcept nogil
+    void extql_quotient_force(int division) noexcept nogil
 """
 
 

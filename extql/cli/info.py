@@ -27,6 +27,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         ("openmp", "yes" if _kernels.have_openmp() else "no (kernels run serially)"),
         ("kernels", f"{_kernels.isa()} (available: {', '.join(_kernels.available_isas())}; "
                     "EXTQL_ISA=baseline forces the baseline)"),
+        ("quotient", f"{_kernels.quotient()} (how the quantize divides; "
+                     "EXTQL_QUOTIENT=division|fma forces one)"),
         ("cores", str(_kernels.cores())),
         ("threads", f"{numpy_api.get_num_threads()} (EXTQL_NUM_THREADS="
                     f"{os.environ.get('EXTQL_NUM_THREADS', 'unset')})"),

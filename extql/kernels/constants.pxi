@@ -180,9 +180,10 @@ cdef inline void chan_of(Chan *c, const float *scale, const qtype_t *zp,
     c.r = exact_reciprocal(c.s)
     # quotient_fma: the 8/16-bit types, and the 32-bit ones with the zero
     # point 0 (store_wide; their formula with another zero point keeps the
-    # division)
+    # division), on CPUs where it outruns the division (extql_quotient)
     c.y = (0 if c.r != 0 or is_float(<qtype_t *>zp)
-           or (is_wide(<qtype_t *>zp) and c.zi != 0) else fma_reciprocal(c.s))
+           or (is_wide(<qtype_t *>zp) and c.zi != 0) or extql_quotient()
+           else fma_reciprocal(c.s))
     c.yl = fmaf(-c.s, c.y, 1) / c.s if c.y != 0 else 0
     c.xh = (c.s if c.s >= 0 else -c.s) * <float>8589934592.0 if c.y != 0 else 0
     c.xl = -c.xh

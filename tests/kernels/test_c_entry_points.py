@@ -105,7 +105,7 @@ def test_library_exports_exactly_the_list():
     kernels, no Python module part)."""
     names = {f"extql_{name}" for name, *_ in ENTRY_POINTS}
     names |= {"RegisterCustomOps", "extql_isa", "extql_isa_supported", "extql_isa_force",
-              "extql_isa_name"}
+              "extql_isa_name", "extql_quotient", "extql_quotient_force"}
     assert _exported(extql.get_library_path()) == names
 
 

@@ -15,7 +15,9 @@ proof covers and just past them, subnormal and negative scales), on tiny and
 huge quotients, and as hypothesis properties of near-tie values.  The
 ``slow`` test runs every one of the 2^32 float32 values for each hard scale.
 Each test computes the expectation once and checks every kernel variant
-against it (conftest.py's ``each_isa``).
+against it (conftest.py's ``each_isa``), each with both ways of taking the
+quotient (``extql_quotient``: the CPU picks the division or the corrections,
+and the other must give the same bits on a CPU that picks it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import extql
+from extql import _kernels
 
 F32 = np.float32
 NARROW = ["int8", "uint8", "int16", "uint16"]
@@ -60,8 +63,25 @@ def _between(lo: float, hi: float, step: int = 1) -> np.ndarray:
     return np.concatenate([pos, -pos])
 
 
+@pytest.fixture
+def each_variant(each_isa):
+    """A function iterating each_isa's variants, each with the quotient by
+    the division and by the corrections in turn (their names: "avx512/fma",
+    ...); the CPU's choice is restored after."""
+    def variants():
+        try:
+            for isa in each_isa():
+                for method in ("fma", "division"):
+                    _kernels.set_quotient(method)
+                    assert _kernels.quotient() == method
+                    yield f"{isa}/{method}"
+        finally:
+            _kernels.set_quotient(None)
+    return variants
+
+
 def _check(isas, x: np.ndarray, s: np.float32, name: str, zp: int = 0, what: str = "") -> None:
-    """Every variant of ``isas`` (each_isa) against one expectation."""
+    """Every variant of ``isas`` (each_variant) against one expectation."""
     dt = TYPES[name][0]
     z = np.array(zp, dt)
     expected = quantize(x, s, z, 1)
@@ -71,30 +91,30 @@ def _check(isas, x: np.ndarray, s: np.float32, name: str, zp: int = 0, what: str
 
 
 @pytest.mark.parametrize("s", HARD, ids=[f"{float(s):.9g}" for s in HARD])
-def test_every_x_of_a_quotient_binade(s, each_isa):
+def test_every_x_of_a_quotient_binade(s, each_variant):
     """Every x whose quotient lies in [2^13, 2^14) (int16: the last bit of the
     quotient decides the rounding of every tie k + 0.5 and of its
     neighbours); every 4th x whose quotient lies in [2^5, 2^6) for int8 and
     uint8 and in [2^14, 2^15) for uint16 (the same steps of the quotient;
     test_every_float32_x takes every x)."""
     a = abs(float(s))
-    _check(each_isa, _between(a * 2.0**13, a * 2.0**14), s, "int16",
+    _check(each_variant, _between(a * 2.0**13, a * 2.0**14), s, "int16",
            what="quotients in [2^13, 2^14)")
     x = _between(a * 2.0**5, a * 2.0**6, 4)
-    _check(each_isa, x, s, "int8", what="quotients in [2^5, 2^6)")
-    _check(each_isa, x, s, "uint8", 3, what="quotients in [2^5, 2^6)")
-    _check(each_isa, _between(a * 2.0**14, a * 2.0**15, 4), s, "uint16", 32768,
+    _check(each_variant, x, s, "int8", what="quotients in [2^5, 2^6)")
+    _check(each_variant, x, s, "uint8", 3, what="quotients in [2^5, 2^6)")
+    _check(each_variant, _between(a * 2.0**14, a * 2.0**15, 4), s, "uint16", 32768,
            "quotients in [2^14, 2^15)")
     # 32-bit: in [2^22, 2^23) every quotient is an integer or a tie; from
     # 2^24 on the quotient's bits are the value (uint32 past 2^31).
-    _check(each_isa, _between(a * 2.0**22, a * 2.0**23, 8), s, "int32",
+    _check(each_variant, _between(a * 2.0**22, a * 2.0**23, 8), s, "int32",
            what="quotients in [2^22, 2^23)")
-    _check(each_isa, _between(a * 2.0**31, a * 2.0**32, 32), s, "uint32",
+    _check(each_variant, _between(a * 2.0**31, a * 2.0**32, 32), s, "uint32",
            what="quotients in [2^31, 2^32)")
 
 
 @pytest.mark.parametrize("name", NARROW + WIDE)
-def test_tiny_and_huge_quotients(name, each_isa):
+def test_tiny_and_huge_quotients(name, each_variant):
     """Where the proof's conditions end: |x| around 2^-100, quotients around
     2^-124 and the subnormals, |x| around |s| * 2^33 (the bound the
     reciprocal path clamps x to) and beyond to the largest floats, with the
@@ -110,11 +130,11 @@ def test_tiny_and_huge_quotients(name, each_isa):
             scaled = np.concatenate([base, -base, (base * F32(a)).astype(F32)])
             scaled = np.concatenate([scaled, -scaled])
         zp = 0 if name in WIDE else int(TYPES[name][1] + 1)
-        _check(each_isa, scaled, s, name, zp, "tiny and huge")
+        _check(each_variant, scaled, s, name, zp, "tiny and huge")
 
 
 @pytest.mark.parametrize("name", NARROW + WIDE)
-def test_hard_scales_per_channel(name, each_isa):
+def test_hard_scales_per_channel(name, each_variant):
     """One tensor whose channels take the reciprocal, the division and the
     multiply, each with near-tie values of its own scale."""
     s = np.array(HARD + [F32(0.5), F32(2.0**-70)], F32)
@@ -129,7 +149,7 @@ def test_hard_scales_per_channel(name, each_isa):
     zp = zp.astype(dt)
     for axis, xx in ((0, x), (1, np.ascontiguousarray(x.reshape(1, *x.shape)))):
         expected = quantize(xx, s, zp, axis)
-        for isa in each_isa():
+        for isa in each_variant():
             assert_same_bits(extql.quantize_linear(xx, s, zp, axis=axis), expected,
                              f"{isa}: quantize {name} per channel axis={axis}")
 
@@ -138,14 +158,14 @@ NORMAL_SCALES = st.floats(min_value=2.0**-70, max_value=2.0**70, width=32,
                           allow_subnormal=False).map(F32)
 
 
-# (each_isa is a function of the test, not of an example: it holds no state)
+# (each_variant is a function of the test, not of an example: it holds no state)
 @settings(max_examples=400, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=st.one_of(NORMAL_SCALES, st.sampled_from(HARD)),
        k=st.integers(-40000, 40000),
        ulps=st.lists(st.integers(-3, 3), min_size=1, max_size=7),
        negative_scale=st.booleans())
-def test_near_ties_property(each_isa, s, k, ulps, negative_scale):
+def test_near_ties_property(each_variant, s, k, ulps, negative_scale):
     """x = RN((k + 1/2) * s) and its neighbours up to 3 ulps away, for any
     scale: the quotients closest to the ties of the rounding to integers."""
     s = F32(-s if negative_scale else s)
@@ -159,15 +179,15 @@ def test_near_ties_property(each_isa, s, k, ulps, negative_scale):
         xs.append(x)
     x = np.array(xs * 16, F32)  # at several lane positions
     for name in NARROW + WIDE:
-        _check(each_isa, x, s, name, 0, f"near k={k} + 1/2")
+        _check(each_variant, x, s, name, 0, f"near k={k} + 1/2")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("s", HARD, ids=[f"{float(s):.9g}" for s in HARD])
-def test_every_float32_x(s, each_isa):
+def test_every_float32_x(s, each_variant):
     """All 2^32 float32 values of x (chunk by chunk), int8 and int16."""
     chunk = 1 << 24
     for start in range(0, 1 << 32, chunk):
         x = np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32).view(F32)
-        _check(each_isa, x, s, "int16", what=f"x bits [{start:#x}, +{chunk:#x})")
-        _check(each_isa, x, s, "int8", 5, what=f"x bits [{start:#x}, +{chunk:#x})")
+        _check(each_variant, x, s, "int16", what=f"x bits [{start:#x}, +{chunk:#x})")
+        _check(each_variant, x, s, "int8", 5, what=f"x bits [{start:#x}, +{chunk:#x})")
