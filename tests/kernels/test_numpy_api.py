@@ -157,6 +157,26 @@ def test_exact_zero_point_difference(name, x, zp, expected):
     assert got.dtype == np.float32 and got[0] == F32(expected)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("offset", [0, 5])
+def test_conversion_saturation_in_every_lane(name, offset):
+    """The conversion (scale 1, zero point +0) of values at and past the
+    type's largest finite value, infinities, NaNs and signed zeros, each in
+    every lane of the vector bodies and of their tails (an input of 2053
+    elements, read from an offset that misaligns it), against the
+    contract."""
+    specials = np.array([65504.0, 65519.0, 65520.0, 65536.0, 1e30, np.inf, np.nan, -0.0, 0.0,
+                         3.3895314e38, 3.40282e38, 1.0, -1.5, 6e-8, 3e-5], F32)
+    specials = np.concatenate([specials, -specials])
+    base = np.resize(specials, 2053 + offset)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        x = rng.permutation(base)[offset:]
+        z = np.zeros((), TYPES[name][0])
+        got = extql.quantize_linear(x, F32(1), z)
+        assert_same_bits(got, quantize(x, F32(1), z, 1), f"{name} conversion offset={offset}")
+
+
 def test_float16_bfloat16_saturation_and_nan():
     x = np.array([1e6, -1e6, np.inf, -np.inf, np.nan, 65519.0, 65520.0, 3.4e38], F32)
     h = extql.quantize_linear(x, F32(1), np.float16(0))
