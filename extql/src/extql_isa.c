@@ -73,14 +73,18 @@ static int extql_isa_detect(void) {
   return best;
 }
 
-EXTQL_API int extql_isa(void) {
-  int isa = __atomic_load_n(&extql_isa_choice, __ATOMIC_RELAXED);
-  if (isa < 0) {
-    isa = extql_isa_detect();
-    __atomic_store_n(&extql_isa_choice, isa, __ATOMIC_RELAXED);
+/* A choice made once: *slot, or detect()'s value stored there while *slot
+   is -1 (not decided yet). */
+static int extql_choice(int *slot, int (*detect)(void)) {
+  int v = __atomic_load_n(slot, __ATOMIC_RELAXED);
+  if (v < 0) {
+    v = detect();
+    __atomic_store_n(slot, v, __ATOMIC_RELAXED);
   }
-  return isa;
+  return v;
 }
+
+EXTQL_API int extql_isa(void) { return extql_choice(&extql_isa_choice, extql_isa_detect); }
 
 EXTQL_API int extql_isa_force(int isa) {
   if (isa >= 0 && !extql_isa_supported(isa)) return -1;
@@ -129,12 +133,7 @@ static int extql_quotient_detect(void) {
 }
 
 EXTQL_API int extql_quotient(void) {
-  int q = __atomic_load_n(&extql_quotient_choice, __ATOMIC_RELAXED);
-  if (q < 0) {
-    q = extql_quotient_detect();
-    __atomic_store_n(&extql_quotient_choice, q, __ATOMIC_RELAXED);
-  }
-  return q;
+  return extql_choice(&extql_quotient_choice, extql_quotient_detect);
 }
 
 EXTQL_API void extql_quotient_force(int division) {
